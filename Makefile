@@ -1,0 +1,34 @@
+# The two commands a newcomer needs (see README.md):
+#   make run    install what is missing, build, run the default scenario
+#   make test   install what is missing, build, run every test through ctest
+# Also: make test-sanitize (the suite under ASan + UBSan), make build, make clean.
+
+BUILD ?= build
+BUILD_SAN ?= build-sanitize
+JOBS ?= 2
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-sanitize clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	$(BUILD)/cli/npusim arch show scenarios/default.cfg
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+test-sanitize: deps
+	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DNPUSIM_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_SAN) -j$(JOBS)
+	ctest --test-dir $(BUILD_SAN) --output-on-failure -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN)

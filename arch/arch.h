@@ -1,0 +1,186 @@
+/*
+ * arch.h - the hardware description: chip, node (server) and cluster.
+ *
+ * Plain structs filled by the generic loader (common/cfg.h) from libconfig files and presets
+ * (the .cfg files in arch/presets). Every value is SI (seconds, bytes, bytes/s, Hz) except rates that the
+ * vendor publishes per clock cycle, which keep "per_cycle" in their names. Figures and their
+ * public sources are in the preset files; docs/SCENARIOS.md lists every key.
+ *
+ * A description always has a chip. node and cluster are optional: a chip preset alone
+ * describes one device with no links.
+ */
+#ifndef NPUSIM_ARCH_ARCH_H
+#define NPUSIM_ARCH_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/cfg.h"
+#include "common/diag.h"
+#include "common/dtype.h"
+
+#define ARCH_NAME_MAX 64
+#define ARCH_SOURCE_MAX 256
+
+enum arch_org {
+  ARCH_ORG_SPLIT,   /* separate cube (AIC) and vector (AIV) cores: 910B, 910C, 950 */
+  ARCH_ORG_COUPLED, /* one core holds cube and vector units: 910A, GPUs (SM) */
+};
+
+enum arch_buf { ARCH_BUF_L1, ARCH_BUF_L0A, ARCH_BUF_L0B, ARCH_BUF_L0C, ARCH_BUF_UB,
+                ARCH_BUF_BT, ARCH_BUF_FB, ARCH_BUF_COUNT };
+
+/* Data paths of the DMA engines and FixPipe, per core. */
+#define ARCH_PATH_MAP(XX)                                                \
+  XX(GM_TO_L1, "gm_to_l1", "MTE2: GM -> L1 (with ND->NZ)")               \
+  XX(GM_TO_L0A, "gm_to_l0a", "MTE2: GM -> L0A")                          \
+  XX(GM_TO_L0B, "gm_to_l0b", "MTE2: GM -> L0B")                          \
+  XX(GM_TO_UB, "gm_to_ub", "MTE2: GM -> UB")                             \
+  XX(L1_TO_L0A, "l1_to_l0a", "MTE1: L1 -> L0A")                          \
+  XX(L1_TO_L0B, "l1_to_l0b", "MTE1: L1 -> L0B")                          \
+  XX(L1_TO_UB, "l1_to_ub", "L1 -> UB")                                   \
+  XX(UB_TO_L1, "ub_to_l1", "UB -> L1")                                   \
+  XX(L0C_TO_GM, "l0c_to_gm", "FixPipe: L0C -> GM")                       \
+  XX(L0C_TO_L1, "l0c_to_l1", "FixPipe: L0C -> L1")                       \
+  XX(L0C_TO_UB, "l0c_to_ub", "FixPipe: L0C -> UB")                       \
+  XX(UB_TO_GM, "ub_to_gm", "MTE3: UB -> GM")
+
+enum arch_path {
+#define ARCH__PATH_ENUM(e, name, desc) ARCH_PATH_##e,
+  ARCH_PATH_MAP(ARCH__PATH_ENUM)
+#undef ARCH__PATH_ENUM
+  ARCH_PATH_COUNT
+};
+
+struct arch_buffer {
+  uint64_t size_bytes;  /* capacity per core */
+  uint64_t align_bytes; /* address alignment */
+};
+
+struct arch_ub {
+  int banks;                   /* UB banks */
+  int bank_groups;             /* banks in one group conflict with each other */
+  double read_bytes_per_cycle; /* UB read port */
+  double write_bytes_per_cycle;/* UB write port */
+};
+
+struct arch_calib {
+  double value;                /* achievable share of peak, in (0, 1] */
+  char source[ARCH_SOURCE_MAX];/* the measurement it comes from */
+};
+
+struct arch_chip {
+  char name[ARCH_NAME_MAX];    /* preset name, e.g. "ascend-910b2" */
+  char title[ARCH_NAME_MAX];   /* human name, e.g. "Ascend 910B2" */
+  int org;                     /* enum arch_org */
+  int aic_count;               /* cube cores (SMs on GPUs) */
+  int aiv_count;               /* vector cores; == aic_count when coupled */
+  double clock_hz;             /* core clock */
+  struct {
+    int fractal_m, fractal_n;  /* rows of A / columns of B per fractal (16) */
+    int fractal_k_bytes;       /* bytes of K per fractal row: K0 = this / element size */
+    int macs_per_cycle[NPU_DT_COUNT]; /* per AIC per input dtype; 0 = unsupported */
+  } cube;
+  struct {
+    double bytes_per_cycle;    /* per AIV, elementwise throughput */
+    int block_bytes;           /* one block of a repeat (32 B) */
+    int repeat_max;            /* repeats per instruction (255) */
+    double flops_per_element;  /* FLOP per lane per cycle counted for peaks (1, or 2 for FMA) */
+    double transcendental_cycles; /* cycles per repeat of exp/ln/rsqrt/rec */
+  } vector;
+  struct arch_buffer buf[ARCH_BUF_COUNT]; /* L1, L0A, L0B, L0C, UB, BiasTable, FixPipe buffer */
+  struct arch_ub ub;
+  struct {
+    double gm_read_bytes_per_cycle;  /* a core's port for reads from GM (through L2) */
+    double gm_write_bytes_per_cycle; /* a core's port for writes to GM */
+    double path_bytes_per_cycle[ARCH_PATH_COUNT]; /* per path; 0 = path absent */
+    uint64_t burst_bytes;      /* GM burst granularity: transfers round up to it */
+    double setup_cycles;       /* fixed cost per DMA instruction */
+  } dma;
+  struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } l2;
+  struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } hbm;
+  double launch_overhead_s;    /* kernel launch, host to first instruction */
+  struct { struct arch_calib cube, vector, hbm, l2; } calib;
+};
+
+enum arch_node_topo { ARCH_NODE_FULL_MESH, ARCH_NODE_SWITCH };
+
+struct arch_node {
+  char name[ARCH_NAME_MAX];
+  int devices;                 /* ranks per node (dies when a package has several) */
+  int dies_per_package;        /* 1, or 2 for 910C */
+  struct { double bw_bytes_per_s, latency_s; } d2d; /* die-to-die inside a package (SIO) */
+  int topology;                /* enum arch_node_topo */
+  struct {
+    double bw_bytes_per_s;     /* one link, one direction */
+    double latency_s;          /* one hop */
+    int ports;                 /* intra-node links per package */
+  } link;
+  int switch_ports;            /* total ports of the node's switches (topology switch) */
+  struct arch_calib link_efficiency;
+};
+
+enum arch_scaleout_topo { ARCH_SCALEOUT_NONE, ARCH_SCALEOUT_FAT_TREE, ARCH_SCALEOUT_RAIL_CLOS };
+
+struct arch_cluster {
+  char name[ARCH_NAME_MAX];
+  int nodes;
+  struct {
+    int topology;              /* enum arch_scaleout_topo */
+    int nics_per_device;
+    double nic_bw_bytes_per_s; /* one NIC, one direction */
+    double nic_latency_s;      /* NIC to NIC through one switch */
+    double switch_latency_s;   /* each further switch hop */
+    int switch_radix;          /* ports per switch */
+    int tiers;                 /* switch tiers */
+    double oversubscription;   /* down:up bandwidth ratio at the leaf (>= 1) */
+    struct arch_calib efficiency;
+  } scaleout;
+  struct {
+    int nodes;                 /* nodes per SuperPoD (0: no SuperPoD fabric) */
+    int tiers;                 /* switch tiers of the fabric */
+    double bw_bytes_per_s;     /* per device, one direction */
+    double latency_s;          /* device to device across the fabric */
+    double oversubscription;
+    struct arch_calib efficiency;
+  } superpod;
+};
+
+struct arch_system {
+  struct arch_chip chip;
+  struct arch_node node;
+  struct arch_cluster cluster;
+  bool has_node;    /* node section given */
+  bool has_cluster; /* cluster section given */
+};
+
+/* The parameter table of a system ("chip.*", "node.*", "cluster.*"). */
+const struct npu_table *arch_table(void);
+
+/*
+ * Register the arch table with cfg, values landing in sys, and add the preset directory.
+ * Zeroes sys first.
+ */
+void arch_register(struct npu_cfg *cfg, struct arch_system *sys);
+
+/*
+ * After loading: record which sections are present and check cross-field consistency
+ * (fractals fit the buffers, core organisation, the node wires its devices, the cluster wires
+ * its nodes). Returns 0 or NPU_ECONFIG with diag naming the key's file:line.
+ */
+int arch_finish(struct npu_cfg *cfg, struct arch_system *sys, struct npu_diag *diag);
+
+/* Where presets live: $NPUSIM_PRESET_DIR if set, else the source tree's arch/presets. */
+const char *arch_preset_dir(void);
+
+/* The source tree root (for display paths). */
+const char *arch_source_root(void);
+
+/* Element size in bits -> K0 of a fractal for that dtype (elements). */
+int arch_fractal_k(const struct arch_chip *chip, enum npu_dtype t);
+
+/* Names of the DMA paths, "gm_to_l1", ...; and of the buffers, "l1", ... */
+const char *arch_path_name(enum arch_path p);
+const char *arch_buf_name(enum arch_buf b);
+
+#endif

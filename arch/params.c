@@ -1,0 +1,184 @@
+/*
+ * params.c - the parameter table of the hardware description: every key a scenario may set
+ * under chip, node and cluster, with type, default, range and one line of meaning.
+ * docs/SCENARIOS.md is the long form of this table; tests check that both list the same keys.
+ */
+#include "arch/arch.h"
+
+#include <stddef.h>
+
+#include "common/err.h"
+
+#define OFF(f) offsetof(struct arch_system, f)
+#define SZ(f) sizeof(((struct arch_system *)0)->f)
+
+/* Required value: no default. */
+#define REQ(name, type, field, flags, desc) \
+  {name, type, OFF(field), 0, NULL, flags, 0, 0, NULL, desc}
+/* Optional value with a default. */
+#define OPT(name, type, field, def, flags, desc) \
+  {name, type, OFF(field), 0, def, flags, 0, 0, NULL, desc}
+#define STR(name, field, def, desc) \
+  {name, NPU_PT_STRING, OFF(field), SZ(field), def, 0, 0, 0, NULL, desc}
+#define ENUM(name, field, def, names, desc) \
+  {name, NPU_PT_ENUM, OFF(field), 0, def, 0, 0, 0, names, desc}
+#define RANGE(name, type, field, def, lo, hi, desc) \
+  {name, type, OFF(field), 0, def, 0, lo, hi, NULL, desc}
+#define CALIB(prefix, field, what)                                                         \
+  {prefix, NPU_PT_REAL, OFF(field.value), 0, "1.0", NPU_PF_FRACTION, 0, 0, NULL,           \
+   "achievable share of peak " what},                                                      \
+  {prefix "_source", NPU_PT_STRING, OFF(field.source), SZ(field.source),                   \
+   "uncalibrated: ideal hardware", 0, 0, 0, NULL, "measurement the fraction comes from"}
+
+static const char *const org_names[] = {"split", "coupled", NULL};
+static const char *const node_topo_names[] = {"full_mesh", "switch", NULL};
+static const char *const scaleout_names[] = {"none", "fat_tree", "rail_clos", NULL};
+
+#define MACS_X(e, dt, bits)                                                             \
+  OPT("chip.cube.macs_per_cycle." dt, NPU_PT_INT, chip.cube.macs_per_cycle[NPU_DT_##e], \
+      "0", NPU_PF_NONNEG, "MAC per cycle per cube core for " dt " inputs; 0: unsupported"),
+#define PATH(e, name, desc)                                                              \
+  OPT("chip.dma.bytes_per_cycle." name, NPU_PT_REAL,                                     \
+      chip.dma.path_bytes_per_cycle[ARCH_PATH_##e], "0", NPU_PF_NONNEG,                  \
+      desc " rate per core, bytes per cycle; 0: path absent"),
+#define BUF(name, idx, what)                                                             \
+  REQ("chip." name ".size", NPU_PT_SIZE, chip.buf[idx].size_bytes, NPU_PF_POSITIVE,      \
+      what " capacity per core"),                                                        \
+  REQ("chip." name ".align", NPU_PT_SIZE, chip.buf[idx].align_bytes, NPU_PF_POSITIVE,    \
+      what " address alignment")
+
+static const struct npu_param params[] = {
+    /* chip */
+    STR("chip.name", chip.name, NULL, "preset name of the chip"),
+    STR("chip.title", chip.title, "", "human-readable chip name"),
+    ENUM("chip.organisation", chip.org, NULL, org_names,
+         "split: separate cube (AIC) and vector (AIV) cores; coupled: one core holds both"),
+    REQ("chip.aic_count", NPU_PT_INT, chip.aic_count, NPU_PF_POSITIVE,
+        "cube cores (AIC); streaming multiprocessors on GPUs"),
+    REQ("chip.aiv_count", NPU_PT_INT, chip.aiv_count, NPU_PF_POSITIVE,
+        "vector cores (AIV); equal to aic_count when coupled"),
+    REQ("chip.clock", NPU_PT_FREQUENCY, chip.clock_hz, NPU_PF_POSITIVE, "core clock"),
+    OPT("chip.cube.fractal_m", NPU_PT_INT, chip.cube.fractal_m, "16", NPU_PF_POSITIVE,
+        "rows of the left fractal"),
+    OPT("chip.cube.fractal_n", NPU_PT_INT, chip.cube.fractal_n, "16", NPU_PF_POSITIVE,
+        "columns of the right fractal"),
+    OPT("chip.cube.fractal_k_bytes", NPU_PT_INT, chip.cube.fractal_k_bytes, "32",
+        NPU_PF_POSITIVE, "bytes of K in a fractal row; K0 = this / element size"),
+    NPU_DTYPE_MAP(MACS_X)
+    REQ("chip.vector.bytes_per_cycle", NPU_PT_REAL, chip.vector.bytes_per_cycle,
+        NPU_PF_POSITIVE, "elementwise throughput per vector core, bytes per cycle"),
+    OPT("chip.vector.block_bytes", NPU_PT_INT, chip.vector.block_bytes, "32", NPU_PF_POSITIVE,
+        "bytes per block of a vector repeat"),
+    OPT("chip.vector.repeat_max", NPU_PT_INT, chip.vector.repeat_max, "255", NPU_PF_POSITIVE,
+        "repeats one vector instruction can issue"),
+    OPT("chip.vector.flops_per_element", NPU_PT_REAL, chip.vector.flops_per_element, "1",
+        NPU_PF_POSITIVE, "FLOP per lane per cycle counted in the vector peak (2 with FMA)"),
+    REQ("chip.vector.transcendental_cycles", NPU_PT_REAL, chip.vector.transcendental_cycles,
+        NPU_PF_POSITIVE, "cycles per repeat of exp, ln, rsqrt, reciprocal"),
+    BUF("l1", ARCH_BUF_L1, "L1 buffer"),
+    BUF("l0a", ARCH_BUF_L0A, "L0A (left operand)"),
+    BUF("l0b", ARCH_BUF_L0B, "L0B (right operand)"),
+    BUF("l0c", ARCH_BUF_L0C, "L0C (accumulator)"),
+    BUF("ub", ARCH_BUF_UB, "unified buffer per vector core"),
+    REQ("chip.ub.banks", NPU_PT_INT, chip.ub.banks, NPU_PF_POSITIVE, "UB banks"),
+    REQ("chip.ub.bank_groups", NPU_PT_INT, chip.ub.bank_groups, NPU_PF_POSITIVE,
+        "UB bank groups; accesses to one group in the same cycle conflict"),
+    REQ("chip.ub.read_bytes_per_cycle", NPU_PT_REAL, chip.ub.read_bytes_per_cycle,
+        NPU_PF_POSITIVE, "UB read port, bytes per cycle"),
+    REQ("chip.ub.write_bytes_per_cycle", NPU_PT_REAL, chip.ub.write_bytes_per_cycle,
+        NPU_PF_POSITIVE, "UB write port, bytes per cycle"),
+    BUF("bias_table", ARCH_BUF_BT, "BiasTable"),
+    BUF("fixpipe_buf", ARCH_BUF_FB, "FixPipe buffer (quantisation parameters)"),
+    REQ("chip.dma.gm_read_bytes_per_cycle", NPU_PT_REAL, chip.dma.gm_read_bytes_per_cycle,
+        NPU_PF_POSITIVE, "a core's port for reads from GM through L2, bytes per cycle"),
+    REQ("chip.dma.gm_write_bytes_per_cycle", NPU_PT_REAL, chip.dma.gm_write_bytes_per_cycle,
+        NPU_PF_POSITIVE, "a core's port for writes to GM, bytes per cycle"),
+    ARCH_PATH_MAP(PATH)
+    REQ("chip.dma.burst", NPU_PT_SIZE, chip.dma.burst_bytes, NPU_PF_POSITIVE,
+        "GM burst: transfers are rounded up to whole bursts"),
+    REQ("chip.dma.setup_cycles", NPU_PT_REAL, chip.dma.setup_cycles, NPU_PF_NONNEG,
+        "fixed cycles per DMA instruction"),
+    REQ("chip.l2.size", NPU_PT_SIZE, chip.l2.size_bytes, NPU_PF_POSITIVE, "L2 cache"),
+    REQ("chip.l2.bandwidth", NPU_PT_BANDWIDTH, chip.l2.bw_bytes_per_s, NPU_PF_POSITIVE,
+        "aggregate L2 bandwidth"),
+    REQ("chip.l2.latency", NPU_PT_TIME, chip.l2.latency_s, NPU_PF_NONNEG, "L2 hit latency"),
+    REQ("chip.hbm.size", NPU_PT_SIZE, chip.hbm.size_bytes, NPU_PF_POSITIVE, "HBM capacity"),
+    REQ("chip.hbm.bandwidth", NPU_PT_BANDWIDTH, chip.hbm.bw_bytes_per_s, NPU_PF_POSITIVE,
+        "aggregate HBM bandwidth"),
+    REQ("chip.hbm.latency", NPU_PT_TIME, chip.hbm.latency_s, NPU_PF_NONNEG, "HBM access latency"),
+    REQ("chip.launch_overhead", NPU_PT_TIME, chip.launch_overhead_s, NPU_PF_NONNEG,
+        "kernel launch, host call to first instruction"),
+    CALIB("chip.calib.cube", chip.calib.cube, "of the cube MAC rate"),
+    CALIB("chip.calib.vector", chip.calib.vector, "of the vector rate"),
+    CALIB("chip.calib.hbm", chip.calib.hbm, "of HBM bandwidth"),
+    CALIB("chip.calib.l2", chip.calib.l2, "of L2 bandwidth"),
+
+    /* node */
+    STR("node.name", node.name, "", "name of the server"),
+    REQ("node.devices", NPU_PT_INT, node.devices, NPU_PF_POSITIVE,
+        "ranks per node (dies, when a package holds several)"),
+    RANGE("node.dies_per_package", NPU_PT_INT, node.dies_per_package, "1", 1, 8,
+          "dies per package; each die is its own rank"),
+    OPT("node.d2d.bandwidth", NPU_PT_BANDWIDTH, node.d2d.bw_bytes_per_s, "0Bps", NPU_PF_NONNEG,
+        "die-to-die link inside a package, one direction"),
+    OPT("node.d2d.latency", NPU_PT_TIME, node.d2d.latency_s, "0s", NPU_PF_NONNEG,
+        "die-to-die latency"),
+    ENUM("node.topology", node.topology, NULL, node_topo_names,
+         "full_mesh: every package wired to every other; switch: packages meet in switches"),
+    REQ("node.link.bandwidth", NPU_PT_BANDWIDTH, node.link.bw_bytes_per_s, NPU_PF_POSITIVE,
+        "one intra-node link, one direction"),
+    REQ("node.link.latency", NPU_PT_TIME, node.link.latency_s, NPU_PF_POSITIVE,
+        "one intra-node hop"),
+    REQ("node.link.ports", NPU_PT_INT, node.link.ports, NPU_PF_POSITIVE,
+        "intra-node links per package"),
+    CALIB("node.link.efficiency", node.link_efficiency, "of intra-node link bandwidth"),
+    OPT("node.switch_ports", NPU_PT_INT, node.switch_ports, "0", NPU_PF_NONNEG,
+        "ports of the node's switches together (topology switch)"),
+
+    /* cluster */
+    STR("cluster.name", cluster.name, "", "name of the cluster"),
+    REQ("cluster.nodes", NPU_PT_INT, cluster.nodes, NPU_PF_POSITIVE, "nodes (servers)"),
+    ENUM("cluster.scaleout.topology", cluster.scaleout.topology, NULL, scaleout_names,
+         "scale-out network between nodes: none, fat_tree, rail_clos (rail-optimized)"),
+    OPT("cluster.scaleout.nics_per_device", NPU_PT_INT, cluster.scaleout.nics_per_device, "1",
+        NPU_PF_POSITIVE, "scale-out NICs per device"),
+    REQ("cluster.scaleout.nic_bandwidth", NPU_PT_BANDWIDTH, cluster.scaleout.nic_bw_bytes_per_s,
+        NPU_PF_POSITIVE, "one NIC, one direction"),
+    REQ("cluster.scaleout.nic_latency", NPU_PT_TIME, cluster.scaleout.nic_latency_s,
+        NPU_PF_POSITIVE, "NIC to NIC through the leaf switch"),
+    OPT("cluster.scaleout.switch_latency", NPU_PT_TIME, cluster.scaleout.switch_latency_s,
+        "0.5us", NPU_PF_NONNEG, "each further switch hop"),
+    OPT("cluster.scaleout.switch_radix", NPU_PT_INT, cluster.scaleout.switch_radix, "64",
+        NPU_PF_POSITIVE, "ports per switch"),
+    RANGE("cluster.scaleout.tiers", NPU_PT_INT, cluster.scaleout.tiers, "2", 1, 3,
+          "switch tiers"),
+    RANGE("cluster.scaleout.oversubscription", NPU_PT_REAL, cluster.scaleout.oversubscription,
+          "1.0", 1, 64, "leaf down:up bandwidth ratio"),
+    CALIB("cluster.scaleout.efficiency", cluster.scaleout.efficiency, "of NIC bandwidth"),
+    OPT("cluster.superpod.nodes", NPU_PT_INT, cluster.superpod.nodes, "0", NPU_PF_NONNEG,
+        "nodes joined by one SuperPoD scale-up fabric; 0: none"),
+    RANGE("cluster.superpod.tiers", NPU_PT_INT, cluster.superpod.tiers, "2", 1, 2,
+          "switch tiers of the SuperPoD fabric"),
+    OPT("cluster.superpod.bandwidth", NPU_PT_BANDWIDTH, cluster.superpod.bw_bytes_per_s, "0Bps",
+        NPU_PF_NONNEG, "SuperPoD fabric per device, one direction"),
+    OPT("cluster.superpod.latency", NPU_PT_TIME, cluster.superpod.latency_s, "0s",
+        NPU_PF_NONNEG, "device to device across the SuperPoD fabric"),
+    RANGE("cluster.superpod.oversubscription", NPU_PT_REAL, cluster.superpod.oversubscription,
+          "1.0", 1, 64, "SuperPoD fabric down:up bandwidth ratio"),
+    CALIB("cluster.superpod.efficiency", cluster.superpod.efficiency,
+          "of SuperPoD fabric bandwidth"),
+};
+
+static const struct npu_section sections[] = {
+    {"chip", true, "the accelerator: cores, buffers, DMA, L2, HBM"},
+    {"node", false, "a server: devices and the links inside it"},
+    {"cluster", false, "nodes and the networks between them"},
+};
+
+static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
+                                       sizeof params / sizeof params[0]};
+
+const struct npu_table *arch_table(void)
+{
+  return &table;
+}

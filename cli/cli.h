@@ -1,0 +1,41 @@
+/*
+ * cli.h - the npusim command line: subcommands and the helpers they share.
+ *
+ * A subcommand writes its results into an npu_buf; main prints them only when the command
+ * succeeds, so a failing command leaves nothing on stdout that could pass for a result.
+ * Errors go to stderr as "error: FILE:LINE: KEY: MESSAGE" with exit status 2 for bad input.
+ */
+#ifndef NPUSIM_CLI_CLI_H
+#define NPUSIM_CLI_CLI_H
+
+#include <stdbool.h>
+
+#include "common/diag.h"
+#include "common/strutil.h"
+
+struct npu_cmd {
+  const char *name;    /* "arch" */
+  const char *summary; /* one line for `npusim --help` */
+  const char *usage;   /* full help text for `npusim help NAME` */
+  /* Run with argv[0] == name. Returns 0 or a negative npu_err with diag filled. */
+  int (*run)(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag);
+};
+
+extern const struct npu_cmd npu_cmd_arch;
+
+/* Options shared by commands that load a hardware description. */
+struct cli_sets {
+  char **items; /* "KEY=VALUE" strings from --set, borrowed from argv */
+  int n;
+};
+
+/*
+ * If argv[*i] is "--set K=V" or "--set=K=V", record it, advance *i past its value and return
+ * 1; if --set lacks its value fill diag and return -1; otherwise return 0.
+ */
+int cli_take_set(int argc, char **argv, int *i, struct cli_sets *sets, struct npu_diag *diag);
+
+/* Fill diag for an unknown option or stray argument of command cmd. Returns NPU_EINVAL. */
+int cli_bad_arg(struct npu_diag *diag, const char *cmd, const char *arg);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * test_checks.c - contradictory descriptions are refused with a message that names the file,
+ * line and key.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "common/cfg.h"
+#include "tests/support/support.h"
+
+static char *dir;
+
+static void setup(void) { dir = ts_tmpdir(); }
+static void teardown(void)
+{
+  ts_rmtree(dir);
+  free(dir);
+}
+
+TestSuite(checks, .init = setup, .fini = teardown, .timeout = 10);
+
+/* Load text as d.cfg; return the formatted diagnostic ("" when it loads). */
+static const char *check(const char *text)
+{
+  static char msg[2048];
+  char *path = ts_write(dir, "d.cfg", text);
+  struct npu_cfg *cfg = npu_cfg_create();
+  npu_cfg_set_display_root(cfg, dir);
+  struct arch_system sys;
+  arch_register(cfg, &sys);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  int rc = npu_cfg_load_file(cfg, path, &d);
+  if (rc == 0) rc = arch_finish(cfg, &sys, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  if (rc == 0) msg[0] = '\0';
+  npu_cfg_destroy(cfg);
+  free(path);
+  return msg;
+}
+
+Test(checks, a_good_override_loads)
+{
+  cr_assert_str_eq(check("preset = \"atlas-800t-a2\";\ncluster = { nodes = 16; };\n"), "");
+}
+
+Test(checks, zero_cores)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { aic_count = 0; };\n"),
+                   "d.cfg:2: chip.aic_count: must be positive, got '0'");
+}
+
+Test(checks, ub_smaller_than_a_fractal)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = {\n  ub = { size = \"256B\"; };\n};\n"),
+                   "d.cfg:3: chip.ub.size: smaller than one fractal: 256 bytes, need at least 512");
+}
+
+Test(checks, l0c_smaller_than_a_fractal_of_accumulators)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { l0c = { size = \"512B\"; }; };\n"),
+                   "d.cfg:2: chip.l0c.size: smaller than one fractal: 512 bytes, need at least 1024");
+}
+
+Test(checks, misaligned_buffer)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { l1 = { align = \"48B\"; }; };\n"),
+                   "d.cfg:2: chip.l1.align: alignment must be a power of two, got 48 bytes");
+}
+
+Test(checks, split_cores_must_divide)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { aiv_count = 50; };\n"),
+                   "d.cfg:2: chip.aiv_count: a split chip needs a whole number of vector cores per "
+                   "cube core (50 AIV for 24 AIC)");
+}
+
+Test(checks, coupled_cores_must_match)
+{
+  cr_assert_str_eq(check("preset = \"nvidia-a100-80gb\";\nchip = { aiv_count = 216; };\n"),
+                   "d.cfg:2: chip.aiv_count: a coupled chip has one vector unit per core: expected "
+                   "108, got 216");
+}
+
+Test(checks, a_cube_with_no_input_type)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { cube = { macs_per_cycle = { fp16 = 0; "
+                         "bf16 = 0; hf32 = 0; fp32 = 0; int8 = 0; int4 = 0; }; }; };\n"),
+                   "d.cfg:2: chip.cube.macs_per_cycle.fp16: the cube supports no input type: set "
+                   "chip.cube.macs_per_cycle.<dtype>");
+}
+
+Test(checks, hbm_faster_than_l2)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { hbm = { bandwidth = \"5TBps\"; }; };\n"),
+                   "d.cfg:2: chip.hbm.bandwidth: HBM faster than L2 (all GM traffic goes through L2)");
+}
+
+Test(checks, a_mesh_that_cannot_wire_its_devices)
+{
+  cr_assert_str_eq(check("preset = \"atlas-800t-a2\";\nnode = {\n  devices = 16;\n};\n"),
+                   "d.cfg:3: node.devices: a full mesh of 16 packages needs 15 links per package, "
+                   "but node.link.ports is 7");
+}
+
+Test(checks, a_switch_without_ports)
+{
+  cr_assert_str_eq(check("preset = \"atlas-800t-a2\";\nnode = { topology = \"switch\"; };\n"),
+                   "d.cfg:2: node.switch_ports: required for topology 'switch'");
+}
+
+Test(checks, a_switch_too_small)
+{
+  cr_assert_str_eq(check("preset = \"dgx-a100\";\nnode = { devices = 32; };\n"),
+                   "d.cfg:2: node.devices: 32 packages x 12 links need 384 switch ports, but "
+                   "node.switch_ports is 216");
+}
+
+Test(checks, dies_must_fill_packages)
+{
+  cr_assert_str_eq(check("preset = \"atlas-a3-superpod\";\nnode = { devices = 15; };\n"),
+                   "d.cfg:2: node.devices: 15 devices do not fill whole packages of 2 dies");
+}
+
+Test(checks, several_nodes_need_a_network)
+{
+  cr_assert_str_eq(check("preset = \"atlas-800t-a2\";\ncluster = {\n  nodes = 4;\n  scaleout = { "
+                         "topology = \"none\"; };\n};\n"),
+                   "d.cfg:4: cluster.scaleout.topology: 4 nodes need a scale-out network, got 'none'");
+}
+
+Test(checks, a_network_too_small)
+{
+  cr_assert_str_eq(check("preset = \"atlas-800t-a2\";\ncluster = { nodes = 1000; scaleout = { "
+                         "switch_radix = 16; }; };\n"),
+                   "d.cfg:2: cluster.nodes: 1000 nodes x 8 devices x 1 NICs = 8000 endpoints, but 2 "
+                   "tiers of 16-port switches wire at most 128");
+}
+
+Test(checks, superpod_needs_its_fabric)
+{
+  cr_assert_str_eq(check("preset = \"atlas-800t-a2\";\ncluster = {\n  superpod = { nodes = 1; };\n};\n"),
+                   "d.cfg:2: cluster.superpod.bandwidth: required when cluster.superpod.nodes is set");
+}
+
+Test(checks, cluster_needs_a_node)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\ncluster = { nodes = 2; scaleout = { topology = "
+                         "\"fat_tree\"; nic_bandwidth = \"200Gbps\"; nic_latency = \"2us\"; }; };\n"),
+                   "d.cfg:2: cluster.nodes: a cluster needs a node section");
+}

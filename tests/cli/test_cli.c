@@ -1,0 +1,171 @@
+/* test_cli.c - npusim's command line: help, version, arch list/show, determinism. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/support.h"
+
+TestSuite(cli, .timeout = 30);
+
+Test(cli, version_and_help)
+{
+  struct run_result r = ts_npusim("--version", NULL);
+  cr_assert_eq(r.status, 0);
+  cr_assert(strncmp(r.out, "npusim ", 7) == 0, "%s", r.out);
+  ts_run_free(&r);
+
+  r = ts_npusim("--help", NULL);
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "usage: npusim") && strstr(r.out, "  arch "), "%s", r.out);
+  ts_run_free(&r);
+
+  r = ts_npusim("help", "arch", NULL);
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "npusim arch show NAME|FILE") != NULL, "%s", r.out);
+  ts_run_free(&r);
+
+  r = ts_npusim("arch", "show", "--help", NULL);
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "--set KEY=VALUE") != NULL);
+  ts_run_free(&r);
+
+  r = ts_npusim(NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert_str_eq(r.out, "");
+  ts_run_free(&r);
+}
+
+Test(cli, arch_list_names_every_preset)
+{
+  struct run_result r = ts_npusim("arch", "list", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static const char *want[] = {"ascend-910b1", "ascend-910b2", "ascend-910b3", "ascend-910b4",
+                               "ascend-910c", "ascend-950pr", "ascend-950dt", "atlas-800t-a2",
+                               "atlas-a3-superpod", "nvidia-a100-80gb", "dgx-a100", "selene",
+                               "nvidia-h100-sxm", "dgx-h100", "nvidia-h200", "dgx-h200"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char line[64];
+    snprintf(line, sizeof line, "\n%s ", want[i]);
+    cr_assert(strstr(r.out, line) != NULL, "missing %s in:\n%s", want[i], r.out);
+  }
+  ts_run_free(&r);
+}
+
+Test(cli, arch_show_json_has_the_stable_peak_key)
+{
+  struct run_result r = ts_npusim("arch", "show", "ascend-910b2", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *derived = strstr(r.out, "\"derived\": {");
+  cr_assert(derived != NULL);
+  const char *peak = strstr(derived, "\"peak_flops_per_s\": {");
+  cr_assert(peak != NULL);
+  cr_assert(strstr(peak, "\"bf16\": 353894400000000,") != NULL, "%s", peak);
+  cr_assert_str_eq(r.err, "");
+  ts_run_free(&r);
+}
+
+Test(cli, default_scenario_describes_the_default_system)
+{
+  struct run_result r = ts_npusim("arch", "show", NPUSIM_SOURCE_DIR "/scenarios/default.cfg", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "Ascend 910B2 (ascend-910b2)") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "node atlas-800t-a2: 8 devices, full mesh") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "353.9 TFLOP/s = 24 x 4096 x 2 x 1.8GHz") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "scale-out, per device            25 GB/s") != NULL, "%s", r.out);
+  ts_run_free(&r);
+}
+
+Test(cli, overrides_apply_in_order)
+{
+  struct run_result r = ts_npusim("arch", "show", "ascend-910b2", "--set",
+                                  "chip.hbm.bandwidth=3.2TBps", "--set=chip.hbm.bandwidth=2TBps",
+                                  "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"hbm_bw_bytes_per_s\": 2000000000000,") != NULL);
+  ts_run_free(&r);
+
+  r = ts_npusim("arch", "show", "atlas-800t-a2", "--set", "chip.preset=ascend-910b3", "--json",
+                NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"name\": \"ascend-910b3\"") != NULL);
+  cr_assert(strstr(r.out, "\"devices\": 8\n") != NULL);
+  ts_run_free(&r);
+}
+
+Test(cli, effective_configuration_reloads_to_the_same_description)
+{
+  char *dir = ts_tmpdir();
+  struct run_result a = ts_npusim("arch", "show", "selene", "--set", "cluster.nodes=64", "--config", NULL);
+  cr_assert_eq(a.status, 0, "%s", a.err);
+  cr_assert(strstr(a.out, "nodes = 64;  # --set") != NULL, "%s", a.out);
+  char *path = ts_write(dir, "eff.cfg", a.out);
+  struct run_result b = ts_npusim("arch", "show", path, "--json", NULL);
+  struct run_result c = ts_npusim("arch", "show", "selene", "--set", "cluster.nodes=64", "--json", NULL);
+  cr_assert_eq(b.status, 0, "%s", b.err);
+  cr_assert_str_eq(b.out, c.out);
+  ts_run_free(&a);
+  ts_run_free(&b);
+  ts_run_free(&c);
+  free(path);
+  ts_rmtree(dir);
+  free(dir);
+}
+
+Test(cli, same_inputs_give_byte_identical_output)
+{
+  static const char *presets[] = {"atlas-a3-superpod", "dgx-h100", "ascend-950dt"};
+  for (size_t i = 0; i < 3; i++) {
+    struct run_result a = ts_npusim("arch", "show", presets[i], "--json", NULL);
+    struct run_result b = ts_npusim("arch", "show", presets[i], "--json", NULL);
+    cr_assert_eq(a.status, 0);
+    cr_assert_str_eq(a.out, b.out);
+    ts_run_free(&a);
+    ts_run_free(&b);
+  }
+}
+
+Test(cli, scenario_reference_lists_every_key)
+{
+  char *doc = ts_read(NPUSIM_SOURCE_DIR "/docs/SCENARIOS.md");
+  cr_assert(doc != NULL);
+  struct run_result r = ts_npusim("arch", "keys", NULL);
+  cr_assert_eq(r.status, 0);
+  int n = 0;
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strncmp(line, "| `", 3) != 0) continue;
+    char *end = strchr(line + 3, '`');
+    cr_assert(end != NULL);
+    *end = '\0';
+    char want[256];
+    snprintf(want, sizeof want, "| `%s` |", line + 3);
+    cr_assert(strstr(doc, want) != NULL, "docs/SCENARIOS.md does not list %s", line + 3);
+    n++;
+  }
+  cr_assert_gt(n, 100);
+  ts_run_free(&r);
+  free(doc);
+}
+
+#include <dirent.h>
+
+Test(cli, every_scenario_file_loads)
+{
+  DIR *d = opendir(NPUSIM_SOURCE_DIR "/scenarios");
+  cr_assert(d != NULL);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".cfg") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/scenarios/%s", NPUSIM_SOURCE_DIR, e->d_name);
+    struct run_result r = ts_npusim("arch", "show", path, NULL);
+    cr_assert_eq(r.status, 0, "%s: %s", e->d_name, r.err);
+    cr_assert_str_eq(r.err, "");
+    ts_run_free(&r);
+    n++;
+  }
+  closedir(d);
+  cr_assert_geq(n, 1);
+}

@@ -1,0 +1,39 @@
+/*
+ * support.h - helpers shared by the Criterion test binaries: scratch directories, files, and
+ * running the npusim binary with its output and exit status captured.
+ */
+#ifndef NPUSIM_TESTS_SUPPORT_H
+#define NPUSIM_TESTS_SUPPORT_H
+
+#include <stddef.h>
+
+struct run_result {
+  int status;   /* exit status, or 128 + signal */
+  char *out;    /* captured stdout (NUL-terminated, owned) */
+  char *err;    /* captured stderr (NUL-terminated, owned) */
+};
+
+/* A fresh scratch directory under $TMPDIR (or /tmp); the path is owned by the caller. */
+char *ts_tmpdir(void);
+
+/* Write text to dir/name; returns the full path (owned by the caller). */
+char *ts_write(const char *dir, const char *name, const char *text);
+
+/* Read a whole file; NULL if it cannot be read (owned by the caller). */
+char *ts_read(const char *path);
+
+/*
+ * Run argv (NULL-terminated; argv[0] is a path) with stdout and stderr captured.
+ * extra_env ("K=V", may be NULL) is added to the environment.
+ */
+struct run_result ts_run(char *const argv[], const char *extra_env);
+
+/* ts_run on the npusim binary under test with up to 15 arguments, NULL-terminated. */
+struct run_result ts_npusim(const char *arg, ...);
+
+void ts_run_free(struct run_result *r);
+
+/* Remove a directory tree made by ts_tmpdir. */
+void ts_rmtree(const char *dir);
+
+#endif
