@@ -111,9 +111,10 @@ static int check_chip(struct npu_cfg *cfg, const struct arch_chip *c, struct npu
     return npu_cfg_fail(cfg, d, "chip.ub.bank_groups",
                         "%d banks do not split into %d equal groups", c->ub.banks,
                         c->ub.bank_groups);
-  if (c->buf[ARCH_BUF_UB].size_bytes % (uint64_t)c->ub.banks)
-    return npu_cfg_fail(cfg, d, "chip.ub.banks", "UB size is not a multiple of %d banks",
-                        c->ub.banks);
+  if (c->ub.bank_bytes * (uint64_t)c->ub.banks < c->buf[ARCH_BUF_UB].size_bytes)
+    return npu_cfg_fail(cfg, d, "chip.ub.bank_bytes",
+                        "%d banks of %llu bytes hold less than the UB", c->ub.banks,
+                        (unsigned long long)c->ub.bank_bytes);
   if (c->vector.bytes_per_cycle < c->vector.block_bytes)
     return npu_cfg_fail(cfg, d, "chip.vector.bytes_per_cycle",
                         "narrower than one %d-byte block", c->vector.block_bytes);

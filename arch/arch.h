@@ -59,7 +59,9 @@ struct arch_buffer {
 
 struct arch_ub {
   int banks;                   /* UB banks */
-  int bank_groups;             /* banks in one group conflict with each other */
+  int bank_groups;             /* groups; 32-byte rows interleave across groups */
+  uint64_t bank_bytes;         /* one bank; bank in group = address / (bank_bytes x groups) */
+  int read_ports_per_group;    /* reads one group serves per cycle */
   double read_bytes_per_cycle; /* UB read port */
   double write_bytes_per_cycle;/* UB write port */
 };
@@ -100,6 +102,12 @@ struct arch_chip {
   struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } l2;
   struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } hbm;
   double launch_overhead_s;    /* kernel launch, host to first instruction */
+  struct {
+    double scalar_cycles;      /* scalar unit: cycles per scalar instruction */
+    double flag_cycles;        /* set_flag to the waiting pipe, same core */
+    double cross_core_s;       /* cross-core flag between an AIC and its AIVs */
+    double all_core_s;         /* all-core barrier */
+  } sync;
   struct { struct arch_calib cube, vector, hbm, l2; } calib;
 };
 
