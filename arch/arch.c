@@ -73,7 +73,7 @@ static int check_chip(struct npu_cfg *cfg, const struct arch_chip *c, struct npu
                         "a coupled chip has one vector unit per core: expected %d, got %d",
                         c->aic_count, c->aiv_count);
   bool any = false;
-  for (int t = 0; t < NPU_DT_COUNT; t++) any |= c->cube.macs_per_cycle[t] > 0;
+  for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) any |= c->cube.macs_per_cycle[t] > 0;
   if (!any)
     return npu_cfg_fail(cfg, d, "chip.cube.macs_per_cycle.fp16",
                         "the cube supports no input type: set chip.cube.macs_per_cycle.<dtype>");

@@ -81,7 +81,7 @@ struct arch_chip {
   struct {
     int fractal_m, fractal_n;  /* rows of A / columns of B per fractal (16) */
     int fractal_k_bytes;       /* bytes of K per fractal row: K0 = this / element size */
-    int macs_per_cycle[NPU_DT_COUNT]; /* per AIC per input dtype; 0 = unsupported */
+    int macs_per_cycle[NPU_DT_CUBE_COUNT]; /* per AIC per input dtype; 0 = unsupported */
   } cube;
   struct {
     double bytes_per_cycle;    /* per AIV, elementwise throughput */

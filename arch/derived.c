@@ -7,7 +7,7 @@ void arch_derive(const struct arch_system *sys, struct arch_derived *out)
 {
   const struct arch_chip *c = &sys->chip;
   memset(out, 0, sizeof *out);
-  for (int t = 0; t < NPU_DT_COUNT; t++) {
+  for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
     out->peak_flops_per_s[t] = (double)c->aic_count * c->cube.macs_per_cycle[t] * 2.0 * c->clock_hz;
     out->balance_flops_per_byte[t] = out->peak_flops_per_s[t] / c->hbm.bw_bytes_per_s;
   }

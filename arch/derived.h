@@ -10,13 +10,13 @@
 #include "arch/arch.h"
 
 struct arch_derived {
-  double peak_flops_per_s[NPU_DT_COUNT];  /* aic_count x MAC/cycle x 2 x clock; 0: unsupported */
+  double peak_flops_per_s[NPU_DT_CUBE_COUNT];  /* aic_count x MAC/cycle x 2 x clock; 0: unsupported */
   double vector_flops_per_s_fp16;         /* aiv_count x (bytes/cycle / 2) x flops/elem x clock */
   double vector_flops_per_s_fp32;         /* aiv_count x (bytes/cycle / 4) x flops/elem x clock */
   double hbm_bw_bytes_per_s;              /* aggregate HBM */
   double l2_bw_bytes_per_s;               /* aggregate L2 */
   double core_gm_read_bw_bytes_per_s;     /* one core's GM read port: bytes/cycle x clock */
-  double balance_flops_per_byte[NPU_DT_COUNT]; /* peak / HBM bandwidth */
+  double balance_flops_per_byte[NPU_DT_CUBE_COUNT]; /* peak / HBM bandwidth */
   int packages_per_node;                  /* node.devices / dies_per_package; 0 without node */
   double intra_node_bw_bytes_per_s;       /* per device, one direction; 0 without node */
   double superpod_bw_bytes_per_s;         /* per device, one direction; 0 without SuperPoD */

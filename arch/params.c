@@ -64,7 +64,7 @@ static const struct npu_param params[] = {
         "columns of the right fractal"),
     OPT("chip.cube.fractal_k_bytes", NPU_PT_INT, chip.cube.fractal_k_bytes, "32",
         NPU_PF_POSITIVE, "bytes of K in a fractal row; K0 = this / element size"),
-    NPU_DTYPE_MAP(MACS_X)
+    NPU_CUBE_DTYPE_MAP(MACS_X)
     REQ("chip.vector.bytes_per_cycle", NPU_PT_REAL, chip.vector.bytes_per_cycle,
         NPU_PF_POSITIVE, "elementwise throughput per vector core, bytes per cycle"),
     OPT("chip.vector.block_bytes", NPU_PT_INT, chip.vector.block_bytes, "32", NPU_PF_POSITIVE,

@@ -98,7 +98,7 @@ static void write_text(const struct loaded *l, struct npu_buf *o)
 
   unit_text(a, sizeof a, c->clock_hz, NPU_UNIT_FREQUENCY);
   npu_buf_puts(o, "\npeak dense FLOP/s = cube cores x MAC/cycle x 2 x clock\n");
-  for (int t = 0; t < NPU_DT_COUNT; t++) {
+  for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
     if (!c->cube.macs_per_cycle[t]) continue;
     human(b, sizeof b, d.peak_flops_per_s[t], "FLOP/s");
     npu_buf_printf(o, "  %-10s %16s = %d x %d x 2 x %s\n", npu_dtype_name((enum npu_dtype)t),
@@ -120,7 +120,7 @@ static void write_text(const struct loaded *l, struct npu_buf *o)
   human(b, sizeof b, d.core_gm_read_bw_bytes_per_s, "B/s");
   npu_buf_printf(o, "  %-27s %12s\n", "GM read port, one core", b);
   npu_buf_puts(o, "machine balance = peak / HBM bandwidth\n");
-  for (int t = 0; t < NPU_DT_COUNT; t++) {
+  for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
     if (t != NPU_DT_FP16 && t != NPU_DT_BF16 && t != NPU_DT_FP8_E4M3 && t != NPU_DT_INT8)
       continue;
     if (!c->cube.macs_per_cycle[t]) continue;
@@ -192,7 +192,7 @@ static void write_json(const struct loaded *l, struct npu_buf *o)
   npu_json_object_begin(&j);
   npu_json_key(&j, "peak_flops_per_s");
   npu_json_object_begin(&j);
-  for (int t = 0; t < NPU_DT_COUNT; t++) {
+  for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
     if (!s->chip.cube.macs_per_cycle[t]) continue;
     npu_json_key(&j, npu_dtype_name((enum npu_dtype)t));
     npu_json_number(&j, d.peak_flops_per_s[t]);
@@ -213,7 +213,7 @@ static void write_json(const struct loaded *l, struct npu_buf *o)
   npu_json_number(&j, d.core_gm_read_bw_bytes_per_s);
   npu_json_key(&j, "machine_balance_flops_per_byte");
   npu_json_object_begin(&j);
-  for (int t = 0; t < NPU_DT_COUNT; t++) {
+  for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
     if (!s->chip.cube.macs_per_cycle[t]) continue;
     npu_json_key(&j, npu_dtype_name((enum npu_dtype)t));
     npu_json_number(&j, d.balance_flops_per_byte[t]);

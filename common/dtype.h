@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 /* XX(enum suffix, name, bits) -- the cube input types, in the order presets list them. */
-#define NPU_DTYPE_MAP(XX)            \
+#define NPU_CUBE_DTYPE_MAP(XX)       \
   XX(FP16, "fp16", 16)               \
   XX(BF16, "bf16", 16)               \
   XX(HF32, "hf32", 32)               \
@@ -25,11 +25,26 @@
   XX(FP4_E2M1, "fp4_e2m1", 4)        \
   XX(MXFP4, "mxfp4", 4)
 
+/* Types that are not cube inputs: accumulators and vector-only integer types. */
+#define NPU_OTHER_DTYPE_MAP(XX)      \
+  XX(INT32, "int32", 32)             \
+  XX(INT16, "int16", 16)             \
+  XX(UINT8, "uint8", 8)
+
+#define NPU_DTYPE_MAP(XX) NPU_CUBE_DTYPE_MAP(XX) NPU_OTHER_DTYPE_MAP(XX)
+
 enum npu_dtype {
 #define NPU__DT_ENUM(e, name, bits) NPU_DT_##e,
   NPU_DTYPE_MAP(NPU__DT_ENUM)
 #undef NPU__DT_ENUM
   NPU_DT_COUNT
+};
+
+/* The cube input types are the first NPU_DT_CUBE_COUNT of the enum. */
+enum {
+#define NPU__DT_ONE(e, name, bits) +1
+  NPU_DT_CUBE_COUNT = 0 NPU_CUBE_DTYPE_MAP(NPU__DT_ONE)
+#undef NPU__DT_ONE
 };
 
 /* "fp16", ... */

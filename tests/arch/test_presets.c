@@ -58,7 +58,7 @@ Test(presets, derived_figures_follow_their_formulas, .timeout = 30)
     const struct arch_chip *c = &l.sys.chip;
     struct arch_derived d;
     arch_derive(&l.sys, &d);
-    for (int t = 0; t < NPU_DT_COUNT; t++) {
+    for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
       double want = c->aic_count * (double)c->cube.macs_per_cycle[t] * 2 * c->clock_hz;
       cr_assert_eq(d.peak_flops_per_s[t], want, "%s %s", names[i], npu_dtype_name(t));
       if (want > 0) cr_assert_eq(d.balance_flops_per_byte[t], want / c->hbm.bw_bytes_per_s);

@@ -1,0 +1,41 @@
+// sg_glue.cpp - the C++ bridge for what SimGrid 3.32's C API lacks: direct host-to-host
+// transfers (s4u::Comm::sendto_async) started and awaited by one actor. Nothing else lives
+// here; see engine.h.
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Host.hpp>
+
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+
+extern "C" {
+
+struct npu_xfer;
+
+npu_xfer* npu__xfer_start(sg_host_t from, sg_host_t to, double bytes)
+{
+  sg4::CommPtr c = sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(bytes));
+  sg4::Comm* raw = c.get();
+  intrusive_ptr_add_ref(raw); // held until npu_xfer_release
+  return reinterpret_cast<npu_xfer*>(raw);
+}
+
+ssize_t npu__xfer_wait_any(npu_xfer* const* xfers, size_t n, double timeout)
+{
+  std::vector<sg4::CommPtr> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; i++)
+    v.emplace_back(reinterpret_cast<sg4::Comm*>(xfers[i]));
+  return sg4::Comm::wait_any_for(v, timeout);
+}
+
+void npu__xfer_release(npu_xfer* x)
+{
+  intrusive_ptr_release(reinterpret_cast<sg4::Comm*>(x));
+}
+
+double npu__xfer_remaining(const npu_xfer* x)
+{
+  return reinterpret_cast<const sg4::Comm*>(x)->get_remaining();
+}
+}
