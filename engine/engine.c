@@ -14,7 +14,7 @@
 #endif
 
 struct npu_xfer;
-struct npu_xfer *npu__xfer_start(sg_host_t from, sg_host_t to, double bytes);
+struct npu_xfer *npu__xfer_start(sg_host_t from, sg_host_t to, double bytes, double rate);
 ssize_t npu__xfer_wait_any(struct npu_xfer *const *xfers, size_t n, double timeout);
 void npu__xfer_release(struct npu_xfer *x);
 double npu__xfer_remaining(const struct npu_xfer *x);
@@ -31,6 +31,7 @@ int npu_engine_init(const char *platform_xml, struct npu_diag *diag)
       "--cfg=network/model:CM02",
       "--cfg=network/crosstraffic:0",
       "--cfg=network/TCP-gamma:0",
+      "--cfg=network/weight-S:0",
       "--cfg=contexts/factory:" NPUSIM_SG_CONTEXTS,
       "--cfg=contexts/stack-size:256",
       "--log=root.thres:critical",
@@ -119,9 +120,9 @@ void npu_engine_sleep(double seconds)
   sg_actor_sleep_for(seconds);
 }
 
-struct npu_xfer *npu_xfer_start(sg_host_t from, sg_host_t to, double bytes)
+struct npu_xfer *npu_xfer_start(sg_host_t from, sg_host_t to, double bytes, double rate)
 {
-  return npu__xfer_start(from, to, bytes);
+  return npu__xfer_start(from, to, bytes, rate);
 }
 
 ssize_t npu_xfer_wait_any(struct npu_xfer *const *xfers, size_t n, double timeout_s)

@@ -3,8 +3,9 @@
  *
  * SimGrid allows one engine per process for the life of the process (shared/design decision
  * 1): this module owns it. It starts SimGrid with the settings that make link timings exact
- * (CM02 network model, no cross-traffic, no TCP window cap: a transfer of S bytes over a link
- * of bandwidth B and latency L takes S/B + L), loads a platform generated as XML text, and
+ * (CM02 network model, no cross-traffic, no TCP window cap, no weight-S: a transfer of S bytes
+ * over a link of bandwidth B and latency L takes S/B + L, and flows of equal route latency share
+ * bandwidth max-min fairly), loads a platform generated as XML text, and
  * gives the rest of npusim actors, sleeps and host-to-host transfers.
  *
  * Transfers (npu_xfer) are direct host-to-host flows started by any actor, as SimGrid's C++
@@ -51,8 +52,11 @@ void npu_engine_sleep(double seconds);
 /* A transfer of bytes from one host to another, started now, on the route between them. */
 struct npu_xfer;
 
-/* Start a transfer from an actor. The handle is released with npu_xfer_release. */
-struct npu_xfer *npu_xfer_start(sg_host_t from, sg_host_t to, double bytes);
+/*
+ * Start a transfer from an actor; rate > 0 caps its bandwidth (bytes/s) on top of the links'
+ * sharing, as a DMA engine's own rate does. The handle is released with npu_xfer_release.
+ */
+struct npu_xfer *npu_xfer_start(sg_host_t from, sg_host_t to, double bytes, double rate);
 
 /*
  * From an actor: wait until one of the n transfers completes (returns its index) or timeout

@@ -12,9 +12,17 @@ extern "C" {
 
 struct npu_xfer;
 
-npu_xfer* npu__xfer_start(sg_host_t from, sg_host_t to, double bytes)
+npu_xfer* npu__xfer_start(sg_host_t from, sg_host_t to, double bytes, double rate)
 {
-  sg4::CommPtr c = sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(bytes));
+  // The rate must be set before source and destination: setting both starts the comm.
+  sg4::CommPtr c = sg4::Comm::sendto_init();
+  if (rate > 0)
+    c->set_rate(rate);
+  c->set_payload_size(static_cast<uint64_t>(bytes));
+  c->set_source(from);
+  c->set_destination(to);
+  if (c->get_state() == sg4::Activity::State::INITED)
+    c->start();
   sg4::Comm* raw = c.get();
   intrusive_ptr_add_ref(raw); // held until npu_xfer_release
   return reinterpret_cast<npu_xfer*>(raw);

@@ -1,0 +1,325 @@
+/*
+ * analytic.c - the analytic fidelity: a closed-form pipelined tile model built from the same
+ * tile program.
+ *
+ * For each block class the kernel declares (all blocks one class by default), the pipe
+ * executor runs one unit on one block (T1) and on 1 + K consecutive blocks (T1+K, K = 4) of that
+ * class, with every GM copy resolved at once at a static share of bandwidth. D = (T1+K - T1) / K
+ * is the class's steady-state time per block: the overlap that double (or up to quadruple)
+ * buffering buys, including dependency cycles that span several blocks (a buffer comes back
+ * every `buffers` blocks). A unit's time is T1 of its first block plus D for each further
+ * block; the kernel's is the launch overhead plus the slowest unit, floored at the memory
+ * roofline. Statistics compose the same way.
+ *
+ * GM bandwidth per core: its GM port, and an equal share of L2 and HBM among the cores that
+ * issue GM traffic in the first wave. The share of reads served by L2 is estimated from reuse:
+ * bytes read beyond the GM footprint hit, when the footprint fits in L2 (scaled down by
+ * capacity / footprint when it does not).
+ *
+ * What it gives up against the event fidelity: contention that changes during the run (a
+ * partial last wave has fewer cores sharing HBM), the order in which cores touch L2, and any
+ * interaction between blocks beyond the next one.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "cores/exec_int.h"
+#include "memory/dma.h"
+#include "memory/gm.h"
+
+static bool an_start(struct core__run *r, struct core__core *c, int pipe, double t)
+{
+  struct core__pipe *p = &c->pipe[pipe];
+  const struct core_instr *in = &p->q[p->head];
+  bool read = in->u.copy.src.space == MEM_GM;
+  uint64_t bytes = core__gm_bytes(r->chip, in);
+  enum arch_path path;
+  bool ok = mem_path_of(r->chip, in->u.copy.src.space, in->u.copy.dst.space, &path);
+  NPU_ASSERT(ok);
+  double rate = mem_path_bytes_per_s(r->chip, path);
+  double port = (read ? r->chip->dma.gm_read_bytes_per_cycle : r->chip->dma.gm_write_bytes_per_cycle) *
+                r->chip->clock_hz;
+  if (port < rate) rate = port;
+  if (r->gm_share_bytes_per_s > 0 && r->gm_share_bytes_per_s < rate) rate = r->gm_share_bytes_per_s;
+  double h = read ? r->hit_fraction : 0;
+  uint64_t hit = (uint64_t)llround((double)bytes * h);
+  if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
+  r->res.l2_hit_bytes += hit;
+  r->res.hbm_bytes += bytes - hit;
+  core__gm_finish(r, c, pipe, t + (double)bytes / rate, hit < bytes);
+  return true;
+}
+
+const struct core__gm_backend core__analytic_backend = {"analytic", an_start};
+
+#define SAMPLE_K 4
+
+/* A kernel that runs a fixed list of blocks on one unit. */
+struct sample {
+  const struct core_kernel *k;
+  uint64_t blocks[SAMPLE_K + 1];
+  int n;
+};
+
+static uint64_t sample_block_of(void *ctx, int unit, uint64_t i)
+{
+  const struct sample *s = ctx;
+  (void)unit;
+  return i < (uint64_t)s->n ? s->blocks[i] : UINT64_MAX;
+}
+
+static void sample_begin(struct core_tp *t, void *ctx)
+{
+  const struct sample *s = ctx;
+  if (s->k->unit_begin) s->k->unit_begin(t, s->k->ctx);
+}
+
+static void sample_end(struct core_tp *t, void *ctx)
+{
+  const struct sample *s = ctx;
+  if (s->k->unit_end) s->k->unit_end(t, s->k->ctx);
+}
+
+static void sample_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  const struct sample *s = ctx;
+  s->k->block(t, s->k->ctx, b);
+}
+
+/* Run one unit over the listed blocks with the analytic backend; fills res and time. */
+static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
+                      const uint64_t *blocks, int n, double hit, double share, bool functional,
+                      struct core_result *res, double *time, struct npu_diag *diag)
+{
+  struct sample s = {.k = k, .n = n};
+  for (int i = 0; i < n; i++) s.blocks[i] = blocks[i];
+  struct core_kernel sk = *k;
+  sk.block_dim = 1;
+  sk.nblocks = UINT64_MAX - 1;
+  sk.ctx = &s;
+  sk.unit_begin = sample_begin;
+  sk.unit_end = sample_end;
+  sk.block = sample_block;
+  sk.block_of = sample_block_of;
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = functional};
+  struct core__run r;
+  core__run_init(&r, chip, gm, &sk, &o);
+  r.be = &core__analytic_backend;
+  r.hit_fraction = hit;
+  r.gm_share_bytes_per_s = share;
+  for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
+  for (;;) {
+    core__drain(&r);
+    if (r.err || core__all_done(&r)) break;
+    if (core__deadlock(&r)) break;
+  }
+  int rc = r.err;
+  if (rc) {
+    *diag = r.diag;
+  } else {
+    core__finish_result(&r);
+    *res = r.res;
+    *time = r.end - r.t0;
+  }
+  core__run_release(&r);
+  return rc;
+}
+
+/* dst += f * src over every additive field. */
+static void res_axpy(struct core_result *dst, const struct core_result *src, double f)
+{
+  for (int p = 0; p < CORE_PIPE_COUNT; p++) {
+    dst->aic[p].busy_s += f * src->aic[p].busy_s;
+    dst->aiv[p].busy_s += f * src->aiv[p].busy_s;
+    dst->aic[p].instructions += (uint64_t)llround(f * (double)src->aic[p].instructions);
+    dst->aiv[p].instructions += (uint64_t)llround(f * (double)src->aiv[p].instructions);
+  }
+  for (int p = 0; p < ARCH_PATH_COUNT; p++) dst->path_bytes[p] += (uint64_t)llround(f * (double)src->path_bytes[p]);
+  dst->gm_read_bytes += (uint64_t)llround(f * (double)src->gm_read_bytes);
+  dst->gm_write_bytes += (uint64_t)llround(f * (double)src->gm_write_bytes);
+  dst->l2_hit_bytes += (uint64_t)llround(f * (double)src->l2_hit_bytes);
+  dst->hbm_bytes += (uint64_t)llround(f * (double)src->hbm_bytes);
+  dst->flops += f * src->flops;
+  dst->cube_macs += (uint64_t)llround(f * (double)src->cube_macs);
+  dst->bank_conflict_cycles += (uint64_t)llround(f * (double)src->bank_conflict_cycles);
+  dst->instructions += (uint64_t)llround(f * (double)src->instructions);
+}
+
+/* res = a - b for the additive fields (the second block of a pair). */
+static struct core_result res_diff(const struct core_result *a, const struct core_result *b)
+{
+  struct core_result d = {0};
+  res_axpy(&d, a, 1);
+  for (int p = 0; p < CORE_PIPE_COUNT; p++) {
+    d.aic[p].busy_s -= b->aic[p].busy_s;
+    d.aiv[p].busy_s -= b->aiv[p].busy_s;
+    d.aic[p].instructions -= b->aic[p].instructions;
+    d.aiv[p].instructions -= b->aiv[p].instructions;
+  }
+  for (int p = 0; p < ARCH_PATH_COUNT; p++) d.path_bytes[p] -= b->path_bytes[p];
+  d.gm_read_bytes -= b->gm_read_bytes;
+  d.gm_write_bytes -= b->gm_write_bytes;
+  d.l2_hit_bytes -= b->l2_hit_bytes;
+  d.hbm_bytes -= b->hbm_bytes;
+  d.flops -= b->flops;
+  d.cube_macs -= b->cube_macs;
+  d.bank_conflict_cycles -= b->bank_conflict_cycles;
+  d.instructions -= b->instructions;
+  return d;
+}
+
+struct klass {
+  uint64_t rep[SAMPLE_K + 1]; /* first blocks of the class */
+  int nrep;
+  struct core_result r1, r2, delta;
+  double t1, t2;
+};
+
+#define MAX_CLASSES 64
+
+static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i)
+{
+  uint64_t b = k->block_of ? k->block_of(k->ctx, unit, i) : i * (uint64_t)k->block_dim + (uint64_t)unit;
+  return b < k->nblocks ? b : UINT64_MAX;
+}
+
+static int class_of(const struct core_kernel *k, uint64_t b)
+{
+  return k->block_class ? k->block_class(k->ctx, b) : 0;
+}
+
+/* A full functional pass: every block through the executor, analytic GM timing. */
+static int functional_pass(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
+                           struct npu_diag *diag)
+{
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = true};
+  struct core__run r;
+  core__run_init(&r, chip, gm, k, &o);
+  r.be = &core__analytic_backend;
+  for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
+  for (;;) {
+    core__drain(&r);
+    if (r.err || core__all_done(&r)) break;
+    if (core__deadlock(&r)) break;
+  }
+  int rc = r.err;
+  if (rc) *diag = r.diag;
+  core__run_release(&r);
+  return rc;
+}
+
+int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
+                       const struct core_kernel *k, const struct core_launch_opts *opts,
+                       struct core_result *out, struct npu_diag *diag)
+{
+  if (opts->functional) {
+    int rc = functional_pass(chip, gm, k, diag);
+    if (rc) return rc;
+  }
+  struct klass cls[MAX_CLASSES];
+  int ncls = 0;
+  memset(cls, 0, sizeof cls);
+  /* Walk the block sequence of every unit once: classes, representatives, counts. */
+  int units_with_work = 0;
+  for (int u = 0; u < k->block_dim; u++) {
+    for (uint64_t i = 0;; i++) {
+      uint64_t b = block_at(k, u, i);
+      if (b == UINT64_MAX) break;
+      if (i == 0) units_with_work++;
+      int c = class_of(k, b);
+      if (c < 0 || c >= MAX_CLASSES)
+        return npu_diag_set(diag, NULL, 0, k->name, "block class %d outside 0..%d", c, MAX_CLASSES - 1), NPU_EINVAL;
+      if (c >= ncls) ncls = c + 1;
+      if (cls[c].nrep < SAMPLE_K + 1) cls[c].rep[cls[c].nrep++] = b;
+    }
+  }
+  if (!units_with_work)
+    return npu_diag_set(diag, NULL, 0, k->name, "the kernel has no blocks"), NPU_EINVAL;
+
+  /*
+   * Bandwidth shares by fixed point: start with every GM pipe of every unit streaming at once;
+   * then count each GM pipe by the share of time it is busy in the steady state of its class
+   * (weighted by the blocks of the class), and the L2 hit share from the kernel's reuse.
+   */
+  uint64_t nblk[MAX_CLASSES] = {0}, total_blocks = 0;
+  for (int u = 0; u < k->block_dim; u++)
+    for (uint64_t i = 0;; i++) {
+      uint64_t b = block_at(k, u, i);
+      if (b == UINT64_MAX) break;
+      nblk[class_of(k, b)]++;
+      total_blocks++;
+    }
+  int mix_ratio = k->mode == CORE_MODE_MIX && chip->org == ARCH_ORG_SPLIT ? chip->aiv_count / chip->aic_count : 1;
+  double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
+  double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
+  double hit = 0, flows = 0, share = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    if (pass > 0) {
+      double reads = 0, f = 0;
+      for (int c = 0; c < ncls; c++) {
+        if (!nblk[c]) continue;
+        const struct klass *x = &cls[c];
+        double dt = x->t2 - x->t1 > 0 ? x->t2 - x->t1 : x->t1;
+        const struct core_result *d = x->t2 - x->t1 > 0 ? &x->delta : &x->r1;
+        double busy = d->aic[CORE_PIPE_MTE2].busy_s + d->aic[CORE_PIPE_FIX].busy_s +
+                      mix_ratio * (d->aiv[CORE_PIPE_MTE2].busy_s + d->aiv[CORE_PIPE_MTE3].busy_s);
+        f += (double)nblk[c] / (double)total_blocks * (dt > 0 ? busy / dt : 0);
+        reads += (double)nblk[c] * (double)d->gm_read_bytes;
+      }
+      flows = (double)units_with_work * (f > 0 ? f : 1);
+      double foot = (double)mem_gm_total_bytes(gm), l2 = (double)chip->l2.size_bytes;
+      hit = reads > foot ? 1 - foot / reads : 0;
+      if (foot > l2) hit *= l2 / foot;
+      share = 1.0 / ((1 - hit) / (hbm / flows) + hit / (l2bw / flows));
+    }
+    for (int c = 0; c < ncls; c++) {
+      if (!cls[c].nrep) continue;
+      uint64_t seq[SAMPLE_K + 1];
+      for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < cls[c].nrep ? i : cls[c].nrep - 1];
+      int rc = run_sample(chip, gm, k, seq, 1, hit, share, false, &cls[c].r1, &cls[c].t1, diag);
+      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hit, share, false, &cls[c].r2, &cls[c].t2, diag);
+      if (rc) return rc;
+      /* per further block: (T1+K - T1) / K */
+      cls[c].delta = res_diff(&cls[c].r2, &cls[c].r1);
+      struct core_result per = {0};
+      res_axpy(&per, &cls[c].delta, 1.0 / SAMPLE_K);
+      cls[c].delta = per;
+      cls[c].t2 = cls[c].t1 + (cls[c].t2 - cls[c].t1) / SAMPLE_K;
+    }
+  }
+
+  /* Compose units. */
+  struct core_result res = {0};
+  double tmax = 0;
+  int aic_used = 0, aiv_used = 0;
+  for (int u = 0; u < k->block_dim; u++) {
+    double t = 0;
+    for (uint64_t i = 0;; i++) {
+      uint64_t b = block_at(k, u, i);
+      if (b == UINT64_MAX) break;
+      const struct klass *x = &cls[class_of(k, b)];
+      if (i == 0) {
+        t = x->t1;
+        res_axpy(&res, &x->r1, 1);
+        aic_used += x->r1.aic_used;
+        aiv_used += x->r1.aiv_used;
+      } else {
+        t += x->t2 - x->t1;
+        res_axpy(&res, &x->delta, 1);
+      }
+    }
+    if (t > tmax) tmax = t;
+  }
+  /* No schedule beats the memory roofline. */
+  double floor_s = (double)res.hbm_bytes / hbm;
+  if ((double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw > floor_s)
+    floor_s = (double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw;
+  if (floor_s > tmax) tmax = floor_s;
+  res.aic_used = aic_used;
+  res.aiv_used = aiv_used;
+  core__result_finish(&res, chip, k->mode, tmax);
+  *out = res;
+  return 0;
+}

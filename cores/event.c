@@ -1,0 +1,242 @@
+/*
+ * event.c - the event fidelity's GM backend and driver: one SimGrid actor runs the whole
+ * chip. Core-local instructions resolve in dataflow order (exec.c); a GM copy waits until the
+ * engine's clock reaches its start, then becomes one or two SimGrid flows (L2 hits from the L2
+ * host, misses from HBM) on the chip's memory platform (memory/platform.h), sharing the core's
+ * port, L2 and HBM bandwidth with every other flow in flight. The actor sleeps until the
+ * earliest of the next GM start and the next flow completion, so each GM copy costs two
+ * engine interactions and no local instruction costs any.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "cores/exec_int.h"
+#include "engine/engine.h"
+#include "memory/dma.h"
+#include "memory/gm.h"
+#include "memory/platform.h"
+
+struct flight {
+  struct npu_xfer *x;
+  int core, pipe;
+  bool miss;
+};
+
+static bool heap_less(const struct core__heap_item *a, const struct core__heap_item *b)
+{
+  if (a->t != b->t) return a->t < b->t;
+  if (a->core != b->core) return a->core < b->core;
+  return a->pipe < b->pipe;
+}
+
+static void heap_push(struct core__run *r, double t, int core, int pipe)
+{
+  if (r->nheap == r->heap_cap) {
+    r->heap_cap = r->heap_cap ? 2 * r->heap_cap : 64;
+    r->heap = npu_xrealloc(r->heap, (size_t)r->heap_cap * sizeof *r->heap);
+  }
+  int i = r->nheap++;
+  r->heap[i] = (struct core__heap_item){t, core, pipe};
+  while (i > 0) {
+    int parent = (i - 1) / 2;
+    if (!heap_less(&r->heap[i], &r->heap[parent])) break;
+    struct core__heap_item tmp = r->heap[i];
+    r->heap[i] = r->heap[parent];
+    r->heap[parent] = tmp;
+    i = parent;
+  }
+}
+
+static struct core__heap_item heap_pop(struct core__run *r)
+{
+  struct core__heap_item top = r->heap[0];
+  r->heap[0] = r->heap[--r->nheap];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, s = i;
+    if (l < r->nheap && heap_less(&r->heap[l], &r->heap[s])) s = l;
+    if (l + 1 < r->nheap && heap_less(&r->heap[l + 1], &r->heap[s])) s = l + 1;
+    if (s == i) break;
+    struct core__heap_item tmp = r->heap[i];
+    r->heap[i] = r->heap[s];
+    r->heap[s] = tmp;
+    i = s;
+  }
+  return top;
+}
+
+static bool ev_start(struct core__run *r, struct core__core *c, int pipe, double t)
+{
+  c->pipe[pipe].st = P_ISSUE;
+  heap_push(r, t, c->id, pipe);
+  return false;
+}
+
+const struct core__gm_backend core__event_backend = {"event", ev_start};
+
+struct event_state {
+  sg_host_t hbm, l2, *core, *mte3, *fix;
+  struct flight *fl;
+  int nfl, cap;
+};
+
+/* Touch the L2 lines of a GM tile; returns the share of its bytes that were resident. */
+static double touch_tile(struct core__run *r, const struct core_tile *g, uint32_t rows, uint32_t cols)
+{
+  uint64_t es_bits = (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype);
+  uint64_t row_bytes = ((uint64_t)cols * es_bits + 7) / 8;
+  uint64_t ld_bytes = ((uint64_t)core_tile_ld(g) * es_bits + 7) / 8;
+  uint64_t hits = 0, total = 0;
+  if (ld_bytes == row_bytes) {
+    total = row_bytes * rows;
+    hits = mem_l2_touch(r->l2, g->addr, total);
+  } else {
+    for (uint32_t i = 0; i < rows; i++) {
+      hits += mem_l2_touch(r->l2, g->addr + i * ld_bytes, row_bytes);
+      total += row_bytes;
+    }
+  }
+  return total ? (double)hits / (double)total : 0;
+}
+
+static void issue(struct core__run *r, struct event_state *s, int core, int pipe)
+{
+  struct core__core *c = &r->cores[core];
+  struct core__pipe *p = &c->pipe[pipe];
+  const struct core_instr *in = &p->q[p->head];
+  const struct core_copy *cp = &in->u.copy;
+  bool read = cp->src.space == MEM_GM;
+  const struct core_tile *g = read ? &cp->src : &cp->dst;
+  uint32_t rows = g->rows, cols = g->cols;
+  double hit = touch_tile(r, g, rows, cols);
+  uint64_t bytes = core__gm_bytes(r->chip, in);
+  uint64_t hit_bytes = (uint64_t)llround((double)bytes * hit), miss_bytes = bytes - hit_bytes;
+  if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
+  r->res.l2_hit_bytes += hit_bytes;
+  r->res.hbm_bytes += miss_bytes;
+  sg_host_t endpoint = read ? s->core[core] : cp->src.space == MEM_UB ? s->mte3[core] : s->fix[core];
+  NPU_ASSERT(endpoint != NULL);
+  p->st = P_INFLIGHT;
+  p->parts = 0;
+  p->miss = miss_bytes > 0;
+  for (int part = 0; part < 2; part++) {
+    uint64_t n = part ? miss_bytes : hit_bytes;
+    if (!n) continue;
+    sg_host_t mem = part ? s->hbm : s->l2;
+    struct npu_xfer *x = read ? npu_xfer_start(mem, endpoint, (double)n, 0)
+                              : npu_xfer_start(endpoint, mem, (double)n, 0);
+    if (s->nfl == s->cap) {
+      s->cap = s->cap ? 2 * s->cap : 64;
+      s->fl = npu_xrealloc(s->fl, (size_t)s->cap * sizeof *s->fl);
+    }
+    s->fl[s->nfl++] = (struct flight){x, core, pipe, part == 1};
+    p->parts++;
+  }
+}
+
+static sg_host_t host(const char *prefix, const char *name, bool required)
+{
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s%s", prefix ? prefix : "", name);
+  sg_host_t h = npu_engine_host(buf);
+  if (!h && required) NPU_PANIC("the platform has no host %s: load the chip's memory platform", buf);
+  return h;
+}
+
+int core__run_event(struct core__run *r)
+{
+  NPU_ASSERT(npu_engine_started());
+  struct event_state s = {0};
+  s.hbm = host(r->host_prefix, "hbm", true);
+  s.l2 = host(r->host_prefix, "l2", true);
+  s.core = npu_xcalloc((size_t)r->ncores, sizeof *s.core);
+  s.mte3 = npu_xcalloc((size_t)r->ncores, sizeof *s.mte3);
+  s.fix = npu_xcalloc((size_t)r->ncores, sizeof *s.fix);
+  for (int i = 0; i < r->ncores; i++) {
+    char name[48];
+    snprintf(name, sizeof name, "c%d", i);
+    s.core[i] = host(r->host_prefix, name, true);
+    snprintf(name, sizeof name, "c%d.mte3", i);
+    s.mte3[i] = host(r->host_prefix, name, mem_platform_core_has(r->chip, i, ARCH_PATH_UB_TO_GM));
+    snprintf(name, sizeof name, "c%d.fix", i);
+    s.fix[i] = host(r->host_prefix, name, mem_platform_core_has(r->chip, i, ARCH_PATH_L0C_TO_GM));
+  }
+  r->l2 = mem_l2_create(r->chip->l2.size_bytes);
+  npu_engine_sleep(r->chip->launch_overhead_s);
+  r->t0 = npu_engine_clock();
+  r->end = r->t0;
+  for (int i = 0; i < r->ncores; i++)
+    for (int p = 0; p < CORE_PIPE_COUNT; p++) r->cores[i].pipe[p].free_at = r->t0;
+  for (int u = 0; u < r->nunits; u++) core__generate(r, &r->units[u]);
+  for (;;) {
+    core__drain(r);
+    if (r->err) break;
+    double now = npu_engine_clock();
+    while (r->nheap && r->heap[0].t <= now) {
+      struct core__heap_item it = heap_pop(r);
+      issue(r, &s, it.core, it.pipe);
+    }
+    if (s.nfl == 0 && r->nheap == 0) {
+      if (core__all_done(r)) break;
+      if (core__deadlock(r)) break;
+      continue;
+    }
+    double timeout = r->nheap ? r->heap[0].t - now : -1;
+    if (s.nfl == 0) {
+      npu_engine_sleep(timeout);
+      continue;
+    }
+    struct npu_xfer **xs = npu_xmalloc((size_t)s.nfl * sizeof *xs);
+    for (int i = 0; i < s.nfl; i++) xs[i] = s.fl[i].x;
+    ssize_t k = npu_xfer_wait_any(xs, (size_t)s.nfl, timeout);
+    free(xs);
+    if (k < 0) continue;
+    struct flight f = s.fl[k];
+    npu_xfer_release(f.x);
+    s.fl[k] = s.fl[--s.nfl];
+    struct core__pipe *p = &r->cores[f.core].pipe[f.pipe];
+    if (--p->parts == 0)
+      core__gm_finish(r, &r->cores[f.core], f.pipe, npu_engine_clock(), p->miss);
+  }
+  for (int i = 0; i < s.nfl; i++) npu_xfer_release(s.fl[i].x);
+  free(s.fl);
+  free(s.core);
+  free(s.mte3);
+  free(s.fix);
+  return r->err;
+}
+
+struct standalone {
+  const struct arch_chip *chip;
+  struct mem_gm *gm;
+  const struct core_kernel *k;
+  const struct core_launch_opts *opts;
+  struct core_result *out;
+  struct npu_diag *diag;
+  int rc;
+};
+
+static void standalone_actor(void *arg)
+{
+  struct standalone *s = arg;
+  s->rc = core_launch(s->chip, s->gm, s->k, s->opts, s->out, s->diag);
+}
+
+int core_launch_standalone(const struct arch_chip *chip, struct mem_gm *gm,
+                           const struct core_kernel *k, const struct core_launch_opts *opts,
+                           struct core_result *out, struct npu_diag *diag)
+{
+  if (opts->fidelity == CORE_FIDELITY_ANALYTIC) return core_launch(chip, gm, k, opts, out, diag);
+  struct npu_buf xml = {0};
+  mem_platform_chip_xml(chip, "", &xml);
+  int rc = npu_engine_init(npu_buf_str(&xml), diag);
+  npu_buf_release(&xml);
+  if (rc) return rc;
+  struct standalone s = {chip, gm, k, opts, out, diag, 0};
+  npu_engine_spawn("chip", npu_engine_host("l2"), standalone_actor, &s);
+  npu_engine_run();
+  return s.rc;
+}

@@ -1,0 +1,459 @@
+/*
+ * exec.c - the pipe executor shared by both fidelities.
+ *
+ * Each pipe runs its queue in order; an instruction starts when its pipe is free, the scalar
+ * unit has issued it, and its flags are set. Instructions that touch only the core (MTE1,
+ * cube, vector, scalar, local copies, flags) are resolved as soon as their start time is
+ * known, in dataflow order, without waiting for simulated time to reach them: their durations
+ * do not depend on anything shared. Copies to or from GM depend on L2/HBM bandwidth shared with
+ * every other core, so they go to a GM backend: the event backend starts a SimGrid flow when
+ * simulated time reaches their start and resolves them when it completes; the analytic
+ * backend resolves them at once with a static share of bandwidth. Causality is kept by the
+ * program's flags, so functional effects applied in resolution order are those of hardware.
+ *
+ * DMA engines pipeline their memory latency: a GM copy frees its pipe when its bytes have
+ * moved, and its data lands one L2 (hit) or HBM (miss) latency later; set_flag and
+ * pipe_barrier on that pipe wait for the data.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "cores/exec_int.h"
+#include "memory/dma.h"
+#include "memory/platform.h"
+
+#define PIPES_AIC ((1u << CORE_PIPE_S) | (1u << CORE_PIPE_MTE2) | (1u << CORE_PIPE_MTE1) | \
+                   (1u << CORE_PIPE_M) | (1u << CORE_PIPE_FIX))
+#define PIPES_AIV ((1u << CORE_PIPE_S) | (1u << CORE_PIPE_MTE2) | (1u << CORE_PIPE_V) | \
+                   (1u << CORE_PIPE_MTE3))
+
+/* ------------------------------------------------------------------ time queues */
+
+static void tq_push(struct core__tq *q, double t)
+{
+  if (q->n == q->cap) {
+    uint32_t cap = q->cap ? 2 * q->cap : 4;
+    double *x = npu_xmalloc(cap * sizeof *x);
+    for (uint32_t i = 0; i < q->n; i++) x[i] = q->t[(q->head + i) % q->cap];
+    free(q->t);
+    q->t = x;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->t[(q->head + q->n) % q->cap] = t;
+  q->n++;
+}
+
+static double tq_pop(struct core__tq *q)
+{
+  double t = q->t[q->head];
+  q->head = (q->head + 1) % q->cap;
+  q->n--;
+  return t;
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static void init_core(struct core__run *r, struct core__core *c, int id, uint8_t kind)
+{
+  c->id = id;
+  c->kind = kind;
+  c->pipes = kind == CORE_KIND_AIC ? PIPES_AIC : kind == CORE_KIND_AIV ? PIPES_AIV : (PIPES_AIC | PIPES_AIV);
+  c->unit = -1;
+  for (int p = 0; p < CORE_PIPE_COUNT; p++) c->pipe[p].st = P_EMPTY;
+  if (r->opts.functional) {
+    for (int s = MEM_L1; s < MEM_SPACE_COUNT; s++) {
+      bool cube_buf = s != MEM_UB;
+      if ((cube_buf && !(c->pipes & (1u << CORE_PIPE_M))) || (!cube_buf && !(c->pipes & (1u << CORE_PIPE_V))))
+        continue;
+      c->buf[s] = npu_xcalloc(1, r->chip->buf[mem_space_buf((enum mem_space)s)].size_bytes);
+    }
+  }
+}
+
+void core__run_init(struct core__run *r, const struct arch_chip *chip, struct mem_gm *gm,
+                    const struct core_kernel *k, const struct core_launch_opts *opts)
+{
+  memset(r, 0, sizeof *r);
+  r->chip = chip;
+  r->gm = gm;
+  r->k = k;
+  r->opts = *opts;
+  r->trace = opts->trace;
+  r->host_prefix = opts->host_prefix ? opts->host_prefix : "";
+  r->pending_limit = 4096;
+  bool split = chip->org == ARCH_ORG_SPLIT;
+  r->ncores = mem_platform_cores(chip);
+  r->cores = npu_xcalloc((size_t)r->ncores, sizeof *r->cores);
+  r->nunits = k->block_dim;
+  r->units = npu_xcalloc((size_t)r->nunits, sizeof *r->units);
+  r->tps = npu_xcalloc((size_t)r->nunits, sizeof *r->tps);
+  int ratio = split ? chip->aiv_count / chip->aic_count : 1;
+  for (int u = 0; u < r->nunits; u++) {
+    struct core__unit *x = &r->units[u];
+    x->index = u;
+    x->phys[0] = x->phys[1] = x->phys[2] = -1;
+    switch (k->mode) {
+    case CORE_MODE_CUBE: x->phys[CORE_SUB_AIC] = u; break;
+    case CORE_MODE_VECTOR: x->phys[CORE_SUB_AIV0] = split ? chip->aic_count + u : u; break;
+    case CORE_MODE_MIX:
+      x->phys[CORE_SUB_AIC] = u;
+      if (split) {
+        x->phys[CORE_SUB_AIV0] = chip->aic_count + ratio * u;
+        if (ratio > 1) x->phys[CORE_SUB_AIV1] = chip->aic_count + ratio * u + 1;
+      } else {
+        x->phys[CORE_SUB_AIV0] = x->phys[CORE_SUB_AIV1] = u;
+      }
+      break;
+    }
+    r->tps[u] = (struct core_tp){r, x, 0};
+  }
+  for (int i = 0; i < r->ncores; i++) {
+    uint8_t kind = !split ? CORE_KIND_COUPLED : i < chip->aic_count ? CORE_KIND_AIC : CORE_KIND_AIV;
+    r->cores[i].id = i;
+    r->cores[i].kind = kind;
+    r->cores[i].unit = -1;
+  }
+  /* Only cores of the launch get pipes and buffers. */
+  for (int u = 0; u < r->nunits; u++) {
+    for (int s = 0; s < 3; s++) {
+      int p = r->units[u].phys[s];
+      if (p < 0 || r->cores[p].unit >= 0) continue;
+      init_core(r, &r->cores[p], p, r->cores[p].kind);
+      r->cores[p].unit = u;
+      r->cores[p].sub = s;
+      for (int q = 0; q < CORE_PIPE_COUNT; q++)
+        if (r->cores[p].pipes & (1u << q)) r->sync_members++;
+    }
+  }
+}
+
+void core__run_release(struct core__run *r)
+{
+  for (int i = 0; i < r->ncores; i++) {
+    struct core__core *c = &r->cores[i];
+    for (int p = 0; p < CORE_PIPE_COUNT; p++) free(c->pipe[p].q);
+    for (size_t f = 0; f < sizeof c->flags / sizeof c->flags[0]; f++) free(c->flags[f].t);
+    for (int s = 0; s < MEM_SPACE_COUNT; s++) free(c->buf[s]);
+    free(c->scalar_t);
+  }
+  for (int u = 0; u < r->nunits; u++)
+    for (size_t f = 0; f < sizeof r->units[u].xflags / sizeof r->units[u].xflags[0]; f++)
+      free(r->units[u].xflags[f].t);
+  free(r->cores);
+  free(r->units);
+  free(r->tps);
+  free(r->ready);
+  free(r->heap);
+  mem_l2_destroy(r->l2);
+}
+
+/* ------------------------------------------------------------------ scheduling */
+
+void core__wake(struct core__run *r, struct core__core *c, int pipe)
+{
+  struct core__pipe *p = &c->pipe[pipe];
+  if (!(c->pipes & (1u << pipe)) || p->in_ready || p->st == P_ISSUE || p->st == P_INFLIGHT) return;
+  if (r->nready == r->ready_cap) {
+    r->ready_cap = r->ready_cap ? 2 * r->ready_cap : 256;
+    r->ready = npu_xrealloc(r->ready, (size_t)r->ready_cap * sizeof *r->ready);
+  }
+  p->in_ready = true;
+  r->ready[r->nready++] = c->id * CORE_PIPE_COUNT + pipe;
+}
+
+static struct core__tq *flag_q(struct core__core *c, const struct core_instr *in)
+{
+  return &c->flags[(in->src_pipe * CORE_PIPE_COUNT + in->dst_pipe) * CORE_FLAG_IDS + in->id];
+}
+
+static struct core__tq *xflag_q(struct core__run *r, struct core__core *c, int from, int to, int id)
+{
+  return &r->units[c->unit].xflags[(from * 3 + to) * CORE_XFLAG_IDS + id];
+}
+
+static void pop(struct core__pipe *p)
+{
+  p->head = (p->head + 1) % p->cap;
+  p->count--;
+}
+
+static void record(struct core__run *r, struct core__core *c, int pipe, const struct core_instr *in,
+                   double start, double end)
+{
+  struct core__pipe *p = &c->pipe[pipe];
+  p->busy_s += end - start;
+  p->n++;
+  if (end > r->end) r->end = end;
+  core__account(r, c, pipe, in, start, end);
+}
+
+void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, bool miss)
+{
+  struct core__pipe *p = &c->pipe[pipe];
+  const struct core_instr *in = &p->q[p->head];
+  if (r->opts.functional) core__func(r, c, in);
+  record(r, c, pipe, in, p->start, end);
+  /* Read data lands one memory latency after its bytes have moved; a write frees its
+   * source buffer as soon as its bytes have left it. */
+  bool read = in->u.copy.src.space == MEM_GM;
+  double lat = !read ? 0 : miss ? r->chip->hbm.latency_s : r->chip->l2.latency_s;
+  p->free_at = end;
+  if (end + lat > p->data_ready) p->data_ready = end + lat;
+  if (p->data_ready > r->end) r->end = p->data_ready;
+  pop(p);
+  p->st = P_RUN;
+  core__wake(r, c, pipe);
+}
+
+/* Release every pipe waiting at the all-core barrier. */
+static void release_sync(struct core__run *r)
+{
+  double t = r->sync_t + r->chip->sync.all_core_s;
+  for (int i = 0; i < r->ncores; i++) {
+    struct core__core *c = &r->cores[i];
+    for (int p = 0; p < CORE_PIPE_COUNT; p++) {
+      struct core__pipe *q = &c->pipe[p];
+      if (q->st != P_FENCE || !q->count || q->q[q->head].op != CORE_OP_SYNC_ALL) continue;
+      q->free_at = t;
+      pop(q);
+      q->st = P_RUN;
+      core__wake(r, c, p);
+    }
+  }
+  r->sync_arrived = 0;
+  r->sync_t = 0;
+}
+
+static void release_fence(struct core__run *r, struct core__core *c)
+{
+  for (int p = 0; p < CORE_PIPE_COUNT; p++) {
+    struct core__pipe *q = &c->pipe[p];
+    if (q->st != P_FENCE || !q->count || q->q[q->head].op != CORE_OP_FENCE) continue;
+    q->free_at = c->fence_t;
+    pop(q);
+    q->st = P_RUN;
+    core__wake(r, c, p);
+  }
+  c->fence_arrived = 0;
+  c->fence_t = 0;
+}
+
+static int core_pipe_count(const struct core__core *c)
+{
+  int n = 0;
+  for (int p = 0; p < CORE_PIPE_COUNT; p++) n += (c->pipes >> p) & 1;
+  return n;
+}
+
+/* Try the head instructions of one pipe until it blocks or empties. */
+static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
+{
+  struct core__pipe *p = &c->pipe[pipe];
+  const struct arch_chip *chip = r->chip;
+  while (!r->err) {
+    if (p->count == 0) {
+      p->st = P_EMPTY;
+      struct core__unit *u = &r->units[c->unit];
+      if (!u->finished && core__unit_pending(r, u) < r->pending_limit) {
+        core__generate(r, u);
+        if (p->count) continue;
+      }
+      return;
+    }
+    struct core_instr *in = &p->q[p->head];
+    double t = p->free_at;
+    if (in->op != CORE_OP_SCALAR && in->scalar_seq > 0) {
+      if (c->scalar_done < in->scalar_seq) {
+        p->st = P_SCALAR;
+        return;
+      }
+      if (c->scalar_t[in->scalar_seq - 1] > t) t = c->scalar_t[in->scalar_seq - 1];
+    }
+    switch (in->op) {
+    case CORE_OP_SCALAR: {
+      double end = t + core__local_time(chip, in, NULL);
+      if (c->scalar_done == c->scalar_cap) {
+        c->scalar_cap = c->scalar_cap ? 2 * c->scalar_cap : 64;
+        c->scalar_t = npu_xrealloc(c->scalar_t, c->scalar_cap * sizeof *c->scalar_t);
+      }
+      c->scalar_t[c->scalar_done++] = end;
+      record(r, c, pipe, in, t, end);
+      p->free_at = end;
+      for (int q = 0; q < CORE_PIPE_COUNT; q++)
+        if (c->pipe[q].st == P_SCALAR) core__wake(r, c, q);
+      break;
+    }
+    case CORE_OP_SET_FLAG: {
+      double ts = (t > p->data_ready ? t : p->data_ready) + chip->sync.flag_cycles / chip->clock_hz;
+      tq_push(flag_q(c, in), ts);
+      p->free_at = t;
+      if (c->pipe[in->dst_pipe].st == P_FLAG) core__wake(r, c, in->dst_pipe);
+      break;
+    }
+    case CORE_OP_WAIT_FLAG: {
+      struct core__tq *q = flag_q(c, in);
+      if (!q->n) {
+        p->st = P_FLAG;
+        return;
+      }
+      double ts = tq_pop(q);
+      p->free_at = ts > t ? ts : t;
+      break;
+    }
+    case CORE_OP_XSET: {
+      double ts = (t > p->data_ready ? t : p->data_ready) + chip->sync.cross_core_s;
+      tq_push(xflag_q(r, c, in->src_pipe, in->dst_pipe, in->id), ts);
+      p->free_at = t;
+      struct core__unit *u = &r->units[c->unit];
+      struct core__core *peer = &r->cores[u->phys[in->dst_pipe]];
+      for (int q = 0; q < CORE_PIPE_COUNT; q++)
+        if (peer->pipe[q].st == P_XFLAG) core__wake(r, peer, q);
+      break;
+    }
+    case CORE_OP_XWAIT: {
+      /* in->dst_pipe holds the peer (the setter), in->src_pipe ourselves */
+      struct core__tq *q = xflag_q(r, c, in->dst_pipe, in->src_pipe, in->id);
+      if (!q->n) {
+        p->st = P_XFLAG;
+        return;
+      }
+      double ts = tq_pop(q);
+      p->free_at = ts > t ? ts : t;
+      break;
+    }
+    case CORE_OP_BARRIER:
+      p->free_at = t > p->data_ready ? t : p->data_ready;
+      break;
+    case CORE_OP_FENCE: {
+      double ta = t > p->data_ready ? t : p->data_ready;
+      if (ta > c->fence_t) c->fence_t = ta;
+      p->st = P_FENCE;
+      if (++c->fence_arrived == core_pipe_count(c)) release_fence(r, c);
+      return;
+    }
+    case CORE_OP_SYNC_ALL: {
+      double ta = t > p->data_ready ? t : p->data_ready;
+      if (ta > r->sync_t) r->sync_t = ta;
+      p->st = P_FENCE;
+      if (++r->sync_arrived == r->sync_members) release_sync(r);
+      return;
+    }
+    case CORE_OP_COPY:
+      if (in->u.copy.src.space == MEM_GM || in->u.copy.dst.space == MEM_GM) {
+        p->start = t;
+        if (!r->be->start(r, c, pipe, t + chip->dma.setup_cycles / chip->clock_hz)) return;
+        continue; /* resolved at once: gm_finish popped it */
+      }
+      /* a local copy */
+      __attribute__((fallthrough));
+    case CORE_OP_MMAD:
+    case CORE_OP_VEC: {
+      uint64_t conflict = 0;
+      double end = t + core__local_time(chip, in, &conflict);
+      r->res.bank_conflict_cycles += conflict;
+      if (r->opts.functional) core__func(r, c, in);
+      record(r, c, pipe, in, t, end);
+      p->free_at = end;
+      if (end > p->data_ready) p->data_ready = end;
+      break;
+    }
+    default:
+      NPU_PANIC("bad opcode %d", in->op);
+    }
+    pop(p);
+    p->st = P_RUN;
+  }
+}
+
+void core__drain(struct core__run *r)
+{
+  while (r->nready && !r->err) {
+    int x = r->ready[--r->nready];
+    struct core__core *c = &r->cores[x / CORE_PIPE_COUNT];
+    int pipe = x % CORE_PIPE_COUNT;
+    c->pipe[pipe].in_ready = false;
+    resolve_pipe(r, c, pipe);
+  }
+}
+
+bool core__all_done(const struct core__run *r)
+{
+  for (int u = 0; u < r->nunits; u++)
+    if (!r->units[u].finished) return false;
+  for (int i = 0; i < r->ncores; i++)
+    for (int p = 0; p < CORE_PIPE_COUNT; p++)
+      if (r->cores[i].pipe[p].count) return false;
+  return true;
+}
+
+/* Nothing can move: either a unit is held back by the pending limit, or the program deadlocks. */
+int core__deadlock(struct core__run *r)
+{
+  for (int u = 0; u < r->nunits; u++) {
+    if (r->units[u].finished) continue;
+    core__generate(r, &r->units[u]);
+    return 0; /* progress: more work was emitted */
+  }
+  struct npu_buf b = {0};
+  int shown = 0;
+  for (int i = 0; i < r->ncores && shown < 8; i++) {
+    struct core__core *c = &r->cores[i];
+    for (int p = 0; p < CORE_PIPE_COUNT && shown < 8; p++) {
+      struct core__pipe *q = &c->pipe[p];
+      if (!q->count) continue;
+      const struct core_instr *in = &q->q[q->head];
+      const char *kind = c->kind == CORE_KIND_AIC ? "aic" : c->kind == CORE_KIND_AIV ? "aiv" : "core";
+      int idx = c->kind == CORE_KIND_AIV ? c->id - r->chip->aic_count : c->id;
+      npu_buf_printf(&b, "%s%s%d pipe %s waits ", shown ? "; " : "", kind, idx, core_pipe_name(p));
+      if (in->op == CORE_OP_WAIT_FLAG)
+        npu_buf_printf(&b, "for flag %s->%s id %d", core_pipe_name(in->src_pipe), core_pipe_name(in->dst_pipe), in->id);
+      else if (in->op == CORE_OP_XWAIT)
+        npu_buf_printf(&b, "for cross-core flag id %d from sub-core %d", in->id, in->dst_pipe);
+      else if (in->op == CORE_OP_FENCE || in->op == CORE_OP_SYNC_ALL)
+        npu_buf_printf(&b, "at a %s", in->op == CORE_OP_FENCE ? "pipe barrier (all pipes)" : "all-core barrier");
+      else
+        npu_buf_printf(&b, "behind blocked work");
+      shown++;
+    }
+  }
+  core__fail(r, NPU_EINVAL, "deadlock: %s that is never satisfied", shown ? npu_buf_str(&b) : "no pipe can progress");
+  npu_buf_release(&b);
+  return NPU_EINVAL;
+}
+
+/* ------------------------------------------------------------------ launch */
+
+int core_launch(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
+                const struct core_launch_opts *opts, struct core_result *out,
+                struct npu_diag *diag)
+{
+  int units_max = k->mode == CORE_MODE_VECTOR
+                      ? (chip->org == ARCH_ORG_SPLIT ? chip->aiv_count : chip->aic_count)
+                      : chip->aic_count;
+  if (k->block_dim < 1 || k->block_dim > units_max)
+    return npu_diag_set(diag, NULL, 0, k->name, "block_dim %d outside 1..%d (%s cores of %s)",
+                        k->block_dim, units_max, k->mode == CORE_MODE_VECTOR ? "vector" : "cube",
+                        chip->name), NPU_EINVAL;
+  if (k->mode == CORE_MODE_MIX && chip->org == ARCH_ORG_SPLIT && chip->aiv_count / chip->aic_count > 2)
+    return npu_diag_set(diag, NULL, 0, k->name, "MIX launches support up to 2 vector cores per cube core"), NPU_EINVAL;
+  if (opts->fidelity == CORE_FIDELITY_ANALYTIC)
+    return core__run_analytic(chip, gm, k, opts, out, diag);
+  struct core__run r;
+  core__run_init(&r, chip, gm, k, opts);
+  r.be = &core__event_backend;
+  int rc = core__run_event(&r);
+  if (rc == 0 && r.err) rc = r.err;
+  if (rc) {
+    *diag = r.diag;
+  } else {
+    core__finish_result(&r);
+    *out = r.res;
+  }
+  core__run_release(&r);
+  return rc;
+}

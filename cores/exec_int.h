@@ -1,0 +1,165 @@
+/*
+ * exec_int.h - internals shared by the files of cores/: the run state of one launch, the
+ * per-core pipes, and the functional and timing helpers. Not for use outside cores/.
+ */
+#ifndef NPUSIM_CORES_EXEC_INT_H
+#define NPUSIM_CORES_EXEC_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/trace.h"
+#include "cores/kernel.h"
+#include "memory/l2.h"
+
+enum core_kind { CORE_KIND_AIC, CORE_KIND_AIV, CORE_KIND_COUPLED };
+
+/* Pipe states. */
+enum {
+  P_RUN,      /* can try its head instruction */
+  P_EMPTY,    /* nothing queued */
+  P_FLAG,     /* waiting for a set_flag */
+  P_XFLAG,    /* waiting for a cross-core set */
+  P_FENCE,    /* waiting at a fence or all-core barrier */
+  P_SCALAR,   /* waiting for the scalar unit to reach this instruction */
+  P_ISSUE,    /* GM copy waiting for its start time */
+  P_INFLIGHT, /* GM copy in flight */
+};
+
+/* FIFO of times (set flags not yet consumed). */
+struct core__tq {
+  double *t;
+  uint32_t head, n, cap;
+};
+
+struct core__pipe {
+  struct core_instr *q; /* ring of queued instructions */
+  uint32_t head, count, cap;
+  double free_at;       /* when the next instruction may start */
+  double data_ready;    /* when the data of earlier copies has landed */
+  uint8_t st;           /* P_* */
+  bool in_ready;        /* on the ready list */
+  double start;         /* P_ISSUE / P_INFLIGHT: start of the head instruction */
+  int parts;            /* P_INFLIGHT: transfers still running */
+  bool miss;            /* P_INFLIGHT: some bytes come from HBM */
+  double busy_s;
+  uint64_t n;
+};
+
+struct core__core {
+  int id;                /* physical core number (platform host c<id>) */
+  uint8_t kind;          /* enum core_kind */
+  uint8_t pipes;         /* bit mask of the pipes this core has */
+  bool used;
+  int unit;              /* launch unit owning this core */
+  int sub;               /* its sub-core in that unit */
+  struct core__pipe pipe[CORE_PIPE_COUNT];
+  struct core__tq flags[CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS];
+  double *scalar_t;      /* completion time of the i-th scalar instruction */
+  uint32_t scalar_done, scalar_cap, scalar_emitted;
+  int fence_arrived;     /* pipes at the current fence */
+  double fence_t;
+  uint8_t *buf[MEM_SPACE_COUNT]; /* functional storage of local buffers */
+};
+
+struct core__unit {
+  int index;
+  int phys[3];           /* physical core of each sub-core, -1 if none */
+  uint64_t next;         /* ordinal of the next block */
+  bool begun, finished;
+  struct core__tq xflags[3 * 3 * CORE_XFLAG_IDS]; /* (from sub, to sub, id) */
+};
+
+struct core_tp {
+  struct core__run *run;
+  struct core__unit *u;
+  int sel;
+};
+
+struct core__run;
+
+/* GM backends: when a GM copy may start at t, resolve it now (analytic) or later (event). */
+struct core__gm_backend {
+  const char *name;
+  /* Returns true if the copy was completed (core__gm_finish called), false if pending. */
+  bool (*start)(struct core__run *r, struct core__core *c, int pipe, double t);
+};
+
+struct core__heap_item {
+  double t;
+  int core, pipe;
+};
+
+struct core__run {
+  const struct arch_chip *chip;
+  struct mem_gm *gm;
+  const struct core_kernel *k;
+  struct core_launch_opts opts;
+  struct core__core *cores;
+  int ncores;
+  struct core__unit *units;
+  int nunits;
+  struct core_tp *tps;
+  int *ready; /* stack of core * CORE_PIPE_COUNT + pipe */
+  int nready, ready_cap;
+  int err;
+  struct npu_diag diag;
+  const struct core__gm_backend *be;
+  struct mem_l2 *l2;
+  double hit_fraction;   /* analytic: share of GM reads served by L2 */
+  double gm_share_bytes_per_s; /* analytic: per-core share of L2/HBM */
+  double now;            /* event: simulated time of the engine, relative to t0 */
+  double t0;
+  double end;            /* latest completion seen */
+  int sync_arrived, sync_members;
+  double sync_t;
+  struct core__heap_item *heap; /* event: GM copies waiting for their start time */
+  int nheap, heap_cap;
+  uint64_t pending_limit;
+  struct core_result res;
+  struct npu_trace *trace;
+  const char *host_prefix;
+};
+
+/* emit.c */
+void core__emit_reset(struct core__run *r);
+bool core__generate(struct core__run *r, struct core__unit *u); /* false if nothing left */
+uint64_t core__unit_pending(const struct core__run *r, const struct core__unit *u);
+
+/* exec.c */
+void core__wake(struct core__run *r, struct core__core *c, int pipe);
+void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, bool miss);
+void core__drain(struct core__run *r);
+bool core__all_done(const struct core__run *r);
+int core__deadlock(struct core__run *r);
+void core__run_init(struct core__run *r, const struct arch_chip *chip, struct mem_gm *gm,
+                    const struct core_kernel *k, const struct core_launch_opts *opts);
+void core__run_release(struct core__run *r);
+void core__fail(struct core__run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* timing.c: durations of instructions that do not touch GM, and GM copy byte counts */
+double core__local_time(const struct arch_chip *chip, const struct core_instr *in,
+                        uint64_t *conflict_cycles);
+uint64_t core__gm_bytes(const struct arch_chip *chip, const struct core_instr *in);
+uint64_t core__copy_bytes(const struct core_instr *in);
+double core__vec_flops(const struct core_vec *v);
+
+/* func.c: functional execution */
+void core__func(struct core__run *r, struct core__core *c, const struct core_instr *in);
+
+/* event.c, analytic.c */
+extern const struct core__gm_backend core__event_backend;
+extern const struct core__gm_backend core__analytic_backend;
+int core__run_event(struct core__run *r);
+int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
+                       const struct core_kernel *k, const struct core_launch_opts *opts,
+                       struct core_result *out, struct npu_diag *diag);
+
+/* stats.c */
+void core__finish_result(struct core__run *r);
+void core__result_finish(struct core_result *res, const struct arch_chip *chip,
+                         enum core_mode mode, double body_s);
+void core__account(struct core__run *r, struct core__core *c, int pipe,
+                   const struct core_instr *in, double start, double end);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * kernel.h - writing and launching tile programs on the chip model.
+ *
+ * A kernel is written as Ascend C kernels are: per core, a stream of instructions on the
+ * pipes, synchronised by flags. Here the kernel supplies callbacks that emit those
+ * instructions through the core_* functions below; the launch runs them over block_dim
+ * cores with one of two fidelities:
+ *   event     every instruction is an event; GM traffic of all cores shares L2 and HBM
+ *             through SimGrid flows (needs the process's engine, see engine/engine.h);
+ *   analytic  the same instructions, one or two blocks per block class, pipelined in closed
+ *             form with GM bandwidth shared statically (no SimGrid).
+ * In functional mode the instructions also really move and compute data through buffers of
+ * the modelled sizes.
+ *
+ * Work is cut into blocks: each launch unit (a core, or in MIX mode one AI core = a cube core
+ * and its vector cores) runs its blocks in order; `block` emits one block's instructions and
+ * is called lazily, so a kernel of millions of instructions never holds them all. Control
+ * flow in a kernel may depend on its tiling, never on data it computes: data-dependent sizes
+ * (MoE group counts) are tiling data prepared on the host, as Ascend C host tiling does.
+ *
+ * Errors in a program (buffer overflow, misalignment, a path or dtype the chip lacks, a wait
+ * that is never satisfied) are reported by core_launch with a message; the first one sticks.
+ */
+#ifndef NPUSIM_CORES_KERNEL_H
+#define NPUSIM_CORES_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "common/diag.h"
+#include "common/strutil.h"
+#include "common/trace.h"
+#include "cores/isa.h"
+#include "memory/gm.h"
+
+enum core_mode {
+  CORE_MODE_CUBE,   /* units are cube cores */
+  CORE_MODE_VECTOR, /* units are vector cores */
+  CORE_MODE_MIX,    /* units are AI cores: a cube core and its vector cores */
+};
+
+/* The sub-core a MIX unit emits to. */
+enum core_sub { CORE_SUB_AIC, CORE_SUB_AIV0, CORE_SUB_AIV1 };
+
+enum core_fidelity { CORE_FIDELITY_EVENT, CORE_FIDELITY_ANALYTIC };
+
+struct core_tp; /* emission context: one launch unit */
+
+struct core_kernel {
+  const char *name;
+  enum core_mode mode;
+  int block_dim;          /* launch units */
+  uint64_t nblocks;       /* blocks of work, dealt to units */
+  void *ctx;              /* the kernel's tiling and arguments */
+  /* Optional: emitted once per unit before its first block / after its last. */
+  void (*unit_begin)(struct core_tp *t, void *ctx);
+  void (*unit_end)(struct core_tp *t, void *ctx);
+  /* Emit the instructions of one block. */
+  void (*block)(struct core_tp *t, void *ctx, uint64_t block);
+  /* Optional: the i-th block of unit u, or UINT64_MAX when u has no more (default: i*dim+u). */
+  uint64_t (*block_of)(void *ctx, int unit, uint64_t i);
+  /* Optional, for the analytic fidelity: blocks of one class take the same time. */
+  int (*block_class)(void *ctx, uint64_t block);
+};
+
+/* Per-pipe results of one launch, summed over the cores of each kind. */
+struct core_pipe_stats {
+  double busy_s;          /* sum of instruction durations */
+  uint64_t instructions;
+};
+
+struct core_result {
+  double time_s;                 /* launch overhead + first instruction to last completion */
+  double launch_s;               /* launch overhead included in time_s */
+  int aic_used, aiv_used;        /* physical cores that ran instructions */
+  int aic_total, aiv_total;      /* cores of the chip */
+  struct core_pipe_stats aic[CORE_PIPE_COUNT], aiv[CORE_PIPE_COUNT];
+  /* msprof names: busy / (kernel time x cores used of that kind) */
+  double aic_mac_ratio, aic_mte1_ratio, aic_mte2_ratio, aic_fixpipe_ratio, aic_scalar_ratio;
+  double aiv_vec_ratio, aiv_mte2_ratio, aiv_mte3_ratio, aiv_scalar_ratio;
+  uint64_t path_bytes[ARCH_PATH_COUNT]; /* bytes moved per path (GM ones after bursts) */
+  uint64_t gm_read_bytes, gm_write_bytes, l2_hit_bytes, hbm_bytes;
+  double hbm_bw_bytes_per_s, l2_bw_bytes_per_s; /* achieved over time_s */
+  double flops;                  /* cube MACs x 2 + vector element operations */
+  uint64_t cube_macs;
+  uint64_t bank_conflict_cycles; /* vector cycles lost to UB bank conflicts */
+  uint64_t instructions;
+  const char *bottleneck;        /* cube_bound, vec_bound, mte2_bound, ... */
+};
+
+struct core_launch_opts {
+  enum core_fidelity fidelity;
+  bool functional;         /* really move and compute data */
+  struct npu_trace *trace; /* if not NULL, one event per instruction is recorded (event only) */
+  const char *host_prefix; /* engine host names of this chip's memory platform ("" if NULL) */
+};
+
+/*
+ * Run kernel k on chip, GM tensors in gm. Event fidelity must run inside the engine: call it
+ * from npu_engine's actor, or through core_launch_standalone. Returns 0 and fills *out, or
+ * NPU_EINVAL (a program error, e.g. a buffer overflow; diag says what) or NPU_EUNSUPPORTED
+ * (an instruction or dtype the chip lacks).
+ */
+int core_launch(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
+                const struct core_launch_opts *opts, struct core_result *out,
+                struct npu_diag *diag);
+
+/*
+ * Start the process's engine on a platform of this chip's memory system and run one launch
+ * in it (event fidelity), or run analytic directly. For tests, benchmarks and `npusim
+ * kernel`; a process can start its engine once.
+ */
+int core_launch_standalone(const struct arch_chip *chip, struct mem_gm *gm,
+                           const struct core_kernel *k, const struct core_launch_opts *opts,
+                           struct core_result *out, struct npu_diag *diag);
+
+/* ------------------------------------------------------------------ emission */
+
+/* Select the sub-core that following instructions go to (MIX units; others ignore it). */
+void core_select(struct core_tp *t, enum core_sub sub);
+/* The launch unit index (0..block_dim-1) and the chip. */
+int core_unit(const struct core_tp *t);
+const struct arch_chip *core_chip(const struct core_tp *t);
+
+/* Copy a tile between spaces; the pipe follows from the path (MTE2, MTE1, FIX, MTE3). */
+void core_copy(struct core_tp *t, const struct core_tile *dst, const struct core_tile *src);
+/* The same with FixPipe options: scale, ReLU, per-column scales in FB, transpose. */
+void core_copy_ex(struct core_tp *t, const struct core_copy *c);
+/* c (L0C, fp32 or int32) = / += a (L0A) x b (L0B), m x k x n, inputs of dtype. */
+void core_mmad(struct core_tp *t, const struct core_tile *c, const struct core_tile *a,
+               const struct core_tile *b, uint32_t m, uint32_t k, uint32_t n, bool init);
+/* A vector instruction. */
+void core_vec(struct core_tp *t, const struct core_vec *v);
+/* Scalar work of cycles cycles on the scalar unit (address arithmetic, loop control). */
+void core_scalar(struct core_tp *t, double cycles);
+void core_set_flag(struct core_tp *t, enum core_pipe src, enum core_pipe dst, int id);
+void core_wait_flag(struct core_tp *t, enum core_pipe src, enum core_pipe dst, int id);
+/* Wait until the pipe's earlier instructions have completed and their data landed. */
+void core_pipe_barrier(struct core_tp *t, enum core_pipe p);
+/* pipe_barrier(PIPE_ALL): every pipe of the selected core. */
+void core_fence(struct core_tp *t);
+/* Cross-core flags between the sub-cores of one MIX unit: set from pipe p towards peer. */
+void core_xset(struct core_tp *t, enum core_pipe p, enum core_sub peer, int id);
+void core_xwait(struct core_tp *t, enum core_pipe p, enum core_sub peer, int id);
+/* All-core barrier across every core of the launch. */
+void core_sync_all(struct core_tp *t);
+/* Record a program error (the first sticks; later emissions are ignored). */
+void core_fail(struct core_tp *t, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Whether a program error has been recorded. */
+bool core_failed(const struct core_tp *t);
+
+#define CORE_FLAG_IDS 16  /* event ids per pipe pair */
+#define CORE_XFLAG_IDS 16 /* cross-core flag ids */
+
+#endif

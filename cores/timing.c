@@ -1,0 +1,138 @@
+/*
+ * timing.c - how long one instruction takes on its pipe, when it touches no shared resource.
+ *
+ * Formulas (cycles at the chip clock):
+ *   copy   setup_cycles + bytes / path rate; bytes are the destination footprint (fractal
+ *          layouts include their padding); GM copies are timed by the executor from the
+ *          burst-rounded GM bytes instead.
+ *   mmad   ceil(m/m0) x ceil(n/n0) x ceil(k/k0) fractal steps, each m0 x n0 x k0 MACs at the
+ *          chip's MAC/cycle for the input type, divided by calib.cube.
+ *   vector repeat x max(repeat bytes / vector bytes per cycle x op factor, UB bank cycles),
+ *          divided by calib.vector. Op factors: 1 for elementwise, compare, select, cast, copy;
+ *          chip.vector.transcendental_cycles for exp, ln, recip, sqrt, rsqrt, div; 2 for
+ *          whole-repeat reductions [A]; sort32 8 cycles per 32 elements [A]; mrgsort one
+ *          proposal per cycle per list [A]. [A]: not published, assumptions of this model.
+ *   scalar chip.sync.scalar_cycles per instruction, or the cycles given.
+ * UB bank conflicts are evaluated on the first repeat (strides repeat the pattern) and charged
+ * to every repeat.
+ */
+#include <math.h>
+
+#include "common/err.h"
+#include "cores/exec_int.h"
+#include "memory/dma.h"
+#include "memory/ub.h"
+
+static uint32_t ceil_div(uint32_t a, uint32_t b)
+{
+  return (a + b - 1) / b;
+}
+
+uint64_t core__copy_bytes(const struct core_instr *in)
+{
+  const struct core_copy *c = &in->u.copy;
+  const struct core_tile *d = &c->dst;
+  if (d->layout == CORE_ND) {
+    uint64_t bits = (uint64_t)d->rows * d->cols * (uint64_t)npu_dtype_bits((enum npu_dtype)d->dtype);
+    return (bits + 7) / 8;
+  }
+  return core_tile_bytes(d);
+}
+
+/* GM side of a copy: contiguous runs of an ND tile, rounded up to bursts. */
+uint64_t core__gm_bytes(const struct arch_chip *chip, const struct core_instr *in)
+{
+  const struct core_copy *c = &in->u.copy;
+  const struct core_tile *g = c->src.space == MEM_GM ? &c->src : &c->dst;
+  uint64_t es_bits = (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype);
+  uint32_t rows = g->rows, cols = g->cols;
+  if (c->dst.space == MEM_GM && c->transpose) { /* the GM tile is the transposed shape */
+    rows = c->src.cols;
+    cols = c->src.rows;
+  }
+  if (g->layout != CORE_ND) return core_tile_bytes(g);
+  uint64_t row_bytes = ((uint64_t)cols * es_bits + 7) / 8;
+  if (core_tile_ld(g) == g->cols || rows == 1) return mem_gm_burst_bytes(chip, 1, row_bytes * rows);
+  return mem_gm_burst_bytes(chip, rows, row_bytes);
+}
+
+static double vec_bank_cycles(const struct arch_chip *chip, const struct core_vec *v)
+{
+  uint64_t reads[16], writes[8];
+  int nr = 0, nw = 0;
+  int nsrc = core_vec_op_sources((enum core_vec_op)v->op);
+  if (v->op == CORE_VEC_SORT32 || v->op == CORE_VEC_MRGSORT || v->op == CORE_VEC_CAST ||
+      v->op == CORE_VEC_REDUCE_SUM || v->op == CORE_VEC_REDUCE_MAX || v->op == CORE_VEC_CMP ||
+      v->op == CORE_VEC_CMPS)
+    return 1; /* dense or irregular access: no strided pattern to conflict */
+  for (int b = 0; b < 8; b++) {
+    if (nsrc >= 1) reads[nr++] = v->src0 + (uint64_t)b * v->src0_blk * 32;
+    if (nsrc >= 2) reads[nr++] = v->src1 + (uint64_t)b * v->src1_blk * 32;
+    writes[nw++] = v->dst + (uint64_t)b * v->dst_blk * 32;
+  }
+  return mem_ub_repeat_cycles(chip, reads, nr, writes, nw);
+}
+
+static double vec_cycles(const struct arch_chip *chip, const struct core_vec *v, uint64_t *conflict)
+{
+  double per = ceil(256.0 / chip->vector.bytes_per_cycle);
+  double factor = 1;
+  switch (v->op) {
+  case CORE_VEC_REDUCE_SUM:
+  case CORE_VEC_REDUCE_MAX: factor = 2; break;
+  case CORE_VEC_SORT32: factor = 8; break;
+  case CORE_VEC_MRGSORT: return (double)v->count * (double)v->aux; /* one proposal per cycle per list */
+  default:
+    if (core_vec_op_transcendental((enum core_vec_op)v->op)) factor = chip->vector.transcendental_cycles;
+  }
+  double bank = vec_bank_cycles(chip, v);
+  double cyc = per * factor;
+  if (bank > cyc) {
+    if (conflict) *conflict += (uint64_t)((bank - cyc) * v->repeat);
+    cyc = bank;
+  }
+  return cyc * v->repeat;
+}
+
+double core__vec_flops(const struct core_vec *v)
+{
+  int bits = npu_dtype_bits((enum npu_dtype)v->dtype);
+  double per = 256.0 * 8 / bits;
+  switch (v->op) {
+  case CORE_VEC_DUP:
+  case CORE_VEC_COPY:
+  case CORE_VEC_CAST:
+  case CORE_VEC_SELECT:
+  case CORE_VEC_SORT32:
+  case CORE_VEC_MRGSORT: return 0;
+  default: return per * v->repeat;
+  }
+}
+
+double core__local_time(const struct arch_chip *chip, const struct core_instr *in,
+                        uint64_t *conflict_cycles)
+{
+  double hz = chip->clock_hz;
+  switch (in->op) {
+  case CORE_OP_COPY: {
+    enum arch_path p;
+    bool ok = mem_path_of(chip, in->u.copy.src.space, in->u.copy.dst.space, &p);
+    NPU_ASSERT(ok);
+    return chip->dma.setup_cycles / hz + (double)core__copy_bytes(in) / mem_path_bytes_per_s(chip, p);
+  }
+  case CORE_OP_MMAD: {
+    const struct core_mmad *m = &in->u.mmad;
+    uint32_t m0 = (uint32_t)chip->cube.fractal_m, n0 = (uint32_t)chip->cube.fractal_n;
+    uint32_t k0 = (uint32_t)arch_fractal_k(chip, (enum npu_dtype)m->dtype);
+    double steps = (double)ceil_div(m->m, m0) * ceil_div(m->n, n0) * ceil_div(m->k, k0);
+    double macs = chip->cube.macs_per_cycle[m->dtype];
+    return steps * ((double)m0 * n0 * k0 / macs) / (hz * chip->calib.cube.value);
+  }
+  case CORE_OP_VEC:
+    return vec_cycles(chip, &in->u.vec, conflict_cycles) / (hz * chip->calib.vector.value);
+  case CORE_OP_SCALAR:
+    return in->u.cycles / hz;
+  default:
+    return 0;
+  }
+}

@@ -1,0 +1,35 @@
+/*
+ * gm.h - global memory: the tensors a kernel reads and writes, each at an address of one flat
+ * device address space. In functional mode a tensor has host storage that instructions really
+ * read and write; in timing-only mode it has none and only its bounds are checked.
+ */
+#ifndef NPUSIM_MEMORY_GM_H
+#define NPUSIM_MEMORY_GM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mem_gm;
+
+struct mem_gm *mem_gm_create(void);
+void mem_gm_destroy(struct mem_gm *gm);
+
+/*
+ * Register a tensor of bytes bytes named name (copied); host is its storage (borrowed, may be
+ * NULL in timing-only mode). Returns its device address, aligned to 512 bytes; tensors never
+ * overlap.
+ */
+uint64_t mem_gm_add(struct mem_gm *gm, const char *name, uint64_t bytes, void *host);
+
+/*
+ * Find the tensor holding [addr, addr + bytes). On success returns true and, when host_out is
+ * not NULL, the host address of addr (NULL in timing-only mode). False if the range is not
+ * inside one tensor.
+ */
+bool mem_gm_resolve(const struct mem_gm *gm, uint64_t addr, uint64_t bytes, void **host_out);
+
+/* Bytes of all tensors. */
+uint64_t mem_gm_total_bytes(const struct mem_gm *gm);
+
+#endif

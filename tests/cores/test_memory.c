@@ -1,0 +1,116 @@
+/* test_memory.c - the memory layer: L2 reuse model, UB banks, GM tensors, DMA paths, platform. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "common/strutil.h"
+#include "memory/dma.h"
+#include "memory/gm.h"
+#include "memory/l2.h"
+#include "memory/platform.h"
+#include "memory/ub.h"
+#include "tests/support/chip.h"
+
+static struct arch_system sys;
+
+static void setup(void)
+{
+  ts_load_system(&sys, "ascend-910b2", NULL);
+}
+
+TestSuite(memory, .init = setup, .timeout = 30);
+
+Test(memory, l2_hits_what_was_touched_and_still_fits)
+{
+  struct mem_l2 *l2 = mem_l2_create(4096); /* 8 lines */
+  cr_assert_eq(mem_l2_touch(l2, 0, 1024), 0);
+  cr_assert_eq(mem_l2_touch(l2, 0, 1024), 1024);
+  cr_assert_eq(mem_l2_touch(l2, 100, 50), 50);           /* partial line counts its bytes */
+  cr_assert_eq(mem_l2_touch(l2, 1024, 3072), 0);         /* fills the other 6 lines */
+  cr_assert_eq(mem_l2_touch(l2, 0, 4096), 4096);         /* all 8 resident */
+  cr_assert_eq(mem_l2_touch(l2, 4096, 512), 0);          /* evicts the least recent: line 0 */
+  cr_assert_eq(mem_l2_touch(l2, 512, 3584), 3584);       /* lines 1..7 still there */
+  cr_assert_eq(mem_l2_touch(l2, 0, 512), 0);             /* line 0 was evicted */
+  mem_l2_clear(l2);
+  cr_assert_eq(mem_l2_touch(l2, 512, 512), 0);
+  mem_l2_destroy(l2);
+}
+
+Test(memory, l2_streams_larger_than_capacity_never_hit)
+{
+  struct mem_l2 *l2 = mem_l2_create(1 << 20);
+  uint64_t hits = 0;
+  for (int pass = 0; pass < 3; pass++)
+    for (uint64_t a = 0; a < (2u << 20); a += 65536) hits += mem_l2_touch(l2, a, 65536);
+  cr_assert_eq(hits, 0, "LRU over a 2x-capacity cyclic stream must miss every time");
+  for (uint64_t a = 0; a < (512u << 10); a += 65536) mem_l2_touch(l2, (8u << 20) + a, 65536);
+  hits = 0;
+  for (uint64_t a = 0; a < (512u << 10); a += 65536) hits += mem_l2_touch(l2, (8u << 20) + a, 65536);
+  cr_assert_eq(hits, 512u << 10, "a working set that fits hits fully");
+  mem_l2_destroy(l2);
+}
+
+Test(memory, ub_bank_rules_of_the_guide)
+{
+  const struct arch_chip *c = &sys.chip;
+  uint64_t r[2], w[1];
+  r[0] = 0;       /* group 0, bank 0 */
+  r[1] = 32;      /* group 1 */
+  w[0] = 0x10000; /* group 0, bank 16: the guide's example of no conflict with bank 0 */
+  cr_assert_eq(mem_ub_repeat_cycles(c, r, 1, w, 1), 1);
+  r[1] = 0x10000; /* two reads of group 0 */
+  cr_assert_eq(mem_ub_repeat_cycles(c, r, 2, NULL, 0), 2);
+  w[0] = 0;       /* read and write of bank 0 */
+  cr_assert_eq(mem_ub_repeat_cycles(c, r, 1, w, 1), 2);
+  uint64_t ww[2] = {0, 0x20000}; /* two writes of group 0 */
+  cr_assert_eq(mem_ub_repeat_cycles(c, NULL, 0, ww, 2), 2);
+  struct arch_system s950;
+  ts_load_system(&s950, "ascend-950pr", NULL);
+  uint64_t rr[2] = {0, 0x20000}; /* 950: two reads of one group, different banks, two ports */
+  cr_assert_eq(mem_ub_repeat_cycles(&s950.chip, rr, 2, NULL, 0), 1);
+  rr[1] = 0x100;  /* 950: 8 groups: 0x100 is group 0 again, same bank */
+  cr_assert_eq(mem_ub_repeat_cycles(&s950.chip, rr, 2, NULL, 0), 2);
+}
+
+Test(memory, gm_tensors_and_bounds)
+{
+  struct mem_gm *gm = mem_gm_create();
+  char a[100], b[1000];
+  uint64_t x = mem_gm_add(gm, "a", sizeof a, a), y = mem_gm_add(gm, "b", sizeof b, b);
+  void *p;
+  cr_assert(y > x + sizeof a);
+  cr_assert_eq(x % 512, 0);
+  cr_assert(mem_gm_resolve(gm, x + 10, 90, &p));
+  cr_assert_eq(p, a + 10);
+  cr_assert(!mem_gm_resolve(gm, x + 10, 91, &p));
+  cr_assert(!mem_gm_resolve(gm, 0, 1, &p));
+  cr_assert(mem_gm_resolve(gm, y, 1000, &p));
+  cr_assert_eq(p, b);
+  cr_assert_eq(mem_gm_total_bytes(gm), 1100);
+  mem_gm_destroy(gm);
+}
+
+Test(memory, paths_and_bursts)
+{
+  const struct arch_chip *c = &sys.chip;
+  enum arch_path p;
+  cr_assert(mem_path_of(c, MEM_GM, MEM_L1, &p));
+  cr_assert_eq(p, ARCH_PATH_GM_TO_L1);
+  cr_assert(!mem_path_of(c, MEM_L1, MEM_UB, &p), "910B has no L1 -> UB");
+  cr_assert(!mem_path_of(c, MEM_UB, MEM_L0A, &p));
+  cr_assert_eq(mem_path_bytes_per_s(c, ARCH_PATH_L1_TO_L0A), 512 * 1.8e9);
+  cr_assert_eq(mem_gm_burst_bytes(c, 1, 1000), 1024);
+  cr_assert_eq(mem_gm_burst_bytes(c, 128, 40), 128 * 128, "short rows waste their bursts");
+}
+
+Test(memory, platform_has_a_host_and_ports_per_core)
+{
+  struct npu_buf b = {0};
+  mem_platform_chip_xml(&sys.chip, "npu0.", &b);
+  const char *x = npu_buf_str(&b);
+  cr_assert(strstr(x, "<host id=\"npu0.c71\"") != NULL, "72 cores: 24 AIC + 48 AIV");
+  cr_assert(strstr(x, "<host id=\"npu0.c72\"") == NULL);
+  cr_assert(strstr(x, "<link id=\"npu0.hbm\" bandwidth=\"1440000000000Bps\"") != NULL, "%.400s", x);
+  cr_assert(strstr(x, "<route src=\"npu0.hbm\" dst=\"npu0.c5\"") != NULL);
+  cr_assert_eq(mem_platform_cores(&sys.chip), 72);
+  npu_buf_release(&b);
+}

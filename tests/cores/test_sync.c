@@ -1,0 +1,137 @@
+/*
+ * test_sync.c - synchronisation: cross-core flags between a cube core and its vector cores,
+ * pipe barriers of all pipes, and the all-core barrier, with their latencies.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "tests/support/chip.h"
+#include "cores/kernel.h"
+
+static struct arch_system sys;
+
+static void setup(void)
+{
+  ts_load_system(&sys, "ascend-910b2", NULL);
+}
+
+TestSuite(sync, .init = setup, .timeout = 30);
+
+static struct core_tile tile(uint8_t space, uint8_t layout, uint8_t dtype, uint64_t addr, uint32_t rows,
+                             uint32_t cols)
+{
+  return (struct core_tile){.addr = addr, .rows = rows, .cols = cols, .space = space, .layout = layout,
+                            .dtype = dtype};
+}
+
+static void mmad(struct core_tp *t)
+{
+  struct core_tile a = tile(MEM_L0A, CORE_ZZ, NPU_DT_FP16, 0, 128, 256);
+  struct core_tile b = tile(MEM_L0B, CORE_ZN, NPU_DT_FP16, 0, 256, 128);
+  struct core_tile c = tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 0, 128, 128);
+  c.c0 = 16;
+  core_mmad(t, &c, &a, &b, 128, 256, 128, true);
+}
+
+static void vexp(struct core_tp *t)
+{
+  struct core_vec v = {.op = CORE_VEC_EXP, .dtype = NPU_DT_FP16, .repeat = 100, .dst_blk = 1, .src0_blk = 1,
+                       .dst_rep = 8, .src0_rep = 8, .mask = {~0ull, ~0ull}, .dst = 65536, .src0 = 0};
+  core_vec(t, &v);
+}
+
+/* AIC: mmad, then tell both vector cores; each AIV: wait, then a vector exp. */
+static void mix_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  (void)ctx;
+  (void)b;
+  core_select(t, CORE_SUB_AIC);
+  mmad(t);
+  core_xset(t, CORE_PIPE_M, CORE_SUB_AIV0, 0);
+  core_xset(t, CORE_PIPE_M, CORE_SUB_AIV1, 0);
+  for (int s = CORE_SUB_AIV0; s <= CORE_SUB_AIV1; s++) {
+    core_select(t, (enum core_sub)s);
+    core_xwait(t, CORE_PIPE_V, CORE_SUB_AIC, 0);
+    vexp(t);
+  }
+}
+
+static double run(struct core_kernel *k)
+{
+  struct mem_gm *gm = mem_gm_create();
+  struct core_result r;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_EVENT};
+  cr_assert_eq(core_launch_standalone(&sys.chip, gm, k, &o, &r, &d), 0, "%s", d.msg);
+  mem_gm_destroy(gm);
+  return r.time_s - r.launch_s;
+}
+
+static double mmad_s(void)
+{
+  return 8.0 * 8 * 16 / sys.chip.clock_hz;
+}
+
+static double vexp_s(void)
+{
+  return 100 * sys.chip.vector.transcendental_cycles / sys.chip.clock_hz;
+}
+
+Test(sync, cross_core_flags_order_cube_then_vector)
+{
+  struct core_kernel k = {.name = "mix", .mode = CORE_MODE_MIX, .block_dim = 1, .nblocks = 1, .block = mix_block};
+  double want = mmad_s() + sys.chip.sync.cross_core_s + vexp_s();
+  double t = run(&k);
+  cr_assert(fabs(t - want) < 1e-12, "got %.12g, want %.12g", t, want);
+}
+
+static void fence_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  (void)ctx;
+  (void)b;
+  mmad(t);              /* M pipe busy */
+  core_fence(t);        /* every pipe waits for it */
+  core_scalar(t, 1000); /* then the scalar unit works */
+}
+
+Test(sync, fence_waits_for_every_pipe)
+{
+  struct core_kernel k = {.name = "fence", .mode = CORE_MODE_CUBE, .block_dim = 1, .nblocks = 1, .block = fence_block};
+  double want = mmad_s() + 1000 / sys.chip.clock_hz;
+  double t = run(&k);
+  cr_assert(fabs(t - want) < 1e-12, "got %.12g, want %.12g", t, want);
+}
+
+static void sync_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  (void)ctx;
+  core_scalar(t, b == 3 ? 5000 : 10); /* core 3 is late */
+  core_sync_all(t);
+  core_scalar(t, 100);
+}
+
+Test(sync, all_core_barrier_waits_for_the_latest_core)
+{
+  struct core_kernel k = {.name = "sync", .mode = CORE_MODE_CUBE, .block_dim = 8, .nblocks = 8, .block = sync_block};
+  double want = 5000 / sys.chip.clock_hz + sys.chip.sync.all_core_s + 100 / sys.chip.clock_hz;
+  double t = run(&k);
+  cr_assert(fabs(t - want) < 1e-12, "got %.12g, want %.12g", t, want);
+}
+
+static void scalar_issue_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  (void)ctx;
+  (void)b;
+  core_scalar(t, 3000); /* address arithmetic before the instruction can issue */
+  mmad(t);
+}
+
+Test(sync, instructions_issue_after_the_scalar_work_before_them)
+{
+  struct core_kernel k = {.name = "scalar", .mode = CORE_MODE_CUBE, .block_dim = 1, .nblocks = 1,
+                          .block = scalar_issue_block};
+  double want = 3000 / sys.chip.clock_hz + mmad_s();
+  double t = run(&k);
+  cr_assert(fabs(t - want) < 1e-12, "got %.12g, want %.12g", t, want);
+}

@@ -1,0 +1,10 @@
+/* chip.h - load a hardware preset in tests. */
+#ifndef NPUSIM_TESTS_CHIP_H
+#define NPUSIM_TESTS_CHIP_H
+
+#include "arch/arch.h"
+
+/* Load preset name (with optional "KEY=VALUE" overrides, NULL-terminated) or fail the test. */
+void ts_load_system(struct arch_system *sys, const char *name, const char *const *sets);
+
+#endif
