@@ -8,7 +8,7 @@ BUILD_SAN ?= build-sanitize
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-sanitize clean
+.PHONY: all deps build run test test-sanitize bench clean
 
 all: build
 
@@ -29,6 +29,9 @@ test-sanitize: deps
 	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DNPUSIM_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_SAN) -j$(JOBS)
 	ctest --test-dir $(BUILD_SAN) --output-on-failure -j$(JOBS)
+
+bench: build
+	@for b in $(BUILD)/bench/*/bench_*; do echo "== $$b"; $$b || exit 1; done
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)

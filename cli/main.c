@@ -12,7 +12,12 @@
 #error "NPUSIM_VERSION must be defined by the build"
 #endif
 
-static const struct npu_cmd *const commands[] = {&npu_cmd_arch};
+static const struct npu_cmd *const commands[] = {
+    &npu_cmd_arch,
+#ifdef NPUSIM_HAVE_COLLECTIVE
+    &npu_cmd_collective,
+#endif
+};
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static void print_help(FILE *f)

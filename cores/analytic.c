@@ -11,10 +11,11 @@
  * block; the kernel's is the launch overhead plus the slowest unit, floored at the memory
  * roofline. Statistics compose the same way.
  *
- * GM bandwidth per core: its GM port, and an equal share of L2 and HBM among the cores that
- * issue GM traffic in the first wave. The share of reads served by L2 is estimated from reuse:
- * bytes read beyond the GM footprint hit, when the footprint fits in L2 (scaled down by
- * capacity / footprint when it does not).
+ * GM bandwidth per GM pipe: its port and engine rate, and an equal share of L2 and HBM among
+ * the GM pipes busy at once (each unit's GM pipes counted by the share of time they are busy in
+ * the steady state, found by fixed-point iteration). The share of reads served by L2 comes from
+ * reuse per tensor: a tensor of S bytes read R bytes in all hits R - S, scaled down when the
+ * reused tensors do not fit in L2 together. The result is floored at the memory roofline.
  *
  * What it gives up against the event fidelity: contention that changes during the run (a
  * partial last wave has fewer cores sharing HBM), the order in which cores touch L2, and any
@@ -43,6 +44,10 @@ static bool an_start(struct core__run *r, struct core__core *c, int pipe, double
                 r->chip->clock_hz;
   if (port < rate) rate = port;
   if (r->gm_share_bytes_per_s > 0 && r->gm_share_bytes_per_s < rate) rate = r->gm_share_bytes_per_s;
+  if (read && r->tensor_reads) {
+    long ti = mem_gm_index(r->gm, in->u.copy.src.addr);
+    if (ti >= 0) r->tensor_reads[ti] += bytes;
+  }
   double h = read ? r->hit_fraction : 0;
   uint64_t hit = (uint64_t)llround((double)bytes * h);
   if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
@@ -91,7 +96,8 @@ static void sample_block(struct core_tp *t, void *ctx, uint64_t b)
 /* Run one unit over the listed blocks with the analytic backend; fills res and time. */
 static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
                       const uint64_t *blocks, int n, double hit, double share, bool functional,
-                      struct core_result *res, double *time, struct npu_diag *diag)
+                      struct core_result *res, double *time, uint64_t *tensor_reads,
+                      struct npu_diag *diag)
 {
   struct sample s = {.k = k, .n = n};
   for (int i = 0; i < n; i++) s.blocks[i] = blocks[i];
@@ -109,6 +115,7 @@ static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const str
   r.be = &core__analytic_backend;
   r.hit_fraction = hit;
   r.gm_share_bytes_per_s = share;
+  r.tensor_reads = npu_xcalloc(mem_gm_count(gm) + 1, sizeof *r.tensor_reads);
   for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
   for (;;) {
     core__drain(&r);
@@ -122,6 +129,7 @@ static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const str
     core__finish_result(&r);
     *res = r.res;
     *time = r.end - r.t0;
+    memcpy(tensor_reads, r.tensor_reads, mem_gm_count(gm) * sizeof *tensor_reads);
   }
   core__run_release(&r);
   return rc;
@@ -173,11 +181,56 @@ static struct core_result res_diff(const struct core_result *a, const struct cor
 struct klass {
   uint64_t rep[SAMPLE_K + 1]; /* first blocks of the class */
   int nrep;
+  uint64_t *reads1, *reads_per; /* GM bytes read per tensor: first block, each further one */
   struct core_result r1, r2, delta;
   double t1, t2;
 };
 
 #define MAX_CLASSES 64
+
+static void free_classes(struct klass *cls, int n)
+{
+  for (int c = 0; c < n; c++) {
+    free(cls[c].reads1);
+    free(cls[c].reads_per);
+  }
+}
+
+static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i);
+static int class_of(const struct core_kernel *k, uint64_t b);
+
+/*
+ * Share of GM reads served by L2, from reuse per tensor: a tensor read R bytes in all, of S
+ * bytes, misses S (its first reading) and hits R - S, when the tensors read more than once fit
+ * in L2 together; when they do not, their hits scale down by L2 capacity / their total size.
+ */
+static double reuse_hits(const struct arch_chip *chip, const struct mem_gm *gm,
+                         const struct core_kernel *k, const struct klass *cls, int ncls)
+{
+  size_t nt = mem_gm_count(gm);
+  double *reads = npu_xcalloc(nt + 1, sizeof *reads);
+  for (int u = 0; u < k->block_dim; u++)
+    for (uint64_t i = 0;; i++) {
+      uint64_t b = block_at(k, u, i);
+      if (b == UINT64_MAX) break;
+      const struct klass *x = &cls[class_of(k, b)];
+      for (size_t t = 0; t < nt; t++) reads[t] += (double)(i == 0 ? x->reads1[t] : x->reads_per[t]);
+    }
+  double total = 0, reused_size = 0, extra = 0;
+  for (size_t t = 0; t < nt; t++) {
+    double size = (double)mem_gm_bytes(gm, t);
+    total += reads[t];
+    if (reads[t] > size) {
+      reused_size += size;
+      extra += reads[t] - size;
+    }
+  }
+  (void)ncls;
+  free(reads);
+  if (total <= 0) return 0;
+  double fit = reused_size > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / reused_size : 1;
+  return extra * fit / total;
+}
 
 static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i)
 {
@@ -257,7 +310,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   double hit = 0, flows = 0, share = 0;
   for (int pass = 0; pass < 4; pass++) {
     if (pass > 0) {
-      double reads = 0, f = 0;
+      double f = 0;
       for (int c = 0; c < ncls; c++) {
         if (!nblk[c]) continue;
         const struct klass *x = &cls[c];
@@ -266,21 +319,29 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
         double busy = d->aic[CORE_PIPE_MTE2].busy_s + d->aic[CORE_PIPE_FIX].busy_s +
                       mix_ratio * (d->aiv[CORE_PIPE_MTE2].busy_s + d->aiv[CORE_PIPE_MTE3].busy_s);
         f += (double)nblk[c] / (double)total_blocks * (dt > 0 ? busy / dt : 0);
-        reads += (double)nblk[c] * (double)d->gm_read_bytes;
       }
       flows = (double)units_with_work * (f > 0 ? f : 1);
-      double foot = (double)mem_gm_total_bytes(gm), l2 = (double)chip->l2.size_bytes;
-      hit = reads > foot ? 1 - foot / reads : 0;
-      if (foot > l2) hit *= l2 / foot;
+      hit = reuse_hits(chip, gm, k, cls, ncls);
       share = 1.0 / ((1 - hit) / (hbm / flows) + hit / (l2bw / flows));
     }
     for (int c = 0; c < ncls; c++) {
       if (!cls[c].nrep) continue;
       uint64_t seq[SAMPLE_K + 1];
       for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < cls[c].nrep ? i : cls[c].nrep - 1];
-      int rc = run_sample(chip, gm, k, seq, 1, hit, share, false, &cls[c].r1, &cls[c].t1, diag);
-      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hit, share, false, &cls[c].r2, &cls[c].t2, diag);
-      if (rc) return rc;
+      size_t nt = mem_gm_count(gm);
+      if (!cls[c].reads1) {
+        cls[c].reads1 = npu_xcalloc(nt + 1, sizeof *cls[c].reads1);
+        cls[c].reads_per = npu_xcalloc(nt + 1, sizeof *cls[c].reads_per);
+      }
+      int rc = run_sample(chip, gm, k, seq, 1, hit, share, false, &cls[c].r1, &cls[c].t1, cls[c].reads1, diag);
+      if (!rc)
+        rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hit, share, false, &cls[c].r2, &cls[c].t2,
+                        cls[c].reads_per, diag);
+      if (rc) {
+        free_classes(cls, ncls);
+        return rc;
+      }
+      for (size_t i = 0; i < nt; i++) cls[c].reads_per[i] = (cls[c].reads_per[i] - cls[c].reads1[i]) / SAMPLE_K;
       /* per further block: (T1+K - T1) / K */
       cls[c].delta = res_diff(&cls[c].r2, &cls[c].r1);
       struct core_result per = {0};
@@ -321,5 +382,6 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   res.aiv_used = aiv_used;
   core__result_finish(&res, chip, k->mode, tmax);
   *out = res;
+  free_classes(cls, ncls);
   return 0;
 }

@@ -164,7 +164,23 @@ int core__run_event(struct core__run *r)
     snprintf(name, sizeof name, "c%d.fix", i);
     s.fix[i] = host(r->host_prefix, name, mem_platform_core_has(r->chip, i, ARCH_PATH_L0C_TO_GM));
   }
-  r->l2 = mem_l2_create(r->chip->l2.size_bytes);
+  uint64_t gm_base, gm_span;
+  mem_gm_range(r->gm, &gm_base, &gm_span);
+  r->l2 = mem_l2_create(r->chip->l2.size_bytes, gm_base, gm_span);
+  if (r->trace) {
+    for (int i = 0; i < r->ncores; i++) {
+      const struct core__core *c = &r->cores[i];
+      if (c->unit < 0) continue;
+      char name[64];
+      if (c->kind == CORE_KIND_AIV)
+        snprintf(name, sizeof name, "aiv%d", c->id - r->chip->aic_count);
+      else
+        snprintf(name, sizeof name, "%s%d", c->kind == CORE_KIND_AIC ? "aic" : "core", c->id);
+      npu_trace_name(r->trace, c->id, -1, name);
+      for (int p = 0; p < CORE_PIPE_COUNT; p++)
+        if (c->pipes & (1u << p)) npu_trace_name(r->trace, c->id, p, core_pipe_name((enum core_pipe)p));
+    }
+  }
   npu_engine_sleep(r->chip->launch_overhead_s);
   r->t0 = npu_engine_clock();
   r->end = r->t0;

@@ -64,6 +64,7 @@ static void init_core(struct core__run *r, struct core__core *c, int id, uint8_t
   c->kind = kind;
   c->pipes = kind == CORE_KIND_AIC ? PIPES_AIC : kind == CORE_KIND_AIV ? PIPES_AIV : (PIPES_AIC | PIPES_AIV);
   c->unit = -1;
+  c->flags = npu_xcalloc(CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS, sizeof *c->flags);
   for (int p = 0; p < CORE_PIPE_COUNT; p++) c->pipe[p].st = P_EMPTY;
   if (r->opts.functional) {
     for (int s = MEM_L1; s < MEM_SPACE_COUNT; s++) {
@@ -137,7 +138,9 @@ void core__run_release(struct core__run *r)
   for (int i = 0; i < r->ncores; i++) {
     struct core__core *c = &r->cores[i];
     for (int p = 0; p < CORE_PIPE_COUNT; p++) free(c->pipe[p].q);
-    for (size_t f = 0; f < sizeof c->flags / sizeof c->flags[0]; f++) free(c->flags[f].t);
+    if (c->flags)
+      for (size_t f = 0; f < CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS; f++) free(c->flags[f].t);
+    free(c->flags);
     for (int s = 0; s < MEM_SPACE_COUNT; s++) free(c->buf[s]);
     free(c->scalar_t);
   }
@@ -149,6 +152,7 @@ void core__run_release(struct core__run *r)
   free(r->tps);
   free(r->ready);
   free(r->heap);
+  free(r->tensor_reads);
   mem_l2_destroy(r->l2);
 }
 

@@ -54,7 +54,7 @@ struct core__core {
   int unit;              /* launch unit owning this core */
   int sub;               /* its sub-core in that unit */
   struct core__pipe pipe[CORE_PIPE_COUNT];
-  struct core__tq flags[CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS];
+  struct core__tq *flags; /* CORE_PIPE_COUNT^2 x CORE_FLAG_IDS, for cores of the launch */
   double *scalar_t;      /* completion time of the i-th scalar instruction */
   uint32_t scalar_done, scalar_cap, scalar_emitted;
   int fence_arrived;     /* pipes at the current fence */
@@ -107,6 +107,7 @@ struct core__run {
   const struct core__gm_backend *be;
   struct mem_l2 *l2;
   double hit_fraction;   /* analytic: share of GM reads served by L2 */
+  uint64_t *tensor_reads; /* analytic: GM bytes read per tensor (mem_gm order) */
   double gm_share_bytes_per_s; /* analytic: per-core share of L2/HBM */
   double now;            /* event: simulated time of the engine, relative to t0 */
   double t0;

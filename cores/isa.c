@@ -76,14 +76,16 @@ uint64_t core_tile_offset(const struct core_tile *t, uint32_t r, uint32_t c)
   NPU_PANIC("bad layout %d", t->layout);
 }
 
+/* The span from the tile's address to the end of its last element (padding included): a
+ * sub-tile of a larger fractal tile keeps the parent's ld, and ends before the parent does. */
 uint64_t core_tile_bytes(const struct core_tile *t)
 {
   uint64_t c0 = core_tile_c0(t), ld = core_tile_ld(t), elems;
   switch (t->layout) {
   case CORE_ND: elems = t->rows ? (uint64_t)(t->rows - 1) * ld + t->cols : 0; break;
-  case CORE_NZ: elems = ceil_div(t->cols, (uint32_t)c0) * ld * c0; break;
-  case CORE_ZZ: elems = ceil_div(t->rows, 16) * ld * 16 * c0; break;
-  case CORE_ZN: elems = ceil_div(t->rows, (uint32_t)c0) * ld * c0 * 16; break;
+  case CORE_NZ: elems = (ceil_div(t->cols, (uint32_t)c0) - 1) * ld * c0 + ceil_div(t->rows, 16) * 16 * c0; break;
+  case CORE_ZZ: elems = ((ceil_div(t->rows, 16) - 1) * ld + ceil_div(t->cols, (uint32_t)c0)) * 16 * c0; break;
+  case CORE_ZN: elems = ((ceil_div(t->rows, (uint32_t)c0) - 1) * ld + ceil_div(t->cols, 16)) * c0 * 16; break;
   default: NPU_PANIC("bad layout %d", t->layout);
   }
   return (elems * (uint64_t)npu_dtype_bits((enum npu_dtype)t->dtype) + 7) / 8;

@@ -50,6 +50,31 @@ uint64_t mem_gm_add(struct mem_gm *gm, const char *name, uint64_t bytes, void *h
   return addr;
 }
 
+size_t mem_gm_count(const struct mem_gm *gm)
+{
+  return gm->n;
+}
+
+uint64_t mem_gm_bytes(const struct mem_gm *gm, size_t i)
+{
+  NPU_ASSERT(i < gm->n);
+  return gm->t[i].bytes;
+}
+
+long mem_gm_index(const struct mem_gm *gm, uint64_t addr)
+{
+  size_t lo = 0, hi = gm->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (gm->t[mid].addr <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0 || addr - gm->t[lo - 1].addr >= gm->t[lo - 1].bytes) return -1;
+  return (long)(lo - 1);
+}
+
 bool mem_gm_resolve(const struct mem_gm *gm, uint64_t addr, uint64_t bytes, void **host_out)
 {
   size_t lo = 0, hi = gm->n;
@@ -70,4 +95,10 @@ bool mem_gm_resolve(const struct mem_gm *gm, uint64_t addr, uint64_t bytes, void
 uint64_t mem_gm_total_bytes(const struct mem_gm *gm)
 {
   return gm->total;
+}
+
+void mem_gm_range(const struct mem_gm *gm, uint64_t *base, uint64_t *span)
+{
+  *base = GM_BASE;
+  *span = gm->next - GM_BASE;
 }

@@ -29,7 +29,16 @@ uint64_t mem_gm_add(struct mem_gm *gm, const char *name, uint64_t bytes, void *h
  */
 bool mem_gm_resolve(const struct mem_gm *gm, uint64_t addr, uint64_t bytes, void **host_out);
 
+/* Number of tensors, and the index of the tensor holding addr (-1 if none). */
+size_t mem_gm_count(const struct mem_gm *gm);
+long mem_gm_index(const struct mem_gm *gm, uint64_t addr);
+/* Bytes of tensor i. */
+uint64_t mem_gm_bytes(const struct mem_gm *gm, size_t i);
+
 /* Bytes of all tensors. */
 uint64_t mem_gm_total_bytes(const struct mem_gm *gm);
+
+/* The device address range the tensors lie in: [*base, *base + *span). */
+void mem_gm_range(const struct mem_gm *gm, uint64_t *base, uint64_t *span);
 
 #endif

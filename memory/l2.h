@@ -1,11 +1,16 @@
 /*
  * l2.h - the L2 reuse model: which GM bytes a kernel touched earlier are still in L2.
  *
- * A least-recently-used set of 512-byte lines (the largest GM burst) with the L2's capacity.
- * Every GM read and write touches its lines (writes allocate, as a write-back L2 does); a read
- * of a resident line is a hit, served at L2 bandwidth and latency, the rest go to HBM. This is
- * a capacity model: it ignores associativity and the replacement policy's details, so it is
- * exact for streams that fit and for streams that do not, and optimistic in between.
+ * A fully associative cache of 512-byte lines (the largest GM burst) with the L2's capacity
+ * and FIFO replacement with refresh: a line enters at the tail when touched and not resident;
+ * it stays resident until `capacity` newer lines have entered; a hit on a line that is in the
+ * older half of the cache moves it back to the tail (a second chance, so that lines reused
+ * often stay, as under LRU). Every GM read and write touches its lines (writes allocate, as a
+ * write-back L2 does); a read of a resident line is a hit, served at L2 bandwidth and latency,
+ * the rest go to HBM. The model keeps one insertion stamp per line of the GM address range, so
+ * a touch costs O(lines) with no hashing; above 16 Mi lines of address range (8 GiB of GM) the
+ * line grows to the next power of two, keeping the stamps within 64 MiB. It ignores associativity and banking: it is exact for
+ * streams that fit and for streams that do not, and approximate in between.
  */
 #ifndef NPUSIM_MEMORY_L2_H
 #define NPUSIM_MEMORY_L2_H
@@ -16,13 +21,16 @@
 
 struct mem_l2;
 
-/* An empty L2 of capacity_bytes (rounded down to whole lines, at least one line). */
-struct mem_l2 *mem_l2_create(uint64_t capacity_bytes);
+/*
+ * An empty L2 of capacity_bytes (whole lines, at least one) for GM addresses in
+ * [base, base + span).
+ */
+struct mem_l2 *mem_l2_create(uint64_t capacity_bytes, uint64_t base, uint64_t span);
 void mem_l2_destroy(struct mem_l2 *l2);
 
 /*
  * Touch [addr, addr + bytes): returns how many of those bytes were resident before (hits).
- * Afterwards all its lines are resident and most recently used; older lines may be evicted.
+ * Afterwards all its lines are resident. The range must lie in the L2's address range.
  */
 uint64_t mem_l2_touch(struct mem_l2 *l2, uint64_t addr, uint64_t bytes);
 

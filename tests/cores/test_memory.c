@@ -21,14 +21,14 @@ TestSuite(memory, .init = setup, .timeout = 30);
 
 Test(memory, l2_hits_what_was_touched_and_still_fits)
 {
-  struct mem_l2 *l2 = mem_l2_create(4096); /* 8 lines */
+  struct mem_l2 *l2 = mem_l2_create(4096, 0, 1 << 20); /* 8 lines */
   cr_assert_eq(mem_l2_touch(l2, 0, 1024), 0);
   cr_assert_eq(mem_l2_touch(l2, 0, 1024), 1024);
   cr_assert_eq(mem_l2_touch(l2, 100, 50), 50);           /* partial line counts its bytes */
   cr_assert_eq(mem_l2_touch(l2, 1024, 3072), 0);         /* fills the other 6 lines */
   cr_assert_eq(mem_l2_touch(l2, 0, 4096), 4096);         /* all 8 resident */
-  cr_assert_eq(mem_l2_touch(l2, 4096, 512), 0);          /* evicts the least recent: line 0 */
-  cr_assert_eq(mem_l2_touch(l2, 512, 3584), 3584);       /* lines 1..7 still there */
+  cr_assert_eq(mem_l2_touch(l2, 4096, 512), 0);          /* a 9th line evicts the oldest: line 0 */
+  cr_assert_eq(mem_l2_touch(l2, 1024, 3072), 3072);      /* lines 2..7 still there */
   cr_assert_eq(mem_l2_touch(l2, 0, 512), 0);             /* line 0 was evicted */
   mem_l2_clear(l2);
   cr_assert_eq(mem_l2_touch(l2, 512, 512), 0);
@@ -37,15 +37,28 @@ Test(memory, l2_hits_what_was_touched_and_still_fits)
 
 Test(memory, l2_streams_larger_than_capacity_never_hit)
 {
-  struct mem_l2 *l2 = mem_l2_create(1 << 20);
+  struct mem_l2 *l2 = mem_l2_create(1 << 20, 0, 16 << 20);
   uint64_t hits = 0;
   for (int pass = 0; pass < 3; pass++)
     for (uint64_t a = 0; a < (2u << 20); a += 65536) hits += mem_l2_touch(l2, a, 65536);
-  cr_assert_eq(hits, 0, "LRU over a 2x-capacity cyclic stream must miss every time");
+  cr_assert_eq(hits, 0, "a 2x-capacity cyclic stream must miss every time");
   for (uint64_t a = 0; a < (512u << 10); a += 65536) mem_l2_touch(l2, (8u << 20) + a, 65536);
   hits = 0;
   for (uint64_t a = 0; a < (512u << 10); a += 65536) hits += mem_l2_touch(l2, (8u << 20) + a, 65536);
   cr_assert_eq(hits, 512u << 10, "a working set that fits hits fully");
+  mem_l2_destroy(l2);
+}
+
+Test(memory, l2_keeps_lines_that_are_reused_while_a_stream_passes)
+{
+  /* 1 MiB L2: a 64 KiB table read again after every 64 KiB of streaming stays resident */
+  struct mem_l2 *l2 = mem_l2_create(1 << 20, 0, 64 << 20);
+  uint64_t table_hits = 0;
+  for (int i = 0; i < 200; i++) {
+    table_hits += mem_l2_touch(l2, 0, 65536);
+    mem_l2_touch(l2, (1u << 20) + (uint64_t)i * 65536, 65536);
+  }
+  cr_assert_eq(table_hits, 199ull * 65536, "only the first read of the table misses");
   mem_l2_destroy(l2);
 }
 

@@ -135,3 +135,32 @@ Test(sync, instructions_issue_after_the_scalar_work_before_them)
   double t = run(&k);
   cr_assert(fabs(t - want) < 1e-12, "got %.12g, want %.12g", t, want);
 }
+
+#include <string.h>
+
+#include "common/trace.h"
+#include "report/chrome.h"
+
+Test(sync, chrome_trace_has_a_track_per_pipe_per_core)
+{
+  struct core_kernel k = {.name = "mix", .mode = CORE_MODE_MIX, .block_dim = 2, .nblocks = 2, .block = mix_block};
+  struct npu_trace tr = {0};
+  struct mem_gm *gm = mem_gm_create();
+  struct core_result r;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_EVENT, .trace = &tr};
+  cr_assert_eq(core_launch_standalone(&sys.chip, gm, &k, &o, &r, &d), 0, "%s", d.msg);
+  cr_assert_eq(tr.n, 6, "2 mmads and 4 vector exps, got %zu events", tr.n);
+  struct npu_buf b = {0};
+  rpt_chrome_write(&tr, &b);
+  const char *x = npu_buf_str(&b);
+  cr_assert(strstr(x, "\"traceEvents\": [") != NULL);
+  cr_assert(strstr(x, "\"name\": \"aic1\"") != NULL, "%s", x);
+  cr_assert(strstr(x, "\"name\": \"aiv3\"") != NULL);
+  cr_assert(strstr(x, "\"name\": \"mmad\",\n      \"ph\": \"X\",\n      \"ts\": 0,") != NULL, "%s", x);
+  cr_assert(strstr(x, "\"name\": \"exp\"") != NULL);
+  npu_buf_release(&b);
+  npu_trace_release(&tr);
+  mem_gm_destroy(gm);
+}
