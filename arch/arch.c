@@ -210,3 +210,34 @@ int arch_finish(struct npu_cfg *cfg, struct arch_system *sys, struct npu_diag *d
   if (sys->has_cluster && (rc = check_cluster(cfg, sys, diag))) return rc;
   return 0;
 }
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t arch_chip_fingerprint(const struct arch_system *sys)
+{
+  const struct npu_table *t = arch_table();
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < t->nparams; i++) {
+    const struct npu_param *p = &t->params[i];
+    if (strncmp(p->name, "chip.", 5) != 0) continue;
+    const char *field = (const char *)sys + p->offset;
+    h = fnv(h, p->name, strlen(p->name) + 1);
+    switch (p->type) {
+    case NPU_PT_INT:
+    case NPU_PT_ENUM: h = fnv(h, field, sizeof(int)); break;
+    case NPU_PT_BOOL: h = fnv(h, field, sizeof(bool)); break;
+    case NPU_PT_STRING: h = fnv(h, field, strnlen(field, p->size)); break;
+    case NPU_PT_SIZE: h = fnv(h, field, sizeof(uint64_t)); break;
+    default: h = fnv(h, field, sizeof(double)); break;
+    }
+  }
+  return h;
+}

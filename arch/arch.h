@@ -43,7 +43,9 @@ enum arch_buf { ARCH_BUF_L1, ARCH_BUF_L0A, ARCH_BUF_L0B, ARCH_BUF_L0C, ARCH_BUF_
   XX(L0C_TO_GM, "l0c_to_gm", "FixPipe: L0C -> GM")                       \
   XX(L0C_TO_L1, "l0c_to_l1", "FixPipe: L0C -> L1")                       \
   XX(L0C_TO_UB, "l0c_to_ub", "FixPipe: L0C -> UB")                       \
-  XX(UB_TO_GM, "ub_to_gm", "MTE3: UB -> GM")
+  XX(UB_TO_GM, "ub_to_gm", "MTE3: UB -> GM")                             \
+  XX(L1_TO_FB, "l1_to_fb", "FixPipe: L1 -> FixPipe buffer (quant params)") \
+  XX(L1_TO_BT, "l1_to_bt", "MTE1: L1 -> BiasTable")
 
 enum arch_path {
 #define ARCH__PATH_ENUM(e, name, desc) ARCH_PATH_##e,
@@ -186,6 +188,12 @@ const char *arch_source_root(void);
 
 /* Element size in bits -> K0 of a fractal for that dtype (elements). */
 int arch_fractal_k(const struct arch_chip *chip, enum npu_dtype t);
+
+/*
+ * A 64-bit fingerprint of every chip parameter (not node or cluster): kernels costed on one
+ * chip description are valid exactly for descriptions with the same fingerprint.
+ */
+uint64_t arch_chip_fingerprint(const struct arch_system *sys);
 
 /* Names of the DMA paths, "gm_to_l1", ...; and of the buffers, "l1", ... */
 const char *arch_path_name(enum arch_path p);

@@ -14,6 +14,7 @@
 
 static const struct npu_cmd *const commands[] = {
     &npu_cmd_arch,
+    &npu_cmd_kernel,
 #ifdef NPUSIM_HAVE_COLLECTIVE
     &npu_cmd_collective,
 #endif

@@ -13,15 +13,16 @@
  *
  * GM bandwidth per GM pipe: its port and engine rate, and an equal share of L2 and HBM among
  * the GM pipes busy at once (each unit's GM pipes counted by the share of time they are busy in
- * the steady state, found by fixed-point iteration). The share of reads served by L2 comes from
- * reuse per tensor: a tensor of S bytes read R bytes in all hits R - S, scaled down when the
- * reused tensors do not fit in L2 together. The result is floored at the memory roofline.
+ * the steady state, found by one fixed-point refinement of a first guess of one pipe per unit). The share of reads served by L2 comes
+ * from replaying the GM copies of the first two waves through a tile cache (trace_hits). The
+ * result is floored at the memory roofline.
  *
  * What it gives up against the event fidelity: contention that changes during the run (a
  * partial last wave has fewer cores sharing HBM), the order in which cores touch L2, and any
  * interaction between blocks beyond the next one.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,10 +45,6 @@ static bool an_start(struct core__run *r, struct core__core *c, int pipe, double
                 r->chip->clock_hz;
   if (port < rate) rate = port;
   if (r->gm_share_bytes_per_s > 0 && r->gm_share_bytes_per_s < rate) rate = r->gm_share_bytes_per_s;
-  if (read && r->tensor_reads) {
-    long ti = mem_gm_index(r->gm, in->u.copy.src.addr);
-    if (ti >= 0) r->tensor_reads[ti] += bytes;
-  }
   double h = read ? r->hit_fraction : 0;
   uint64_t hit = (uint64_t)llround((double)bytes * h);
   if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
@@ -96,8 +93,7 @@ static void sample_block(struct core_tp *t, void *ctx, uint64_t b)
 /* Run one unit over the listed blocks with the analytic backend; fills res and time. */
 static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
                       const uint64_t *blocks, int n, double hit, double share, bool functional,
-                      struct core_result *res, double *time, uint64_t *tensor_reads,
-                      struct npu_diag *diag)
+                      struct core_result *res, double *time, struct npu_diag *diag)
 {
   struct sample s = {.k = k, .n = n};
   for (int i = 0; i < n; i++) s.blocks[i] = blocks[i];
@@ -115,7 +111,6 @@ static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const str
   r.be = &core__analytic_backend;
   r.hit_fraction = hit;
   r.gm_share_bytes_per_s = share;
-  r.tensor_reads = npu_xcalloc(mem_gm_count(gm) + 1, sizeof *r.tensor_reads);
   for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
   for (;;) {
     core__drain(&r);
@@ -129,7 +124,6 @@ static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const str
     core__finish_result(&r);
     *res = r.res;
     *time = r.end - r.t0;
-    memcpy(tensor_reads, r.tensor_reads, mem_gm_count(gm) * sizeof *tensor_reads);
   }
   core__run_release(&r);
   return rc;
@@ -181,55 +175,164 @@ static struct core_result res_diff(const struct core_result *a, const struct cor
 struct klass {
   uint64_t rep[SAMPLE_K + 1]; /* first blocks of the class */
   int nrep;
-  uint64_t *reads1, *reads_per; /* GM bytes read per tensor: first block, each further one */
   struct core_result r1, r2, delta;
   double t1, t2;
 };
 
 #define MAX_CLASSES 64
 
-static void free_classes(struct klass *cls, int n)
+/*
+ * Share of GM reads served by L2, from the kernel's own access order: the GM copies of the first
+ * two blocks of every unit are replayed through a cache of whole tiles (FIFO with refresh, the
+ * L2's capacity), the units interleaved one copy at a time as cores running at the same speed
+ * would be. Tiles are keyed by address and shape: kernels reload the same tiles (GEMM reloads A
+ * and B tiles, attention K and V blocks), which is where L2 hits come from. The first wave's
+ * share is weighted once, the second's for every further wave. Reuse further apart than two
+ * waves is estimated per tensor (see below); the larger of the two estimates is used.
+ */
+struct tile_key {
+  uint64_t addr;
+  uint32_t rows, cols, ld;
+  uint8_t dtype;
+};
+
+struct access {
+  struct tile_key key;
+  uint64_t bytes;
+  bool read;
+  int wave;
+};
+
+struct trace_ctx {
+  struct access **list; /* per unit */
+  size_t *n, *cap;
+  int wave;
+};
+
+static void sink(void *ctx, int unit, const struct core_copy *cp)
 {
-  for (int c = 0; c < n; c++) {
-    free(cls[c].reads1);
-    free(cls[c].reads_per);
+  struct trace_ctx *x = ctx;
+  bool read = cp->src.space == MEM_GM;
+  const struct core_tile *g = read ? &cp->src : &cp->dst;
+  if (x->n[unit] == x->cap[unit]) {
+    x->cap[unit] = x->cap[unit] ? 2 * x->cap[unit] : 64;
+    x->list[unit] = npu_xrealloc(x->list[unit], x->cap[unit] * sizeof **x->list);
   }
+  struct access *a = &x->list[unit][x->n[unit]++];
+  uint64_t bytes = ((uint64_t)g->rows * g->cols * (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype) + 7) / 8;
+  *a = (struct access){{g->addr, g->rows, g->cols, core_tile_ld(g), g->dtype}, bytes, read, x->wave};
 }
 
-static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i);
-static int class_of(const struct core_kernel *k, uint64_t b);
+struct tile_cache {
+  struct tile_key *keys;
+  uint64_t *stamp; /* bytes inserted when the tile last entered */
+  uint64_t mask, inserted, cap;
+};
 
-/*
- * Share of GM reads served by L2, from reuse per tensor: a tensor read R bytes in all, of S
- * bytes, misses S (its first reading) and hits R - S, when the tensors read more than once fit
- * in L2 together; when they do not, their hits scale down by L2 capacity / their total size.
- */
-static double reuse_hits(const struct arch_chip *chip, const struct mem_gm *gm,
-                         const struct core_kernel *k, const struct klass *cls, int ncls)
+static uint64_t key_hash(const struct tile_key *k)
 {
-  size_t nt = mem_gm_count(gm);
-  double *reads = npu_xcalloc(nt + 1, sizeof *reads);
-  for (int u = 0; u < k->block_dim; u++)
-    for (uint64_t i = 0;; i++) {
-      uint64_t b = block_at(k, u, i);
-      if (b == UINT64_MAX) break;
-      const struct klass *x = &cls[class_of(k, b)];
-      for (size_t t = 0; t < nt; t++) reads[t] += (double)(i == 0 ? x->reads1[t] : x->reads_per[t]);
-    }
-  double total = 0, reused_size = 0, extra = 0;
-  for (size_t t = 0; t < nt; t++) {
-    double size = (double)mem_gm_bytes(gm, t);
-    total += reads[t];
-    if (reads[t] > size) {
-      reused_size += size;
-      extra += reads[t] - size;
+  uint64_t h = k->addr * 0x9E3779B97F4A7C15ull ^ ((uint64_t)k->rows << 32 | k->cols) * 0xff51afd7ed558ccdull;
+  return h ^ (h >> 29) ^ k->ld ^ ((uint64_t)k->dtype << 56);
+}
+
+static bool key_eq(const struct tile_key *a, const struct tile_key *b)
+{
+  return a->addr == b->addr && a->rows == b->rows && a->cols == b->cols && a->ld == b->ld && a->dtype == b->dtype;
+}
+
+/* Touch a tile; returns whether it was resident. */
+static bool cache_touch(struct tile_cache *c, const struct tile_key *k, uint64_t bytes)
+{
+  uint64_t i = key_hash(k) & c->mask;
+  while (c->stamp[i] && !key_eq(&c->keys[i], k)) i = (i + 1) & c->mask;
+  if (c->stamp[i]) {
+    uint64_t age = c->inserted - c->stamp[i];
+    if (age + bytes <= c->cap) {
+      if (2 * age > c->cap) c->stamp[i] = (c->inserted += bytes); /* refresh */
+      return true;
     }
   }
-  (void)ncls;
-  free(reads);
-  if (total <= 0) return 0;
-  double fit = reused_size > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / reused_size : 1;
-  return extra * fit / total;
+  c->keys[i] = *k;
+  c->stamp[i] = (c->inserted += bytes);
+  return false;
+}
+
+static double trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k)
+{
+  int units = k->block_dim;
+  struct trace_ctx x = {npu_xcalloc((size_t)units, sizeof *x.list), npu_xcalloc((size_t)units, sizeof *x.n),
+                        npu_xcalloc((size_t)units, sizeof *x.cap), 0};
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC};
+  struct core__run r;
+  core__run_init(&r, chip, gm, k, &o);
+  r.gm_sink = sink;
+  r.gm_sink_ctx = &x;
+  uint64_t waves = 0;
+  for (int w = 0; w < 2; w++) {
+    x.wave = w;
+    for (int u = 0; u < units; u++)
+      if (core__generate(&r, &r.units[u]) && w == 0) waves = 1;
+  }
+  core__run_release(&r);
+  size_t total = 0;
+  for (int u = 0; u < units; u++) total += x.n[u];
+  struct tile_cache c = {0};
+  uint64_t size = 1;
+  while (size < 2 * total + 2) size <<= 1;
+  c.keys = npu_xmalloc(size * sizeof *c.keys);
+  c.stamp = npu_xcalloc(size, sizeof *c.stamp);
+  c.mask = size - 1;
+  c.cap = chip->l2.size_bytes;
+  c.inserted = 1;
+  double hit[2] = {0, 0}, rd[2] = {0, 0};
+  size_t nt = mem_gm_count(gm);
+  double *tensor_rd = npu_xcalloc(nt + 1, sizeof *tensor_rd);
+  size_t *pos = npu_xcalloc((size_t)units, sizeof *pos);
+  for (size_t done = 0; done < total;) /* round robin, one copy per unit at a time */
+    for (int u = 0; u < units; u++) {
+      if (pos[u] == x.n[u]) continue;
+      const struct access *a = &x.list[u][pos[u]++];
+      done++;
+      bool h = cache_touch(&c, &a->key, a->bytes);
+      if (a->read) {
+        rd[a->wave] += (double)a->bytes;
+        if (h) hit[a->wave] += (double)a->bytes;
+        long ti = mem_gm_index(gm, a->key.addr);
+        if (ti >= 0) tensor_rd[ti] += (double)a->bytes;
+      }
+    }
+  free(pos);
+  free(c.keys);
+  free(c.stamp);
+  for (int u = 0; u < units; u++) free(x.list[u]);
+  free(x.list);
+  free(x.n);
+  free(x.cap);
+  (void)waves;
+  (void)k;
+  double h1 = rd[0] > 0 ? hit[0] / rd[0] : 0, h2 = rd[1] > 0 ? hit[1] / rd[1] : h1;
+  /* waves of the whole kernel: blocks of the busiest unit */
+  uint64_t w = 0;
+  for (;; w++)
+    if ((k->block_of ? k->block_of(k->ctx, 0, w) : w * (uint64_t)k->block_dim) >= k->nblocks ||
+        (k->block_of && k->block_of(k->ctx, 0, w) == UINT64_MAX))
+      break;
+  double h_trace = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
+  /*
+   * Long-range reuse the two traced waves cannot see: over the whole kernel each tensor is read
+   * (its share of the traced reads) x (all reads); a tensor that fits in L2 misses only its own
+   * size, one larger misses in proportion to how much of it does not fit.
+   */
+  double all = (rd[0] + (w > 1 ? (double)(w - 1) * rd[1] : 0)), traced = rd[0] + rd[1], hits = 0;
+  for (size_t t = 0; t < nt && traced > 0; t++) {
+    double reads = all * tensor_rd[t] / traced, tsize = (double)mem_gm_bytes(gm, t);
+    if (reads <= tsize) continue;
+    double fit = tsize > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / tsize : 1;
+    hits += (reads - tsize) * fit;
+  }
+  double h_fit = all > 0 ? hits / all : 0;
+  free(tensor_rd);
+  return h_trace > h_fit ? h_trace : h_fit;
 }
 
 static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i)
@@ -307,8 +410,10 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   int mix_ratio = k->mode == CORE_MODE_MIX && chip->org == ARCH_ORG_SPLIT ? chip->aiv_count / chip->aic_count : 1;
   double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
   double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
-  double hit = 0, flows = 0, share = 0;
-  for (int pass = 0; pass < 4; pass++) {
+  double hit = trace_hits(chip, gm, k), flows = 0;
+  /* first guess: every unit streams on one GM pipe */
+  double share = 1.0 / ((1 - hit) / (hbm / units_with_work) + hit / (l2bw / units_with_work));
+  for (int pass = 0; pass < 2; pass++) {
     if (pass > 0) {
       double f = 0;
       for (int c = 0; c < ncls; c++) {
@@ -321,27 +426,15 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
         f += (double)nblk[c] / (double)total_blocks * (dt > 0 ? busy / dt : 0);
       }
       flows = (double)units_with_work * (f > 0 ? f : 1);
-      hit = reuse_hits(chip, gm, k, cls, ncls);
       share = 1.0 / ((1 - hit) / (hbm / flows) + hit / (l2bw / flows));
     }
     for (int c = 0; c < ncls; c++) {
       if (!cls[c].nrep) continue;
       uint64_t seq[SAMPLE_K + 1];
       for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < cls[c].nrep ? i : cls[c].nrep - 1];
-      size_t nt = mem_gm_count(gm);
-      if (!cls[c].reads1) {
-        cls[c].reads1 = npu_xcalloc(nt + 1, sizeof *cls[c].reads1);
-        cls[c].reads_per = npu_xcalloc(nt + 1, sizeof *cls[c].reads_per);
-      }
-      int rc = run_sample(chip, gm, k, seq, 1, hit, share, false, &cls[c].r1, &cls[c].t1, cls[c].reads1, diag);
-      if (!rc)
-        rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hit, share, false, &cls[c].r2, &cls[c].t2,
-                        cls[c].reads_per, diag);
-      if (rc) {
-        free_classes(cls, ncls);
-        return rc;
-      }
-      for (size_t i = 0; i < nt; i++) cls[c].reads_per[i] = (cls[c].reads_per[i] - cls[c].reads1[i]) / SAMPLE_K;
+      int rc = run_sample(chip, gm, k, seq, 1, hit, share, false, &cls[c].r1, &cls[c].t1, diag);
+      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hit, share, false, &cls[c].r2, &cls[c].t2, diag);
+      if (rc) return rc;
       /* per further block: (T1+K - T1) / K */
       cls[c].delta = res_diff(&cls[c].r2, &cls[c].r1);
       struct core_result per = {0};
@@ -382,6 +475,5 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   res.aiv_used = aiv_used;
   core__result_finish(&res, chip, k->mode, tmax);
   *out = res;
-  free_classes(cls, ncls);
   return 0;
 }

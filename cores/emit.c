@@ -70,7 +70,7 @@ static const char *kind_name(const struct core__core *c)
 /* The physical core the selection targets, or NULL (error recorded). */
 static struct core__core *target(struct core_tp *t)
 {
-  if (t->run->err) return NULL;
+  if (t->run->err || t->run->gm_sink) return NULL;
   if (t->sel < 0 || t->sel > 2 || t->u->phys[t->sel] < 0) {
     core_fail(t, NPU_EINVAL, "unit %d has no sub-core %d in this launch mode", t->u->index, t->sel);
     return NULL;
@@ -139,14 +139,17 @@ static bool check_tile(struct core_tp *t, const struct core_tile *x, const char 
 static enum core_pipe path_pipe(enum mem_space src, enum mem_space dst)
 {
   if (src == MEM_GM) return CORE_PIPE_MTE2;
-  if (src == MEM_L0C) return CORE_PIPE_FIX;
+  if (src == MEM_L0C || dst == MEM_FB) return CORE_PIPE_FIX;
   if (src == MEM_L1) return CORE_PIPE_MTE1;
   return CORE_PIPE_MTE3; /* UB -> GM, UB -> L1 */
-  (void)dst;
 }
 
 void core_copy_ex(struct core_tp *t, const struct core_copy *cp)
 {
+  if (t->run->gm_sink) {
+    if (cp->src.space == MEM_GM || cp->dst.space == MEM_GM) t->run->gm_sink(t->run->gm_sink_ctx, t->u->index, cp);
+    return;
+  }
   struct core__core *c = target(t);
   if (!c) return;
   const struct arch_chip *chip = t->run->chip;
@@ -177,6 +180,10 @@ void core_copy_ex(struct core_tp *t, const struct core_copy *cp)
   }
   if (d == MEM_L0B && cp->dst.layout != CORE_ZN) {
     core_fail(t, NPU_EINVAL, "L0B holds ZN fractals");
+    return;
+  }
+  if (cp->atomic_add && d != MEM_GM) {
+    core_fail(t, NPU_EINVAL, "atomic add needs a GM destination");
     return;
   }
   if (cp->fb_scale != UINT64_MAX) {
@@ -376,7 +383,7 @@ void core_fence(struct core_tp *t)
 
 void core_sync_all(struct core_tp *t)
 {
-  if (t->run->err) return;
+  if (t->run->err || t->run->gm_sink) return;
   for (int s = 0; s < 3; s++) {
     int phys = t->u->phys[s];
     if (phys < 0) continue;
@@ -430,6 +437,22 @@ uint64_t core__unit_pending(const struct core__run *r, const struct core__unit *
 bool core__generate(struct core__run *r, struct core__unit *u)
 {
   if (u->finished || r->err) return false;
+  if (r->gm_sink) { /* only the GM copies of the next block are wanted */
+    struct core_tp *t = &r->tps[u->index];
+    const struct core_kernel *k = r->k;
+    t->sel = k->mode == CORE_MODE_VECTOR ? CORE_SUB_AIV0 : CORE_SUB_AIC;
+    uint64_t b = k->block_of ? k->block_of(k->ctx, u->index, u->next)
+                             : u->next * (uint64_t)r->nunits + (uint64_t)u->index;
+    if (b >= k->nblocks || b == UINT64_MAX) {
+      u->finished = true;
+      return false;
+    }
+    if (!u->begun && k->unit_begin) k->unit_begin(t, k->ctx);
+    u->begun = true;
+    k->block(t, k->ctx, b);
+    u->next++;
+    return true;
+  }
   struct core_tp *t = &r->tps[u->index];
   const struct core_kernel *k = r->k;
   t->sel = k->mode == CORE_MODE_VECTOR ? CORE_SUB_AIV0 : CORE_SUB_AIC;

@@ -80,6 +80,7 @@ const struct core__gm_backend core__event_backend = {"event", ev_start};
 struct event_state {
   sg_host_t hbm, l2, *core, *mte3, *fix;
   struct flight *fl;
+  struct npu_xfer **xs; /* the handles of fl, for waiting */
   int nfl, cap;
 };
 
@@ -131,7 +132,9 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
     if (s->nfl == s->cap) {
       s->cap = s->cap ? 2 * s->cap : 64;
       s->fl = npu_xrealloc(s->fl, (size_t)s->cap * sizeof *s->fl);
+      s->xs = npu_xrealloc(s->xs, (size_t)s->cap * sizeof *s->xs);
     }
+    s->xs[s->nfl] = x;
     s->fl[s->nfl++] = (struct flight){x, core, pipe, part == 1};
     p->parts++;
   }
@@ -205,20 +208,19 @@ int core__run_event(struct core__run *r)
       npu_engine_sleep(timeout);
       continue;
     }
-    struct npu_xfer **xs = npu_xmalloc((size_t)s.nfl * sizeof *xs);
-    for (int i = 0; i < s.nfl; i++) xs[i] = s.fl[i].x;
-    ssize_t k = npu_xfer_wait_any(xs, (size_t)s.nfl, timeout);
-    free(xs);
+    ssize_t k = npu_xfer_wait_any(s.xs, (size_t)s.nfl, timeout);
     if (k < 0) continue;
     struct flight f = s.fl[k];
     npu_xfer_release(f.x);
     s.fl[k] = s.fl[--s.nfl];
+    s.xs[k] = s.xs[s.nfl];
     struct core__pipe *p = &r->cores[f.core].pipe[f.pipe];
     if (--p->parts == 0)
       core__gm_finish(r, &r->cores[f.core], f.pipe, npu_engine_clock(), p->miss);
   }
   for (int i = 0; i < s.nfl; i++) npu_xfer_release(s.fl[i].x);
   free(s.fl);
+  free(s.xs);
   free(s.core);
   free(s.mte3);
   free(s.fix);

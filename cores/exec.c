@@ -152,7 +152,6 @@ void core__run_release(struct core__run *r)
   free(r->tps);
   free(r->ready);
   free(r->heap);
-  free(r->tensor_reads);
   mem_l2_destroy(r->l2);
 }
 

@@ -107,7 +107,6 @@ struct core__run {
   const struct core__gm_backend *be;
   struct mem_l2 *l2;
   double hit_fraction;   /* analytic: share of GM reads served by L2 */
-  uint64_t *tensor_reads; /* analytic: GM bytes read per tensor (mem_gm order) */
   double gm_share_bytes_per_s; /* analytic: per-core share of L2/HBM */
   double now;            /* event: simulated time of the engine, relative to t0 */
   double t0;
@@ -117,6 +116,9 @@ struct core__run {
   struct core__heap_item *heap; /* event: GM copies waiting for their start time */
   int nheap, heap_cap;
   uint64_t pending_limit;
+  /* analytic L2 estimate: emission only reports GM copies here and queues nothing */
+  void (*gm_sink)(void *ctx, int unit, const struct core_copy *cp);
+  void *gm_sink_ctx;
   struct core_result res;
   struct npu_trace *trace;
   const char *host_prefix;

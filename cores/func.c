@@ -45,8 +45,9 @@ static void func_copy(struct core__run *r, struct core__core *c, const struct co
   const struct core_tile *s = &cp->src, *d = &cp->dst;
   uint8_t *sb = host_addr(r, c, s->space, s->addr), *db = host_addr(r, c, d->space, d->addr);
   enum npu_dtype sd = (enum npu_dtype)s->dtype, dd = (enum npu_dtype)d->dtype;
-  bool plain = sd == dd && !cp->relu && cp->scale == 1.0f && cp->fb_scale == UINT64_MAX &&
-               !cp->transpose && npu_dtype_bits(sd) >= 8;
+  bool same = sd == dd && !cp->relu && cp->scale == 1.0f && cp->fb_scale == UINT64_MAX &&
+              !cp->atomic_add && npu_dtype_bits(sd) >= 8;
+  bool plain = same && !cp->transpose;
   if (plain && s->layout == CORE_ND && d->layout == CORE_ND) {
     size_t es = (size_t)npu_dtype_bits(sd) / 8, row = (size_t)s->cols * es;
     for (uint32_t i = 0; i < s->rows; i++)
@@ -54,6 +55,23 @@ static void func_copy(struct core__run *r, struct core__core *c, const struct co
     return;
   }
   zero_padding(d, db);
+  if (same) {
+    /* same type, no conversion: move element bytes by layout offsets */
+    size_t es = (size_t)npu_dtype_bits(sd) / 8;
+    for (uint32_t i = 0; i < s->rows; i++) {
+      for (uint32_t j = 0; j < s->cols; j++) {
+        const uint8_t *from = sb + core_tile_offset(s, i, j) * es;
+        uint8_t *to = db + (cp->transpose ? core_tile_offset(d, j, i) : core_tile_offset(d, i, j)) * es;
+        switch (es) {
+        case 1: *to = *from; break;
+        case 2: memcpy(to, from, 2); break;
+        case 4: memcpy(to, from, 4); break;
+        default: memcpy(to, from, es);
+        }
+      }
+    }
+    return;
+  }
   const float *fb = NULL;
   if (cp->fb_scale != UINT64_MAX) fb = (const float *)(c->buf[MEM_FB] + cp->fb_scale);
   for (uint32_t i = 0; i < s->rows; i++) {
@@ -63,6 +81,7 @@ static void func_copy(struct core__run *r, struct core__core *c, const struct co
       v *= cp->scale;
       if (cp->relu && v < 0) v = 0;
       uint64_t o = cp->transpose ? core_tile_offset(d, j, i) : core_tile_offset(d, i, j);
+      if (cp->atomic_add) v += fmt_decode(dd, db, o);
       fmt_encode(dd, db, o, v);
     }
   }
@@ -80,20 +99,35 @@ static void func_mmad(struct core__run *r, struct core__core *c, const struct co
     for (uint32_t p = 0; p < m->k; p++) a[(size_t)i * m->k + p] = (float)fmt_decode(dt, ab, core_tile_offset(&m->a, i, p));
   for (uint32_t p = 0; p < m->k; p++)
     for (uint32_t j = 0; j < m->n; j++) b[(size_t)p * m->n + j] = (float)fmt_decode(dt, bb, core_tile_offset(&m->b, p, j));
-  for (uint32_t i = 0; i < m->m; i++) {
-    for (uint32_t j = 0; j < m->n; j++) {
-      uint64_t o = core_tile_offset(&m->c, i, j);
-      if (integer) {
-        int64_t acc = m->init ? 0 : (int64_t)fmt_decode(ct, cb, o);
-        for (uint32_t p = 0; p < m->k; p++)
-          acc += (int64_t)a[(size_t)i * m->k + p] * (int64_t)b[(size_t)p * m->n + j];
-        fmt_encode(ct, cb, o, (double)(int32_t)(uint32_t)acc); /* int32 wraps */
-      } else {
-        float acc = m->init ? 0.0f : (float)fmt_decode(ct, cb, o);
-        for (uint32_t p = 0; p < m->k; p++) acc += a[(size_t)i * m->k + p] * b[(size_t)p * m->n + j];
-        fmt_encode(ct, cb, o, acc);
+  /* For each output element the products are added in k order: the same sums as a plain
+   * triple loop, laid out so that the inner loop runs over contiguous j. */
+  if (integer) {
+    int64_t *acc = npu_xmalloc((size_t)m->n * sizeof *acc);
+    for (uint32_t i = 0; i < m->m; i++) {
+      for (uint32_t j = 0; j < m->n; j++)
+        acc[j] = m->init ? 0 : (int64_t)fmt_decode(ct, cb, core_tile_offset(&m->c, i, j));
+      for (uint32_t p = 0; p < m->k; p++) {
+        int64_t x = (int64_t)a[(size_t)i * m->k + p];
+        const float *brow = b + (size_t)p * m->n;
+        for (uint32_t j = 0; j < m->n; j++) acc[j] += x * (int64_t)brow[j];
       }
+      for (uint32_t j = 0; j < m->n; j++)
+        fmt_encode(ct, cb, core_tile_offset(&m->c, i, j), (double)(int32_t)(uint32_t)acc[j]); /* int32 wraps */
     }
+    free(acc);
+  } else {
+    float *acc = npu_xmalloc((size_t)m->n * sizeof *acc);
+    for (uint32_t i = 0; i < m->m; i++) {
+      for (uint32_t j = 0; j < m->n; j++)
+        acc[j] = m->init ? 0.0f : (float)fmt_decode(ct, cb, core_tile_offset(&m->c, i, j));
+      for (uint32_t p = 0; p < m->k; p++) {
+        float x = a[(size_t)i * m->k + p];
+        const float *brow = b + (size_t)p * m->n;
+        for (uint32_t j = 0; j < m->n; j++) acc[j] += x * brow[j];
+      }
+      for (uint32_t j = 0; j < m->n; j++) fmt_encode(ct, cb, core_tile_offset(&m->c, i, j), acc[j]);
+    }
+    free(acc);
   }
   free(a);
   free(b);

@@ -125,6 +125,7 @@ struct core_copy {
   bool relu;          /* FixPipe: ReLU on the fly */
   float scale;        /* FixPipe: multiply before the cast (quantize / dequantize) */
   uint64_t fb_scale;  /* FixPipe: per-column fp32 scales at this FB address; UINT64_MAX none */
+  bool atomic_add;    /* GM destination: add to what is there (Ascend C SetAtomicAdd) */
 };
 
 struct core_mmad {

@@ -30,11 +30,15 @@ npu_xfer* npu__xfer_start(sg_host_t from, sg_host_t to, double bytes, double rat
 
 ssize_t npu__xfer_wait_any(npu_xfer* const* xfers, size_t n, double timeout)
 {
-  std::vector<sg4::CommPtr> v;
-  v.reserve(n);
+  // One engine per process and one actor waiting at a time: a reused vector saves an
+  // allocation per wait (measured: 2-4% of event-fidelity time).
+  static std::vector<sg4::CommPtr> v;
+  v.clear();
   for (size_t i = 0; i < n; i++)
     v.emplace_back(reinterpret_cast<sg4::Comm*>(xfers[i]));
-  return sg4::Comm::wait_any_for(v, timeout);
+  ssize_t k = sg4::Comm::wait_any_for(v, timeout);
+  v.clear();
+  return k;
 }
 
 void npu__xfer_release(npu_xfer* x)

@@ -1,0 +1,399 @@
+/*
+ * cmd_kernel.c - `npusim kernel`: list the operators, or run one on a chip (timing, and
+ * optionally functional with a reference check) and print time, achieved rates, pipe ratios
+ * and the bottleneck.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arch/arch.h"
+#include "cli/cli.h"
+#include "common/cfg.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "common/units.h"
+#include "ops/op.h"
+#include "report/chrome.h"
+
+static const char usage[] =
+    "usage: npusim kernel list [--json]\n"
+    "       npusim kernel OP [--PARAM VALUE]... [--arch PRESET|FILE] [--set KEY=VALUE]...\n"
+    "                        [--fidelity event|analytic] [--functional] [--seed N] [--json]\n"
+    "                        [--trace FILE]\n"
+    "\n"
+    "Runs operator OP (see 'npusim kernel list' for the operators and their parameters) on the\n"
+    "chip model and prints its time, achieved FLOP/s and GM bandwidth, the msprof pipe ratios\n"
+    "and the bottleneck. Example:\n"
+    "  npusim kernel gemm --m 8192 --n 8192 --k 8192 --dtype bf16 --arch ascend-910b2 --json\n"
+    "\n"
+    "options:\n"
+    "  --arch NAME|FILE   hardware (default ascend-910b2); --set overrides its keys\n"
+    "  --fidelity F       event (SimGrid, every instruction; default) or analytic (closed form)\n"
+    "  --functional       also compute real data and check it against the host reference\n"
+    "  --seed N           seed of the generated inputs (default 1)\n"
+    "  --json             print JSON: .time_s, .achieved_flops_per_s, .bottleneck, .pipes.<ratio>\n"
+    "  --trace FILE       write a Chrome trace (Perfetto) of every instruction (event fidelity)\n";
+
+static int load_arch(struct npu_cfg **cfg, struct arch_system *sys, const char *spec,
+                     const struct cli_sets *sets, struct npu_diag *diag)
+{
+  *cfg = npu_cfg_create();
+  npu_cfg_set_display_root(*cfg, arch_source_root());
+  arch_register(*cfg, sys);
+  int rc = npu_cfg_load_spec(*cfg, spec, diag);
+  for (int i = 0; rc == 0 && i < sets->n; i++) rc = npu_cfg_set(*cfg, sets->items[i], diag);
+  if (rc == 0) rc = arch_finish(*cfg, sys, diag);
+  return rc;
+}
+
+static const char *ptype_name(enum op_ptype t)
+{
+  switch (t) {
+  case OP_P_DIM: return "dim";
+  case OP_P_INT: return "int";
+  case OP_P_DTYPE: return "dtype";
+  case OP_P_BOOL: return "bool";
+  case OP_P_CHOICE: return "choice";
+  case OP_P_REAL: return "number";
+  }
+  return "?";
+}
+
+static int list(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
+{
+  bool json = false;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--json"))
+      json = true;
+    else
+      return cli_bad_arg(diag, "kernel list", argv[i]);
+  }
+  size_t n;
+  const struct op_desc *const *ops = op_all(&n);
+  struct npu_json j;
+  if (json) {
+    npu_json_init(&j, out);
+    npu_json_array_begin(&j);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const struct op_desc *d = ops[i];
+    if (json) {
+      npu_json_object_begin(&j);
+      npu_json_key(&j, "name");
+      npu_json_string(&j, d->name);
+      npu_json_key(&j, "summary");
+      npu_json_string(&j, d->summary);
+      npu_json_key(&j, "params");
+      npu_json_array_begin(&j);
+    } else {
+      npu_buf_printf(out, "%s\n  %s\n", d->name, d->summary);
+    }
+    for (int p = 0; p < d->nparams; p++) {
+      const struct op_param *q = &d->params[p];
+      if (json) {
+        npu_json_object_begin(&j);
+        npu_json_key(&j, "name");
+        npu_json_string(&j, q->name);
+        npu_json_key(&j, "type");
+        npu_json_string(&j, ptype_name(q->type));
+        npu_json_key(&j, "default");
+        if (q->def) npu_json_string(&j, q->def); else npu_json_null(&j);
+        npu_json_key(&j, "description");
+        npu_json_string(&j, q->desc);
+        npu_json_object_end(&j);
+      } else {
+        char head[96];
+        snprintf(head, sizeof head, "--%s %s", q->name, ptype_name(q->type));
+        npu_buf_printf(out, "    %-24s %s%s%s%s\n", head, q->desc, q->def ? " [" : " [required",
+                       q->def ? q->def : "", "]");
+      }
+    }
+    if (json) {
+      npu_json_array_end(&j);
+      npu_json_object_end(&j);
+    }
+  }
+  if (json) {
+    npu_json_array_end(&j);
+    npu_json_finish(&j);
+  }
+  return 0;
+}
+
+struct ratio {
+  const char *name;
+  double v;
+};
+
+static void ratios(const struct core_result *r, struct ratio out[9])
+{
+  struct ratio x[9] = {{"aic_mac_ratio", r->aic_mac_ratio},       {"aic_mte1_ratio", r->aic_mte1_ratio},
+                       {"aic_mte2_ratio", r->aic_mte2_ratio},     {"aic_fixpipe_ratio", r->aic_fixpipe_ratio},
+                       {"aic_scalar_ratio", r->aic_scalar_ratio}, {"aiv_vec_ratio", r->aiv_vec_ratio},
+                       {"aiv_mte2_ratio", r->aiv_mte2_ratio},     {"aiv_mte3_ratio", r->aiv_mte3_ratio},
+                       {"aiv_scalar_ratio", r->aiv_scalar_ratio}};
+  memcpy(out, x, sizeof x);
+}
+
+static void human(char *buf, size_t n, double v, const char *unit)
+{
+  static const char *prefix[] = {"", "k", "M", "G", "T", "P", "E"};
+  int p = 0;
+  while (v >= 1000 && p < 6) {
+    v /= 1000;
+    p++;
+  }
+  snprintf(buf, n, "%.4g %s%s", v, prefix[p], unit);
+}
+
+static void write_text(const struct op_desc *d, const char *args, const struct arch_system *sys,
+                       const char *fid, const struct op_result *r, struct npu_buf *o)
+{
+  const struct core_result *t = &r->total;
+  char a[64], b[64];
+  npu_buf_printf(o, "%s %s on %s (%s fidelity)\n", d->name, args, sys->chip.name, fid);
+  human(a, sizeof a, t->time_s * 1e6, "us");
+  human(b, sizeof b, t->launch_s * 1e6, "us");
+  npu_buf_printf(o, "  time              %s (launch overhead %s, %d kernel%s)\n", a, b, r->nkernels,
+                 r->nkernels == 1 ? "" : "s");
+  human(a, sizeof a, r->achieved_flops_per_s, "FLOP/s");
+  human(b, sizeof b, r->flops, "FLOP");
+  npu_buf_printf(o, "  achieved          %s (%s)\n", a, b);
+  human(a, sizeof a, r->gm_bytes_per_s, "B/s");
+  human(b, sizeof b, t->hbm_bw_bytes_per_s, "B/s");
+  npu_buf_printf(o, "  GM traffic        %s (HBM %s, L2 hits %.1f%%)\n", a, b,
+                 t->gm_read_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)t->gm_read_bytes : 0.0);
+  npu_buf_printf(o, "  cores             %d/%d cube, %d/%d vector\n", t->aic_used, t->aic_total,
+                 t->aiv_used, t->aiv_total);
+  struct ratio x[9];
+  ratios(t, x);
+  npu_buf_puts(o, "  pipes            ");
+  for (int i = 0; i < 9; i++)
+    if (x[i].v > 0) npu_buf_printf(o, " %s %.3f", x[i].name, x[i].v);
+  npu_buf_printf(o, "\n  bottleneck        %s\n", t->bottleneck);
+  if (r->checked)
+    npu_buf_printf(o, "  functional check  %s: %s\n", r->passed ? "passed" : "FAILED", r->check_summary);
+}
+
+static void write_json(const struct op_desc *d, const char *args, const struct arch_system *sys,
+                       const char *fid, uint64_t seed, const struct op_result *r, struct npu_buf *o)
+{
+  const struct core_result *t = &r->total;
+  struct npu_json j;
+  npu_json_init(&j, o);
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "op");
+  npu_json_string(&j, d->name);
+  npu_json_key(&j, "args");
+  npu_json_string(&j, args);
+  npu_json_key(&j, "arch");
+  npu_json_string(&j, sys->chip.name);
+  npu_json_key(&j, "fidelity");
+  npu_json_string(&j, fid);
+  npu_json_key(&j, "seed");
+  npu_json_int(&j, (int64_t)seed);
+  npu_json_key(&j, "time_s");
+  npu_json_number(&j, t->time_s);
+  npu_json_key(&j, "launch_s");
+  npu_json_number(&j, t->launch_s);
+  npu_json_key(&j, "flops");
+  npu_json_number(&j, r->flops);
+  npu_json_key(&j, "achieved_flops_per_s");
+  npu_json_number(&j, r->achieved_flops_per_s);
+  npu_json_key(&j, "gm_bytes_per_s");
+  npu_json_number(&j, r->gm_bytes_per_s);
+  npu_json_key(&j, "hbm_bw_bytes_per_s");
+  npu_json_number(&j, t->hbm_bw_bytes_per_s);
+  npu_json_key(&j, "gm_read_bytes");
+  npu_json_int(&j, (int64_t)t->gm_read_bytes);
+  npu_json_key(&j, "gm_write_bytes");
+  npu_json_int(&j, (int64_t)t->gm_write_bytes);
+  npu_json_key(&j, "l2_hit_bytes");
+  npu_json_int(&j, (int64_t)t->l2_hit_bytes);
+  npu_json_key(&j, "bottleneck");
+  npu_json_string(&j, t->bottleneck);
+  npu_json_key(&j, "pipes");
+  npu_json_object_begin(&j);
+  struct ratio x[9];
+  ratios(t, x);
+  for (int i = 0; i < 9; i++) {
+    npu_json_key(&j, x[i].name);
+    npu_json_number(&j, x[i].v);
+  }
+  npu_json_object_end(&j);
+  npu_json_key(&j, "cores");
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "aic_used");
+  npu_json_int(&j, t->aic_used);
+  npu_json_key(&j, "aic_total");
+  npu_json_int(&j, t->aic_total);
+  npu_json_key(&j, "aiv_used");
+  npu_json_int(&j, t->aiv_used);
+  npu_json_key(&j, "aiv_total");
+  npu_json_int(&j, t->aiv_total);
+  npu_json_object_end(&j);
+  npu_json_key(&j, "instructions");
+  npu_json_int(&j, (int64_t)t->instructions);
+  npu_json_key(&j, "bank_conflict_cycles");
+  npu_json_int(&j, (int64_t)t->bank_conflict_cycles);
+  npu_json_key(&j, "kernels");
+  npu_json_array_begin(&j);
+  for (int i = 0; i < r->nkernels; i++) {
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "time_s");
+    npu_json_number(&j, r->kernel[i].time_s);
+    npu_json_key(&j, "bottleneck");
+    npu_json_string(&j, r->kernel[i].bottleneck);
+    npu_json_object_end(&j);
+  }
+  npu_json_array_end(&j);
+  if (r->checked) {
+    npu_json_key(&j, "check");
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "passed");
+    npu_json_bool(&j, r->passed);
+    npu_json_key(&j, "max_error_of_tolerance");
+    npu_json_number(&j, r->max_err);
+    npu_json_key(&j, "summary");
+    npu_json_string(&j, r->check_summary);
+    npu_json_object_end(&j);
+  }
+  npu_json_object_end(&j);
+  npu_json_finish(&j);
+}
+
+/* Write a file completely or not at all: a temporary next to it, renamed into place. */
+static int write_file(const char *path, const struct npu_buf *b, struct npu_diag *diag)
+{
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return npu_diag_set(diag, path, 0, "--trace", "cannot write: %m"), NPU_EINVAL;
+  bool ok = fwrite(npu_buf_str(b), 1, b->len, f) == b->len;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return npu_diag_set(diag, path, 0, "--trace", "cannot write"), NPU_EIO;
+  }
+  return 0;
+}
+
+static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
+{
+  const struct op_desc *d = op_find(argv[1]);
+  if (!d) {
+    size_t n;
+    const struct op_desc *const *ops = op_all(&n);
+    const char *names[64];
+    for (size_t i = 0; i < n && i < 64; i++) names[i] = ops[i]->name;
+    const char *s = npu_suggest(argv[1], names, n);
+    if (s)
+      return npu_diag_set(diag, "command line", 0, NULL, "unknown operator '%s'; did you mean '%s'?", argv[1], s);
+    return npu_diag_set(diag, "command line", 0, NULL, "unknown operator '%s' (see 'npusim kernel list')", argv[1]);
+  }
+  const char *arch = "ascend-910b2", *trace_path = NULL;
+  bool json = false;
+  struct op_run_opts opts = {.fidelity = CORE_FIDELITY_EVENT, .seed = 1};
+  struct cli_sets sets = {0};
+  char **kv = npu_xcalloc((size_t)argc, sizeof *kv);
+  int nkv = 0, rc = 0;
+  for (int i = 2; i < argc && rc == 0; i++) {
+    int took = cli_take_set(argc, argv, &i, &sets, diag);
+    if (took < 0) rc = NPU_EINVAL;
+    if (took) continue;
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2) != 0) {
+      rc = cli_bad_arg(diag, "kernel", a);
+      break;
+    }
+    char name[128];
+    const char *eq = strchr(a + 2, '=');
+    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (len >= sizeof name) len = sizeof name - 1;
+    memcpy(name, a + 2, len);
+    name[len] = '\0';
+    for (char *p = name; *p; p++)
+      if (*p == '-') *p = '_';
+    const char *value = eq ? eq + 1 : NULL;
+    bool flag = !strcmp(name, "json") || !strcmp(name, "functional");
+    int pi = op_param_index(d, name);
+    bool bool_param = pi >= 0 && d->params[pi].type == OP_P_BOOL;
+    if (!value && !flag && !(bool_param && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))) {
+      if (i + 1 >= argc) {
+        rc = npu_diag_set(diag, "command line", 0, NULL, "--%s needs a value", name);
+        break;
+      }
+      value = argv[++i];
+    }
+    if (!strcmp(name, "json")) json = true;
+    else if (!strcmp(name, "functional")) opts.functional = true;
+    else if (!strcmp(name, "arch")) arch = value;
+    else if (!strcmp(name, "trace")) trace_path = value;
+    else if (!strcmp(name, "seed")) {
+      char *end;
+      opts.seed = strtoull(value, &end, 10);
+      if (*end || !value[0] || opts.seed == 0) rc = npu_diag_set(diag, "command line", 0, "--seed", "expected a positive whole number, got '%s'", value);
+    } else if (!strcmp(name, "fidelity")) {
+      if (!strcmp(value, "event")) opts.fidelity = CORE_FIDELITY_EVENT;
+      else if (!strcmp(value, "analytic")) opts.fidelity = CORE_FIDELITY_ANALYTIC;
+      else rc = npu_diag_set(diag, "command line", 0, "--fidelity", "expected event or analytic, got '%s'", value);
+    } else {
+      size_t n = strlen(name) + (value ? strlen(value) : 4) + 2;
+      kv[nkv] = npu_xmalloc(n);
+      snprintf(kv[nkv++], n, "%s=%s", name, value ? value : "true");
+    }
+  }
+  struct op_args args;
+  struct npu_cfg *cfg = NULL;
+  struct arch_system sys;
+  struct npu_trace tr = {0};
+  if (rc == 0) rc = op_args_parse(d, &args, (const char *const *)kv, nkv, diag);
+  if (rc == 0) rc = load_arch(&cfg, &sys, arch, &sets, diag);
+  if (rc == 0 && trace_path && opts.fidelity != CORE_FIDELITY_EVENT)
+    rc = npu_diag_set(diag, "command line", 0, "--trace", "a trace needs --fidelity event");
+  if (rc == 0) {
+    if (trace_path) {
+      tr.limit = 4000000;
+      opts.trace = &tr;
+    }
+    struct op_result res;
+    rc = op_run(d, &args, &sys.chip, &opts, &res, diag);
+    if (rc == 0) {
+      char text[1024];
+      op_args_format(d, &args, text, sizeof text);
+      const char *fid = opts.fidelity == CORE_FIDELITY_EVENT ? "event" : "analytic";
+      if (trace_path) {
+        struct npu_buf tb = {0};
+        rpt_chrome_write(&tr, &tb);
+        rc = write_file(trace_path, &tb, diag);
+        npu_buf_release(&tb);
+      }
+      if (rc == 0) {
+        if (json) write_json(d, text, &sys, fid, opts.seed, &res, out);
+        else write_text(d, text, &sys, fid, &res, out);
+        if (res.checked && !res.passed) {
+          npu_diag_set(diag, NULL, 0, d->name, "functional check failed: %s", res.check_summary);
+          rc = NPU_EINTERNAL;
+        }
+      }
+    }
+  }
+  npu_trace_release(&tr);
+  npu_cfg_destroy(cfg);
+  for (int i = 0; i < nkv; i++) free(kv[i]);
+  free(kv);
+  free(sets.items);
+  return rc;
+}
+
+static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
+{
+  if (argc < 2)
+    return npu_diag_set(diag, "command line", 0, NULL, "'kernel' needs an operator or 'list' (see 'npusim help kernel')");
+  if (!strcmp(argv[1], "list")) return list(argc, argv, out, diag);
+  return run_op(argc, argv, out, diag);
+}
+
+const struct npu_cmd npu_cmd_kernel = {"kernel", "run an operator kernel on the chip model", usage, run};

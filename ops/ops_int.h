@@ -1,0 +1,43 @@
+/*
+ * ops_int.h - internals shared by the operator files: the registry list and tile helpers.
+ */
+#ifndef NPUSIM_OPS_OPS_INT_H
+#define NPUSIM_OPS_OPS_INT_H
+
+#include "cores/kernel.h"
+#include "ops/op.h"
+
+/* Every operator, in `npusim kernel list` order. */
+#define OPS_LIST(XX) XX(op_gemm)
+
+#define OP__DECLARE(sym) extern const struct op_desc sym;
+OPS_LIST(OP__DECLARE)
+#undef OP__DECLARE
+
+/* A tile descriptor. */
+static inline struct core_tile ops_tile(enum mem_space space, enum core_layout layout,
+                                        enum npu_dtype dtype, uint64_t addr, uint32_t rows,
+                                        uint32_t cols, uint32_t ld)
+{
+  return (struct core_tile){.addr = addr, .rows = rows, .cols = cols, .ld = ld,
+                            .space = (uint8_t)space, .layout = (uint8_t)layout,
+                            .dtype = (uint8_t)dtype};
+}
+
+static inline uint32_t ops_ceil(uint64_t a, uint64_t b)
+{
+  return (uint32_t)((a + b - 1) / b);
+}
+
+static inline uint64_t ops_roundup(uint64_t a, uint64_t b)
+{
+  return (a + b - 1) / b * b;
+}
+
+/* Bytes of n elements of t (4-bit types pack two per byte). */
+static inline uint64_t ops_bytes(enum npu_dtype t, uint64_t n)
+{
+  return (n * (uint64_t)npu_dtype_bits(t) + 7) / 8;
+}
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * test_gemm.c - the GEMM operator: functional results against the double-precision reference
+ * for every input type and option (tolerance: one rounding to the output type, plus fp32
+ * accumulation of sqrt(K) ulps; exact for integers), tilings that do not fit, what the chip
+ * lacks, and known timing properties (the catlass tail effect, weight streaming is HBM bound).
+ */
+#include "tests/ops/opsupport.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/err.h"
+
+static struct arch_system b2, b3, c950;
+
+static void setup(void)
+{
+  ts_load_system(&b2, "ascend-910b2", NULL);
+  ts_load_system(&b3, "ascend-910b3", NULL);
+  ts_load_system(&c950, "ascend-950pr", NULL);
+}
+
+TestSuite(gemm, .init = setup, .timeout = 120);
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+Test(gemm, fp16_and_bf16_with_edges)
+{
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=200", "n=300", "k=520", "dtype=fp16"));
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=129", "n=257", "k=33", "dtype=bf16"));
+}
+
+Test(gemm, transposed_inputs)
+{
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=150", "n=70", "k=300", "trans_a=true"));
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=150", "n=70", "k=300", "trans_b=true", "dtype=bf16"));
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("m=64", "n=80", "k=96", "trans_a=true", "trans_b=true"));
+}
+
+Test(gemm, integer_inputs_are_exact)
+{
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=100", "n=100", "k=1000", "dtype=int8"));
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=64", "n=96", "k=512", "dtype=int4"));
+}
+
+Test(gemm, fp32_and_hf32)
+{
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=48", "n=64", "k=200", "dtype=fp32"));
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=48", "n=64", "k=200", "dtype=hf32"));
+}
+
+Test(gemm, fp8_on_a_950)
+{
+  ts_op(&c950.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=96", "n=128", "k=512", "dtype=fp8_e4m3"));
+  ts_op(&c950.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=96", "n=128", "k=512", "dtype=fp8_e5m2"));
+  ts_op(&c950.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=96", "n=128", "k=512", "dtype=hif8"));
+}
+
+Test(gemm, w8a8_per_channel_and_per_group)
+{
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=64", "n=300", "k=1024", "dtype=int8", "quant=w8a8"));
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("m=64", "n=300", "k=1024", "dtype=int8", "quant=w8a8", "group=256"));
+}
+
+Test(gemm, split_k_accumulates_into_a_zeroed_workspace)
+{
+  struct op_result r = ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true,
+                             ARGS("m=64", "n=64", "k=4096", "split_k=4", "dtype=bf16"));
+  cr_assert_eq(r.nkernels, 3, "fill, gemm, cast");
+}
+
+Test(gemm, event_fidelity_functional)
+{
+  ts_op(&b2.chip, "gemm", CORE_FIDELITY_EVENT, true, ARGS("m=300", "n=520", "k=640", "dtype=bf16", "swizzle=2"));
+}
+
+Test(gemm, tiling_that_does_not_fit)
+{
+  char msg[2048];
+  cr_assert_eq(ts_op_err(&b2.chip, "gemm", ARGS("m=256", "n=256", "k=256", "tile_m=256", "tile_n=256"), msg), NPU_ENOFIT);
+  cr_assert_str_eq(msg, "command line: --tile_m: tiling 256x256x256 (k0 64) does not fit: L0C needs 262144 bytes, has 131072");
+}
+
+Test(gemm, dtype_the_chip_lacks)
+{
+  char msg[2048];
+  cr_assert_eq(ts_op_err(&b2.chip, "gemm", ARGS("m=64", "n=64", "k=64", "dtype=fp8_e4m3"), msg), NPU_EUNSUPPORTED);
+  cr_assert_str_eq(msg, "command line: --dtype: ascend-910b2 has no fp8_e4m3 cube input");
+}
+
+/* The catlass measurement on a 20-AIC 910B3: M1024 N576 K6144 fp16 makes 24 blocks of 128x256
+ * (two waves on 20 cores) but 20 blocks of 256x128 (one wave): the first must be slower by
+ * about one block. */
+Test(gemm, tail_of_24_blocks_on_20_cores)
+{
+  struct op_result a = ts_op(&b3.chip, "gemm", CORE_FIDELITY_ANALYTIC, false,
+                             ARGS("m=1024", "n=576", "k=6144", "tile_m=128", "tile_n=256", "tile_k=256"));
+  struct op_result b = ts_op(&b3.chip, "gemm", CORE_FIDELITY_ANALYTIC, false,
+                             ARGS("m=1024", "n=576", "k=6144", "tile_m=256", "tile_n=128", "tile_k=256"));
+  double ta = a.total.time_s - a.total.launch_s, tb = b.total.time_s - b.total.launch_s;
+  cr_assert(ta > 1.7 * tb && ta < 2.2 * tb, "two waves %g vs one %g", ta, tb);
+}
+
+Test(gemm, weight_streaming_is_hbm_bound)
+{
+  struct op_result r = ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, false, ARGS("m=20", "n=6144", "k=16384"));
+  cr_assert_str_eq(r.total.bottleneck, "mte2_bound");
+  double hbm = b2.chip.hbm.bw_bytes_per_s * b2.chip.calib.hbm.value;
+  double body = r.total.time_s - r.total.launch_s;
+  double bytes = 16384.0 * 6144 * 2;
+  cr_assert(bytes / body > 0.9 * hbm && bytes / body <= 1.001 * hbm, "%g B/s vs HBM %g", bytes / body, hbm);
+}

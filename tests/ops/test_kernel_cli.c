@@ -1,0 +1,62 @@
+/* test_kernel_cli.c - `npusim kernel`: list, the JSON contract, and bad input (exit 2). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "tests/support/support.h"
+
+TestSuite(kernel_cli, .timeout = 60);
+
+Test(kernel_cli, list_names_the_operators_and_their_options)
+{
+  struct run_result r = ts_npusim("kernel", "list", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "gemm\n") != NULL);
+  cr_assert(strstr(r.out, "--m dim") != NULL, "%s", r.out);
+  ts_run_free(&r);
+}
+
+Test(kernel_cli, json_contract)
+{
+  struct run_result r = ts_npusim("kernel", "gemm", "--m", "512", "--n", "512", "--k", "512", "--dtype", "bf16",
+                                  "--arch", "ascend-910b2", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static const char *keys[] = {"\"time_s\": ", "\"achieved_flops_per_s\": ", "\"bottleneck\": \"",
+                               "\"pipes\": {", "\"aic_mac_ratio\": ", "\"aiv_vec_ratio\": "};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    cr_assert(strstr(r.out, keys[i]) != NULL, "missing %s in %s", keys[i], r.out);
+  ts_run_free(&r);
+}
+
+Test(kernel_cli, functional_run_reports_its_check)
+{
+  struct run_result r = ts_npusim("kernel", "gemm", "--m", "64", "--n", "64", "--k", "64", "--functional",
+                                  "--fidelity", "analytic", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "functional check  passed") != NULL, "%s", r.out);
+  ts_run_free(&r);
+}
+
+static void bad(const char *want, const char *a1, const char *a2, const char *a3, const char *a4, const char *a5,
+                const char *a6, const char *a7)
+{
+  struct run_result r = ts_npusim("kernel", a1, a2, a3, a4, a5, a6, a7, NULL);
+  cr_assert_eq(r.status, 2, "status %d: %s", r.status, r.err);
+  cr_assert_str_eq(r.out, "");
+  cr_assert_str_eq(r.err, want);
+  ts_run_free(&r);
+}
+
+Test(kernel_cli, bad_input_exits_2)
+{
+  bad("error: command line: unknown operator 'gem'; did you mean 'gemm'?\n", "gem", NULL, NULL, NULL, NULL, NULL, NULL);
+  bad("error: command line: 'gemm' needs --m (rows of A and C)\n", "gemm", NULL, NULL, NULL, NULL, NULL, NULL);
+  bad("error: command line: --m: must be at least 1, got '0'\n", "gemm", "--m", "0", "--n", "8", "--k", "8");
+  bad("error: command line: --m: expected a whole number, got '-5'\n", "gemm", "--m", "-5", "--n", "8", "--k", "8");
+  bad("error: command line: --dtype: unknown dtype 'bf61'; did you mean 'bf16'?\n", "gemm", "--m", "8", "--n", "8",
+      "--dtype", "bf61");
+  bad("error: command line: 'gemm' has no option --mm; did you mean --m?\n", "gemm", "--mm", "8", NULL, NULL, NULL, NULL);
+  bad("error: command line: --dtype: ascend-910b2 has no fp8_e4m3 cube input\n", "gemm", "--m", "8", "--n", "8",
+      "--dtype=fp8_e4m3", "--k=8");
+  bad("error: command line: --fidelity: expected event or analytic, got 'fast'\n", "gemm", "--m", "8", "--n", "8",
+      "--fidelity", "fast");
+}
