@@ -182,6 +182,13 @@ void core_copy_ex(struct core_tp *t, const struct core_copy *cp)
     core_fail(t, NPU_EINVAL, "L0B holds ZN fractals");
     return;
   }
+  if (cp->indexed) {
+    if ((s != MEM_GM && d != MEM_GM) || !(c->pipes & (1u << CORE_PIPE_V)) || cp->index_ub % 4 ||
+        cp->index_ub + 4 > chip->buf[ARCH_BUF_UB].size_bytes) {
+      core_fail(t, NPU_EINVAL, "indexed copy: needs a GM side and its index in the UB of a vector core");
+      return;
+    }
+  }
   if (cp->atomic_add && d != MEM_GM) {
     core_fail(t, NPU_EINVAL, "atomic add needs a GM destination");
     return;
@@ -305,6 +312,14 @@ void core_vec(struct core_tp *t, const struct core_vec *v)
     if (op == CORE_VEC_SELECT) ends[3] = v->aux + ((uint64_t)v->repeat * 2048 / npu_dtype_bits(v->dtype) + 7) / 8;
     if (op == CORE_VEC_CAST && !vec_dtype_ok(CORE_VEC_CAST, (enum npu_dtype)v->dst_dtype)) {
       core_fail(t, NPU_EUNSUPPORTED, "vector cast to %s", npu_dtype_name(v->dst_dtype));
+      return;
+    }
+  }
+  if (v->scalar_from_ub) {
+    uint64_t es = (uint64_t)npu_dtype_bits(v->dtype) / 8;
+    if (v->scalar_ub % es || v->scalar_ub + es > ub) {
+      core_fail(t, NPU_EINVAL, "vector %s: scalar operand at UB 0x%" PRIx64 " is misaligned or outside the UB",
+                core_vec_op_name(op), v->scalar_ub);
       return;
     }
   }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "memory/gm.h"
 #include "cores/exec_int.h"
 #include "formats/formats.h"
 #include "memory/gm.h"
@@ -42,7 +43,18 @@ static void zero_padding(const struct core_tile *t, uint8_t *base)
 
 static void func_copy(struct core__run *r, struct core__core *c, const struct core_copy *cp)
 {
-  const struct core_tile *s = &cp->src, *d = &cp->dst;
+  struct core_tile src = cp->src, dst = cp->dst;
+  if (cp->indexed) {
+    uint32_t index;
+    memcpy(&index, c->buf[MEM_UB] + cp->index_ub, sizeof index);
+    struct core_tile *g = src.space == MEM_GM ? &src : &dst;
+    g->addr += (uint64_t)index * cp->index_stride;
+    if (!mem_gm_resolve(r->gm, g->addr, core_tile_bytes(g), NULL)) {
+      core__fail(r, NPU_EINVAL, "indexed copy: index %u puts the GM tile outside every tensor", index);
+      return;
+    }
+  }
+  const struct core_tile *s = &src, *d = &dst;
   uint8_t *sb = host_addr(r, c, s->space, s->addr), *db = host_addr(r, c, d->space, d->addr);
   enum npu_dtype sd = (enum npu_dtype)s->dtype, dd = (enum npu_dtype)d->dtype;
   bool same = sd == dd && !cp->relu && cp->scale == 1.0f && cp->fb_scale == UINT64_MAX &&
@@ -234,7 +246,7 @@ static void func_vec(struct core__run *r, struct core__core *c, const struct cor
       for (uint32_t i = 0; i < per_rep; i++) {
         uint64_t blk = (uint64_t)(i / per_block) * 32, e = i % per_block;
         double x = fmt_decode(dt, ub + v->src0 + (uint64_t)rep * v->src0_rep * 32 + blk * v->src0_blk, e);
-        double y = op == CORE_VEC_CMPS ? v->scalar
+        double y = op == CORE_VEC_CMPS ? (v->scalar_from_ub ? fmt_decode(dt, ub + v->scalar_ub, 0) : v->scalar)
                                        : fmt_decode(dt, ub + v->src1 + (uint64_t)rep * v->src1_rep * 32 + blk * v->src1_blk, e);
         uint64_t bit = (uint64_t)rep * per_rep + i;
         uint8_t *byte = ub + v->dst + bit / 8;
@@ -263,7 +275,7 @@ static void func_vec(struct core__run *r, struct core__core *c, const struct cor
     for (uint32_t i = 0; i < per_rep; i++) {
       if (!mask_bit(v, i)) continue;
       uint64_t blk = (uint64_t)(i / per_block) * 32, e = i % per_block;
-      double x = 0, y = v->scalar;
+      double x = 0, y = v->scalar_from_ub ? fmt_decode(dt, ub + v->scalar_ub, 0) : v->scalar;
       if (nsrc >= 1) x = fmt_decode(dt, ub + v->src0 + (uint64_t)rep * v->src0_rep * 32 + blk * v->src0_blk, e);
       if (nsrc >= 2) y = fmt_decode(dt, ub + v->src1 + (uint64_t)rep * v->src1_rep * 32 + blk * v->src1_blk, e);
       double out;

@@ -103,6 +103,10 @@ struct core_vec {
   uint64_t aux;                /* select: mask address; mrgsort: list count */
   uint32_t count;              /* mrgsort: proposals per list */
   double scalar;               /* scalar operand */
+  bool scalar_from_ub;         /* the scalar operand is read from UB at scalar_ub when the
+                                  instruction runs (Ascend C: GetValue on the scalar unit, after
+                                  a V -> S sync, then Muls/Adds/...); else `scalar` */
+  uint64_t scalar_ub;          /* UB address of that scalar (element of dtype) */
 };
 
 enum core_op {
@@ -126,6 +130,12 @@ struct core_copy {
   float scale;        /* FixPipe: multiply before the cast (quantize / dequantize) */
   uint64_t fb_scale;  /* FixPipe: per-column fp32 scales at this FB address; UINT64_MAX none */
   bool atomic_add;    /* GM destination: add to what is there (Ascend C SetAtomicAdd) */
+  bool indexed;       /* the GM tile's address is addr + index x index_stride, the index a
+                         uint32 read from UB at index_ub when the copy runs (a row gather or
+                         scatter with scalar-computed addresses); timing-only runs, which have
+                         no data, use index 0 */
+  uint64_t index_ub;
+  uint64_t index_stride;
 };
 
 struct core_mmad {

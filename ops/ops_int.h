@@ -7,8 +7,20 @@
 #include "cores/kernel.h"
 #include "ops/op.h"
 
-/* Every operator, in `npusim kernel list` order. */
-#define OPS_LIST(XX) XX(op_gemm)
+#include "ops/list_moe.h"
+#include "ops/list_vector.h"
+
+/* Every operator, in `npusim kernel list` order. Families kept apart by their own lists. */
+#define OPS_LIST(XX)     \
+  XX(op_gemm)            \
+  OPS_LIST_GEMM(XX)      \
+  OPS_LIST_ATTENTION(XX) \
+  OPS_LIST_VECTOR(XX)    \
+  OPS_LIST_MOE(XX)
+
+/* GEMM variants and attention (gemm.c, grouped_gemm.c, mx_gemm.c, attention.c). */
+#define OPS_LIST_GEMM(XX)
+#define OPS_LIST_ATTENTION(XX)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;
 OPS_LIST(OP__DECLARE)

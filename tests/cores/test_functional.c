@@ -254,3 +254,66 @@ Test(functional, sort32_and_merge_give_a_sorted_top_k)
   }
   mem_gm_destroy(gm);
 }
+
+struct gather_case {
+  uint64_t table, idx, out;
+};
+
+/* out[i] = table[idx[i]] * max(table[idx[i]]): rows gathered by index, scaled by a scalar the
+ * vector unit computed (read back from UB at run time). */
+static void gather_block(struct core_tp *t, void *ctx, uint64_t blk)
+{
+  struct gather_case *g = ctx;
+  (void)blk;
+  struct core_tile gi = tile(MEM_GM, CORE_ND, NPU_DT_INT32, g->idx, 1, 8);
+  struct core_tile ui = tile(MEM_UB, CORE_ND, NPU_DT_INT32, 0, 1, 8);
+  core_copy(t, &ui, &gi);
+  core_pipe_barrier(t, CORE_PIPE_MTE2);
+  for (int i = 0; i < 4; i++) {
+    struct core_copy cp = {.scale = 1.0f, .fb_scale = UINT64_MAX, .indexed = true, .index_ub = 4u * i,
+                           .index_stride = 64 * 4};
+    cp.src = tile(MEM_GM, CORE_ND, NPU_DT_FP32, g->table, 1, 64);
+    cp.dst = tile(MEM_UB, CORE_ND, NPU_DT_FP32, 1024 + 256u * i, 1, 64);
+    core_copy_ex(t, &cp);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
+  struct core_vec mx = {.op = CORE_VEC_REDUCE_MAX, .dtype = NPU_DT_FP32, .repeat = 4, .src0_blk = 1,
+                        .src0_rep = 8, .mask = {~0ull, 0}, .dst = 65536, .src0 = 1024};
+  core_vec(t, &mx);
+  struct core_vec s = {.op = CORE_VEC_MULS, .dtype = NPU_DT_FP32, .repeat = 1, .dst_blk = 1, .src0_blk = 1,
+                       .dst_rep = 8, .src0_rep = 8, .mask = {~0ull, 0}, .scalar_from_ub = true};
+  for (int i = 0; i < 4; i++) {
+    s.dst = 131072 + 256u * i;
+    s.src0 = 1024 + 256u * i;
+    s.scalar_ub = 65536 + 4u * i;
+    core_vec(t, &s);
+  }
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+  struct core_tile uo = tile(MEM_UB, CORE_ND, NPU_DT_FP32, 131072, 1, 256);
+  struct core_tile go = tile(MEM_GM, CORE_ND, NPU_DT_FP32, g->out, 1, 256);
+  core_copy(t, &go, &uo);
+}
+
+Test(functional, indexed_gather_and_scalar_from_ub)
+{
+  float table[10][64], out[4][64];
+  int32_t idx[8] = {7, 2, 9, 2, 0, 0, 0, 0};
+  for (int r = 0; r < 10; r++)
+    for (int c = 0; c < 64; c++) table[r][c] = (float)(r * 100 + c) / 1000.0f;
+  struct mem_gm *gm = mem_gm_create();
+  struct gather_case g = {mem_gm_add(gm, "table", sizeof table, table), mem_gm_add(gm, "idx", sizeof idx, idx),
+                          mem_gm_add(gm, "out", sizeof out, out)};
+  struct core_kernel k = {.name = "gather", .mode = CORE_MODE_VECTOR, .block_dim = 1, .nblocks = 1, .ctx = &g,
+                          .block = gather_block};
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_EVENT, .functional = true};
+  struct core_result res;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(core_launch_standalone(&sys.chip, gm, &k, &o, &res, &d), 0, "%s", d.msg);
+  for (int i = 0; i < 4; i++)
+    for (int c = 0; c < 64; c++)
+      cr_assert_eq(out[i][c], table[idx[i]][c] * table[idx[i]][63], "row %d col %d", i, c);
+  mem_gm_destroy(gm);
+}
