@@ -66,6 +66,10 @@ struct gemm {
   uint32_t splitk, kper;       /* splits and K per split (a multiple of kL1) */
   uint32_t bm, bn;
   uint64_t nblocks;
+  /* grouped GEMM: group g multiplies rows [row0[g], row0[g] + rows[g]) of A by B[g] */
+  uint32_t ngroups;
+  uint32_t *row0, *rows;
+  uint32_t *blk;               /* per block: group, m-block in group, n-block (3 entries) */
   int cores;
   bool atomic;                 /* FixPipe accumulates into fp32 */
   enum npu_dtype fix_out;      /* what FixPipe writes */
@@ -104,22 +108,40 @@ static void swizzle(const struct gemm *g, uint64_t t, uint32_t *mi, uint32_t *ni
   }
 }
 
-static void decompose(const struct gemm *g, uint64_t b, uint32_t *mi, uint32_t *ni, uint32_t *ks)
+/* Block b -> group, m-block (within the group), n-block, K split. */
+static void decompose(const struct gemm *g, uint64_t b, uint32_t *grp, uint32_t *mi, uint32_t *ni, uint32_t *ks)
 {
   *ks = (uint32_t)(b % g->splitk);
+  if (g->blk) {
+    const uint32_t *e = &g->blk[3 * (b / g->splitk)];
+    *grp = e[0];
+    *mi = e[1];
+    *ni = e[2];
+    return;
+  }
+  *grp = 0;
   swizzle(g, b / g->splitk, mi, ni);
 }
 
+/* Rows of the block's tile and the first row of its group. */
+static uint32_t tile_rows(const struct gemm *g, uint32_t grp, uint32_t mi, uint32_t *row0)
+{
+  uint32_t m = g->blk ? g->rows[grp] : g->M;
+  *row0 = g->blk ? g->row0[grp] : 0;
+  return m - mi * g->mL1 < g->mL1 ? m - mi * g->mL1 : g->mL1;
+}
+
+/* Blocks of one class take the same time: same tile rows (in 16-row steps), an N edge or not,
+ * a short last K split or not. */
 static int block_class(void *ctx, uint64_t b)
 {
   const struct gemm *g = ctx;
-  uint32_t mi, ni, ks;
-  decompose(g, b, &mi, &ni, &ks);
-  int c = 0;
-  if (mi == g->bm - 1 && g->M % g->mL1) c |= 1;
-  if (ni == g->bn - 1 && g->N % g->nL1) c |= 2;
-  if (ks == g->splitk - 1 && (uint64_t)g->kper * g->splitk != g->K) c |= 4;
-  return c;
+  uint32_t grp, mi, ni, ks, r0;
+  decompose(g, b, &grp, &mi, &ni, &ks);
+  uint32_t mt = tile_rows(g, grp, mi, &r0);
+  int c = mt == g->mL1 ? 0 : (int)ops_ceil(mt, 16);
+  c = 2 * c + (ni == g->bn - 1 && g->N % g->nL1 ? 1 : 0);
+  return 2 * c + (ks == g->splitk - 1 && (uint64_t)g->kper * g->splitk != g->K ? 1 : 0);
 }
 
 static void unit_begin(struct core_tp *t, void *ctx)
@@ -147,7 +169,7 @@ static void unit_end(struct core_tp *t, void *ctx)
 }
 
 /* FixPipe the accumulated tile out (with per-column scales for w8a8). */
-static void write_out(struct core_tp *t, struct gemm *g, uint32_t mi, uint32_t ni, uint32_t mt,
+static void write_out(struct core_tp *t, struct gemm *g, uint32_t row, uint32_t ni, uint32_t mt,
                       uint32_t nt, uint32_t group)
 {
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 0);
@@ -156,7 +178,7 @@ static void write_out(struct core_tp *t, struct gemm *g, uint32_t mi, uint32_t n
   cp.src = ops_tile(MEM_L0C, CORE_NZ, g->acc, 0, mt, nt, (uint32_t)ops_roundup(mt, 16));
   cp.src.c0 = 16;
   uint64_t cbase = g->atomic ? g->acc_ws : g->c;
-  uint64_t off = ((uint64_t)mi * g->mL1 * g->N + (uint64_t)ni * g->nL1) * es_bits(g->fix_out) / 8;
+  uint64_t off = ((uint64_t)row * g->N + (uint64_t)ni * g->nL1) * es_bits(g->fix_out) / 8;
   cp.dst = ops_tile(MEM_GM, CORE_ND, g->fix_out, cbase + off, mt, nt, g->N);
   if (g->quant) {
     /* the group's per-column scales: GM -> L1 (MTE2) -> FixPipe buffer; the L1 slot is free
@@ -182,9 +204,11 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct gemm *g = ctx;
   int u = core_unit(t);
-  uint32_t mi, ni, ks;
-  decompose(g, b, &mi, &ni, &ks);
-  uint32_t mt = g->M - mi * g->mL1 < g->mL1 ? g->M - mi * g->mL1 : g->mL1;
+  uint32_t grp, mi, ni, ks, row0;
+  decompose(g, b, &grp, &mi, &ni, &ks);
+  uint32_t mt = tile_rows(g, grp, mi, &row0);
+  uint32_t row = row0 + mi * g->mL1; /* first row of the tile in A and C */
+  uint64_t bbase = g->b + (uint64_t)grp * g->K * g->N * es_bits(g->in) / 8;
   uint32_t nt = g->N - ni * g->nL1 < g->nL1 ? g->N - ni * g->nL1 : g->nL1;
   uint32_t kb = ks * g->kper, ke = kb + g->kper < g->K ? kb + g->kper : g->K;
   uint32_t ebits = es_bits(g->in), c0 = g->c0;
@@ -197,17 +221,17 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
     /* GM -> L1 (ND -> NZ), A and B as stored */
     struct core_tile ga, gb, la, lb;
     if (!g->ta) {
-      ga = ops_tile(MEM_GM, CORE_ND, g->in, g->a + ((uint64_t)mi * g->mL1 * g->K + k) * ebits / 8, mt, kt, g->K);
+      ga = ops_tile(MEM_GM, CORE_ND, g->in, g->a + ((uint64_t)row * g->K + k) * ebits / 8, mt, kt, g->K);
       la = ops_tile(MEM_L1, CORE_NZ, g->in, g->l1a[s], mt, kt, 0);
     } else {
-      ga = ops_tile(MEM_GM, CORE_ND, g->in, g->a + ((uint64_t)k * g->M + (uint64_t)mi * g->mL1) * ebits / 8, kt, mt, g->M);
+      ga = ops_tile(MEM_GM, CORE_ND, g->in, g->a + ((uint64_t)k * g->M + (uint64_t)row) * ebits / 8, kt, mt, g->M);
       la = ops_tile(MEM_L1, CORE_NZ, g->in, g->l1a[s], kt, mt, 0);
     }
     if (!g->tb) {
-      gb = ops_tile(MEM_GM, CORE_ND, g->in, g->b + ((uint64_t)k * g->N + (uint64_t)ni * g->nL1) * ebits / 8, kt, nt, g->N);
+      gb = ops_tile(MEM_GM, CORE_ND, g->in, bbase + ((uint64_t)k * g->N + (uint64_t)ni * g->nL1) * ebits / 8, kt, nt, g->N);
       lb = ops_tile(MEM_L1, CORE_NZ, g->in, g->l1b[s], kt, nt, 0);
     } else {
-      gb = ops_tile(MEM_GM, CORE_ND, g->in, g->b + ((uint64_t)ni * g->nL1 * g->K + k) * ebits / 8, nt, kt, g->K);
+      gb = ops_tile(MEM_GM, CORE_ND, g->in, bbase + ((uint64_t)ni * g->nL1 * g->K + k) * ebits / 8, nt, kt, g->K);
       lb = ops_tile(MEM_L1, CORE_NZ, g->in, g->l1b[s], nt, kt, 0);
     }
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, s);
@@ -250,14 +274,14 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
       /* per-group dequantization: the group's sums leave L0C before the next group starts */
       uint32_t kabs = k + kk + kl;
       if (g->quant && g->group && kabs % g->group == 0 && kabs < ke) {
-        write_out(t, g, mi, ni, mt, nt, group++);
+        write_out(t, g, row, ni, mt, nt, group++);
         core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
         first = true;
       }
     }
     core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, s);
   }
-  write_out(t, g, mi, ni, mt, nt, group);
+  write_out(t, g, row, ni, mt, nt, group);
 }
 
 static enum npu_dtype auto_out(enum npu_dtype in, int quant)
@@ -476,4 +500,149 @@ const struct op_desc op_gemm = {
     .setup = setup,
     .flops = flops,
     .check = check,
+};
+
+/* ------------------------------------------------------------------ grouped GEMM */
+
+/*
+ * grouped_gemm: the experts of an MoE layer. A holds the tokens sorted by expert
+ * ([rows, K], rows = sum of the group sizes), B one [K, N] matrix per expert, C [rows, N].
+ * Group sizes are tiling data, as in Ascend's GroupedMatmul: here they follow a seeded
+ * Zipf-like profile over the experts (skew 0: equal), computed in plan. Each group's tiles are
+ * blocks of the same catlass kernel; the blocks of all groups are dealt to the cube cores.
+ */
+static const struct op_param gparams[] = {
+    {"groups", OP_P_DIM, NULL, "experts (groups)", NULL},
+    {"m", OP_P_DIM, NULL, "rows in all groups (tokens x top-k)", NULL},
+    {"n", OP_P_DIM, NULL, "columns of each expert's B", NULL},
+    {"k", OP_P_DIM, NULL, "columns of A, rows of B", NULL},
+    {"skew", OP_P_REAL, "0", "Zipf exponent of the group sizes (0: equal)", NULL},
+    {"dtype", OP_P_DTYPE, "bf16", "input type of A and B", NULL},
+    {"tile_m", OP_P_INT, "0", "L1 tile rows (0: 128)", NULL},
+    {"tile_n", OP_P_INT, "0", "L1 tile columns (0: 256)", NULL},
+    {"cores", OP_P_INT, "0", "cube cores to use (0: all)", NULL},
+};
+
+/* Group sizes proportional to 1 / (i + 1)^skew, summing to m (largest remainders). */
+static void group_sizes(uint32_t *rows, uint32_t groups, uint64_t m, double skew)
+{
+  double *w = npu_xmalloc(groups * sizeof *w), sum = 0;
+  for (uint32_t i = 0; i < groups; i++) sum += w[i] = pow((double)i + 1, -skew);
+  uint64_t given = 0;
+  for (uint32_t i = 0; i < groups; i++) {
+    rows[i] = (uint32_t)floor((double)m * w[i] / sum);
+    given += rows[i];
+  }
+  for (uint32_t i = 0; given < m; i = (i + 1) % groups, given++) rows[i]++;
+  free(w);
+}
+
+static int gplan(void *p, const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
+                 struct npu_diag *diag)
+{
+  struct gemm *g = p;
+  char kv[8][64];
+  snprintf(kv[0], 64, "m=%llu", (unsigned long long)op_u(d, a, "m"));
+  snprintf(kv[1], 64, "n=%llu", (unsigned long long)op_u(d, a, "n"));
+  snprintf(kv[2], 64, "k=%llu", (unsigned long long)op_u(d, a, "k"));
+  snprintf(kv[3], 64, "dtype=%s", npu_dtype_name(op_dtype(d, a, "dtype")));
+  snprintf(kv[4], 64, "tile_m=%llu", (unsigned long long)op_u(d, a, "tile_m"));
+  snprintf(kv[5], 64, "tile_n=%llu", (unsigned long long)op_u(d, a, "tile_n"));
+  snprintf(kv[6], 64, "cores=%llu", (unsigned long long)op_u(d, a, "cores"));
+  snprintf(kv[7], 64, "split_k=1");
+  const char *kvp[8];
+  for (int i = 0; i < 8; i++) kvp[i] = kv[i];
+  struct op_args ga;
+  int rc = op_args_parse(&op_gemm, &ga, kvp, 8, diag);
+  if (!rc) rc = plan(g, &op_gemm, &ga, chip, diag);
+  if (rc) return rc;
+  double skew = op_r(d, a, "skew");
+  if (skew < 0 || skew > 10)
+    return npu_diag_set(diag, "command line", 0, "--skew", "expected 0 to 10, got %g", skew), NPU_EINVAL;
+  uint64_t groups = op_u(d, a, "groups");
+  if (groups > 4096) return npu_diag_set(diag, "command line", 0, "--groups", "at most 4096"), NPU_EINVAL;
+  g->ngroups = (uint32_t)groups;
+  g->rows = npu_xcalloc(groups, sizeof *g->rows);
+  g->row0 = npu_xcalloc(groups, sizeof *g->row0);
+  group_sizes(g->rows, g->ngroups, g->M, skew);
+  uint64_t tiles = 0;
+  for (uint32_t i = 0; i < g->ngroups; i++) {
+    g->row0[i] = i ? g->row0[i - 1] + g->rows[i - 1] : 0;
+    tiles += (uint64_t)ops_ceil(g->rows[i], g->mL1) * g->bn;
+  }
+  g->blk = npu_xmalloc((tiles ? tiles : 1) * 3 * sizeof *g->blk);
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < g->ngroups; i++)
+    for (uint32_t mi = 0; mi < ops_ceil(g->rows[i], g->mL1); mi++)
+      for (uint32_t ni = 0; ni < g->bn; ni++, t++) {
+        g->blk[3 * t] = i;
+        g->blk[3 * t + 1] = mi;
+        g->blk[3 * t + 2] = ni;
+      }
+  g->nblocks = tiles;
+  uint64_t cores = op_u(d, a, "cores");
+  g->cores = cores ? (int)cores : chip->aic_count;
+  if (g->cores > (int)g->nblocks) g->cores = g->nblocks ? (int)g->nblocks : 1;
+  return 0;
+}
+
+static void grelease(void *p)
+{
+  struct gemm *g = p;
+  free(g->rows);
+  free(g->row0);
+  free(g->blk);
+}
+
+static void gsetup(void *p, struct op_exec *x)
+{
+  struct gemm *g = p;
+  g->a = op_tensor(x, "a", g->in, (uint64_t)g->M * g->K, OP_INIT_UNIFORM)->addr;
+  g->b = op_tensor(x, "b", g->in, (uint64_t)g->ngroups * g->K * g->N, OP_INIT_UNIFORM)->addr;
+  g->c = op_tensor(x, "c", g->out, (uint64_t)g->M * g->N, OP_INIT_NONE)->addr;
+  struct core_kernel k = {.name = "grouped_gemm", .mode = CORE_MODE_CUBE, .block_dim = g->cores,
+                          .nblocks = g->nblocks, .ctx = g, .unit_begin = unit_begin,
+                          .unit_end = unit_end, .block = block, .block_class = block_class};
+  op_kernel(x, &k);
+}
+
+static bool gcheck(void *p, struct op_exec *x, double *max_err, char *summary, size_t n)
+{
+  struct gemm *g = p;
+  double *A = op_decode(op_find_tensor(x, "a")), *B = op_decode(op_find_tensor(x, "b"));
+  double *C = op_decode(op_find_tensor(x, "c"));
+  size_t mn = (size_t)g->M * g->N;
+  double *R = npu_xcalloc(mn, sizeof *R);
+  for (uint32_t e = 0; e < g->ngroups; e++) {
+    const double *Be = B + (size_t)e * g->K * g->N;
+    for (uint32_t i = g->row0[e]; i < g->row0[e] + g->rows[e]; i++) {
+      double *r = R + (size_t)i * g->N;
+      for (uint32_t k = 0; k < g->K; k++) {
+        double a = A[(size_t)i * g->K + k];
+        for (uint32_t j = 0; j < g->N; j++) r[j] += a * Be[(size_t)k * g->N + j];
+      }
+    }
+  }
+  double atol = 1e-6 * sqrt((double)g->K) + eps_of(g->out) * 0.5, rtol = eps_of(g->out) * 0.51 + 1e-6;
+  *max_err = op_compare(C, R, mn, atol, rtol);
+  snprintf(summary, n, "%u groups, %u rows x %u x %u %s: worst error %.3g of tolerance", g->ngroups, g->M, g->N,
+           g->K, npu_dtype_name(g->in), *max_err);
+  free(A);
+  free(B);
+  free(C);
+  free(R);
+  return *max_err <= 1;
+}
+
+const struct op_desc op_grouped_gemm = {
+    .name = "grouped_gemm",
+    .summary = "MoE experts: one GEMM per group of rows, variable rows per group",
+    .params = gparams,
+    .nparams = sizeof gparams / sizeof gparams[0],
+    .plan_size = sizeof(struct gemm),
+    .plan = gplan,
+    .setup = gsetup,
+    .flops = flops,
+    .check = gcheck,
+    .release = grelease,
 };

@@ -19,7 +19,7 @@
   OPS_LIST_MOE(XX)
 
 /* GEMM variants and attention (gemm.c, grouped_gemm.c, mx_gemm.c, attention.c). */
-#define OPS_LIST_GEMM(XX)
+#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm)
 #define OPS_LIST_ATTENTION(XX)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;

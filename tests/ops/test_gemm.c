@@ -112,3 +112,17 @@ Test(gemm, weight_streaming_is_hbm_bound)
   double bytes = 16384.0 * 6144 * 2;
   cr_assert(bytes / body > 0.9 * hbm && bytes / body <= 1.001 * hbm, "%g B/s vs HBM %g", bytes / body, hbm);
 }
+
+Test(gemm, grouped_gemm_variable_rows_per_group)
+{
+  ts_op(&b2.chip, "grouped_gemm", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("groups=8", "m=700", "n=300", "k=256", "skew=1.2"));
+  ts_op(&b2.chip, "grouped_gemm", CORE_FIDELITY_EVENT, true, ARGS("groups=5", "m=300", "n=200", "k=128"));
+  /* skew makes the largest group a straggler: more time for the same FLOPs */
+  struct op_result even = ts_op(&b2.chip, "grouped_gemm", CORE_FIDELITY_ANALYTIC, false,
+                                ARGS("groups=64", "m=16384", "n=2048", "k=2048"));
+  struct op_result skew = ts_op(&b2.chip, "grouped_gemm", CORE_FIDELITY_ANALYTIC, false,
+                                ARGS("groups=64", "m=16384", "n=2048", "k=2048", "skew=1.5"));
+  cr_assert_eq(even.flops, skew.flops);
+  cr_assert(skew.total.time_s > even.total.time_s, "skewed %g vs even %g", skew.total.time_s, even.total.time_s);
+}
