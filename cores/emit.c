@@ -297,6 +297,9 @@ void core_vec(struct core_tp *t, const struct core_vec *v)
     ends[0] = operand_end(v->dst, v->dst_rep, 1, v->repeat);
     ends[1] = v->src0 + (uint64_t)(v->repeat - 1) * v->src0_rep * 32 + 32ull * npu_dtype_bits(v->dtype) / 8;
     ends[2] = v->src1 + (uint64_t)(v->repeat - 1) * v->src1_rep * 32 + 128;
+  } else if (op == CORE_VEC_BRCB) {
+    ends[0] = operand_end(v->dst, v->dst_rep, v->dst_blk, v->repeat);
+    ends[1] = v->src0 + (uint64_t)(v->repeat - 1) * v->src0_rep * 32 + 8ull * npu_dtype_bits(v->dtype) / 8;
   } else if (op == CORE_VEC_REDUCE_SUM || op == CORE_VEC_REDUCE_MAX) {
     ends[0] = v->dst + (uint64_t)v->repeat * npu_dtype_bits(v->dtype) / 8;
     ends[1] = operand_end(v->src0, v->src0_rep, v->src0_blk, v->repeat);

@@ -255,6 +255,14 @@ static void func_vec(struct core__run *r, struct core__core *c, const struct cor
       }
     }
     return;
+  case CORE_VEC_BRCB:
+    for (uint32_t rep = 0; rep < v->repeat; rep++)
+      for (uint32_t i = 0; i < 8; i++) {
+        double x = fmt_decode(dt, ub + v->src0 + (uint64_t)rep * v->src0_rep * 32, i);
+        uint8_t *blk = ub + v->dst + (uint64_t)rep * v->dst_rep * 32 + (uint64_t)i * v->dst_blk * 32;
+        for (uint32_t e = 0; e < per_block; e++) fmt_encode(dt, blk, e, x);
+      }
+    return;
   case CORE_VEC_CAST: {
     enum npu_dtype od = (enum npu_dtype)v->dst_dtype;
     uint32_t ob = (uint32_t)npu_dtype_bits(od) / 8;

@@ -61,7 +61,7 @@ struct core_tile {
   XX(CAST, "cast", 1, 0) XX(DUP, "dup", 0, 0) XX(COPY, "copy", 1, 0)                 \
   XX(CMP, "cmp", 2, 0) XX(CMPS, "cmps", 1, 0) XX(SELECT, "select", 2, 0)             \
   XX(REDUCE_SUM, "reduce_sum", 1, 0) XX(REDUCE_MAX, "reduce_max", 1, 0)              \
-  XX(SORT32, "sort32", 2, 0) XX(MRGSORT, "mrgsort", 0, 0)
+  XX(SORT32, "sort32", 2, 0) XX(MRGSORT, "mrgsort", 0, 0) XX(BRCB, "brcb", 1, 0)
 
 enum core_vec_op {
 #define CORE__VEC_ENUM(e, name, nsrc, transc) CORE_VEC_##e,
@@ -89,6 +89,9 @@ enum core_cmp { CORE_CMP_LT, CORE_CMP_GT, CORE_CMP_LE, CORE_CMP_GE, CORE_CMP_EQ,
  *               score, descending, into dst as 8-byte (fp32 score, uint32 index) proposals
  *   mrgsort     merges `aux` (2..4) sorted proposal lists of `count` proposals each, laid
  *               out one after another from src0, into dst (descending)
+ *   brcb        per repeat, 8 consecutive elements of src0 each fill one 32-byte block of dst
+ *               (block stride dst_blk): per-row scalars broadcast for a following op that reads
+ *               them with block stride 0 (Ascend C Brcb)
  */
 struct core_vec {
   uint8_t op;                  /* enum core_vec_op */

@@ -61,13 +61,14 @@ static double vec_bank_cycles(const struct arch_chip *chip, const struct core_ve
   uint64_t reads[16], writes[8];
   int nr = 0, nw = 0;
   int nsrc = core_vec_op_sources((enum core_vec_op)v->op);
-  if (v->op == CORE_VEC_SORT32 || v->op == CORE_VEC_MRGSORT || v->op == CORE_VEC_CAST ||
+  if (v->op == CORE_VEC_SORT32 || v->op == CORE_VEC_MRGSORT || v->op == CORE_VEC_CAST || v->op == CORE_VEC_BRCB ||
       v->op == CORE_VEC_REDUCE_SUM || v->op == CORE_VEC_REDUCE_MAX || v->op == CORE_VEC_CMP ||
       v->op == CORE_VEC_CMPS)
     return 1; /* dense or irregular access: no strided pattern to conflict */
+  /* a block read several times in one repeat (block stride 0: a broadcast) is read once */
   for (int b = 0; b < 8; b++) {
-    if (nsrc >= 1) reads[nr++] = v->src0 + (uint64_t)b * v->src0_blk * 32;
-    if (nsrc >= 2) reads[nr++] = v->src1 + (uint64_t)b * v->src1_blk * 32;
+    if (nsrc >= 1 && (b == 0 || v->src0_blk)) reads[nr++] = v->src0 + (uint64_t)b * v->src0_blk * 32;
+    if (nsrc >= 2 && (b == 0 || v->src1_blk)) reads[nr++] = v->src1 + (uint64_t)b * v->src1_blk * 32;
     writes[nw++] = v->dst + (uint64_t)b * v->dst_blk * 32;
   }
   return mem_ub_repeat_cycles(chip, reads, nr, writes, nw);
@@ -104,6 +105,7 @@ double core__vec_flops(const struct core_vec *v)
   case CORE_VEC_CAST:
   case CORE_VEC_SELECT:
   case CORE_VEC_SORT32:
+  case CORE_VEC_BRCB:
   case CORE_VEC_MRGSORT: return 0;
   default: return per * v->repeat;
   }
