@@ -45,7 +45,7 @@ static bool an_start(struct core__run *r, struct core__core *c, int pipe, double
                 r->chip->clock_hz;
   if (port < rate) rate = port;
   if (r->gm_share_bytes_per_s > 0 && r->gm_share_bytes_per_s < rate) rate = r->gm_share_bytes_per_s;
-  double h = read ? r->hit_fraction : 0;
+  double h = read ? r->hit_fraction : r->hit_fraction_wr;
   uint64_t hit = (uint64_t)llround((double)bytes * h);
   if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
   r->res.l2_hit_bytes += hit;
@@ -92,7 +92,7 @@ static void sample_block(struct core_tp *t, void *ctx, uint64_t b)
 
 /* Run one unit over the listed blocks with the analytic backend; fills res and time. */
 static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
-                      const uint64_t *blocks, int n, double hit, double share, bool functional,
+                      const uint64_t *blocks, int n, const double *hit, double share, bool functional,
                       struct core_result *res, double *time, struct npu_diag *diag)
 {
   struct sample s = {.k = k, .n = n};
@@ -109,7 +109,8 @@ static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const str
   struct core__run r;
   core__run_init(&r, chip, gm, &sk, &o);
   r.be = &core__analytic_backend;
-  r.hit_fraction = hit;
+  r.hit_fraction = hit[0];
+  r.hit_fraction_wr = hit[1];
   r.gm_share_bytes_per_s = share;
   for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
   for (;;) {
@@ -179,7 +180,7 @@ struct klass {
   double t1, t2;
 };
 
-#define MAX_CLASSES 64
+#define MAX_CLASSES 256
 
 /*
  * Share of GM reads served by L2, from the kernel's own access order: the GM copies of the first
@@ -257,7 +258,26 @@ static bool cache_touch(struct tile_cache *c, const struct tile_key *k, uint64_t
   return false;
 }
 
-static double trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k)
+/* Long-range reuse the two traced waves cannot see: over the whole kernel each tensor is
+ * accessed (its share of the traced accesses) x (all accesses); a tensor that fits in L2 misses
+ * only its own size, one larger misses in proportion to how much of it does not fit. */
+static double tensor_fit_hits(const struct arch_chip *chip, struct mem_gm *gm, const double *per_tensor, size_t nt,
+                              double all, double traced)
+{
+  double hits = 0;
+  for (size_t t = 0; t < nt && traced > 0; t++) {
+    double n = all * per_tensor[t] / traced, tsize = (double)mem_gm_bytes(gm, t);
+    if (n <= tsize) continue;
+    double fit = tsize > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / tsize : 1;
+    hits += (n - tsize) * fit;
+  }
+  return all > 0 ? hits / all : 0;
+}
+
+/* Fills the shares of GM reads and of GM writes that find their lines in L2 (writes allocate,
+ * as in the event fidelity's L2: a write to resident lines stays in L2). */
+static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k, double *hit_rd,
+                       double *hit_wr, double *hit_all)
 {
   int units = k->block_dim;
   struct trace_ctx x = {npu_xcalloc((size_t)units, sizeof *x.list), npu_xcalloc((size_t)units, sizeof *x.n),
@@ -284,9 +304,9 @@ static double trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const 
   c.mask = size - 1;
   c.cap = chip->l2.size_bytes;
   c.inserted = 1;
-  double hit[2] = {0, 0}, rd[2] = {0, 0};
+  double hit[2][2] = {{0, 0}, {0, 0}}, acc[2][2] = {{0, 0}, {0, 0}}; /* [write][wave] */
   size_t nt = mem_gm_count(gm);
-  double *tensor_rd = npu_xcalloc(nt + 1, sizeof *tensor_rd);
+  double *tensor_acc[2] = {npu_xcalloc(nt + 1, sizeof(double)), npu_xcalloc(nt + 1, sizeof(double))};
   size_t *pos = npu_xcalloc((size_t)units, sizeof *pos);
   for (size_t done = 0; done < total;) /* round robin, one copy per unit at a time */
     for (int u = 0; u < units; u++) {
@@ -294,12 +314,11 @@ static double trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const 
       const struct access *a = &x.list[u][pos[u]++];
       done++;
       bool h = cache_touch(&c, &a->key, a->bytes);
-      if (a->read) {
-        rd[a->wave] += (double)a->bytes;
-        if (h) hit[a->wave] += (double)a->bytes;
-        long ti = mem_gm_index(gm, a->key.addr);
-        if (ti >= 0) tensor_rd[ti] += (double)a->bytes;
-      }
+      int wr = !a->read;
+      acc[wr][a->wave] += (double)a->bytes;
+      if (h) hit[wr][a->wave] += (double)a->bytes;
+      long ti = mem_gm_index(gm, a->key.addr);
+      if (ti >= 0) tensor_acc[wr][ti] += (double)a->bytes;
     }
   free(pos);
   free(c.keys);
@@ -310,29 +329,22 @@ static double trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const 
   free(x.cap);
   (void)waves;
   (void)k;
-  double h1 = rd[0] > 0 ? hit[0] / rd[0] : 0, h2 = rd[1] > 0 ? hit[1] / rd[1] : h1;
   /* waves of the whole kernel: blocks of the busiest unit */
   uint64_t w = 0;
   for (;; w++)
     if ((k->block_of ? k->block_of(k->ctx, 0, w) : w * (uint64_t)k->block_dim) >= k->nblocks ||
         (k->block_of && k->block_of(k->ctx, 0, w) == UINT64_MAX))
       break;
-  double h_trace = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
-  /*
-   * Long-range reuse the two traced waves cannot see: over the whole kernel each tensor is read
-   * (its share of the traced reads) x (all reads); a tensor that fits in L2 misses only its own
-   * size, one larger misses in proportion to how much of it does not fit.
-   */
-  double all = (rd[0] + (w > 1 ? (double)(w - 1) * rd[1] : 0)), traced = rd[0] + rd[1], hits = 0;
-  for (size_t t = 0; t < nt && traced > 0; t++) {
-    double reads = all * tensor_rd[t] / traced, tsize = (double)mem_gm_bytes(gm, t);
-    if (reads <= tsize) continue;
-    double fit = tsize > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / tsize : 1;
-    hits += (reads - tsize) * fit;
+  for (int wr = 0; wr < 2; wr++) {
+    double h1 = acc[wr][0] > 0 ? hit[wr][0] / acc[wr][0] : 0, h2 = acc[wr][1] > 0 ? hit[wr][1] / acc[wr][1] : h1;
+    double h_trace = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
+    double all = acc[wr][0] + (w > 1 ? (double)(w - 1) * acc[wr][1] : 0), traced = acc[wr][0] + acc[wr][1];
+    double h_fit = tensor_fit_hits(chip, gm, tensor_acc[wr], nt, all, traced);
+    *(wr ? hit_wr : hit_rd) = h_trace > h_fit ? h_trace : h_fit;
+    free(tensor_acc[wr]);
   }
-  double h_fit = all > 0 ? hits / all : 0;
-  free(tensor_rd);
-  return h_trace > h_fit ? h_trace : h_fit;
+  double rd = acc[0][0] + acc[0][1], wrb = acc[1][0] + acc[1][1];
+  *hit_all = rd + wrb > 0 ? (*hit_rd * rd + *hit_wr * wrb) / (rd + wrb) : 0;
 }
 
 static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i)
@@ -374,9 +386,8 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
     int rc = functional_pass(chip, gm, k, diag);
     if (rc) return rc;
   }
-  struct klass cls[MAX_CLASSES];
+  struct klass *cls = npu_xcalloc(MAX_CLASSES, sizeof *cls);
   int ncls = 0;
-  memset(cls, 0, sizeof cls);
   /* Walk the block sequence of every unit once: classes, representatives, counts. */
   int units_with_work = 0;
   for (int u = 0; u < k->block_dim; u++) {
@@ -385,14 +396,18 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
       if (b == UINT64_MAX) break;
       if (i == 0) units_with_work++;
       int c = class_of(k, b);
-      if (c < 0 || c >= MAX_CLASSES)
+      if (c < 0 || c >= MAX_CLASSES) {
+        free(cls);
         return npu_diag_set(diag, NULL, 0, k->name, "block class %d outside 0..%d", c, MAX_CLASSES - 1), NPU_EINVAL;
+      }
       if (c >= ncls) ncls = c + 1;
       if (cls[c].nrep < SAMPLE_K + 1) cls[c].rep[cls[c].nrep++] = b;
     }
   }
-  if (!units_with_work)
+  if (!units_with_work) {
+    free(cls);
     return npu_diag_set(diag, NULL, 0, k->name, "the kernel has no blocks"), NPU_EINVAL;
+  }
 
   /*
    * Bandwidth shares by fixed point: start with every GM pipe of every unit streaming at once;
@@ -410,7 +425,8 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   int mix_ratio = k->mode == CORE_MODE_MIX && chip->org == ARCH_ORG_SPLIT ? chip->aiv_count / chip->aic_count : 1;
   double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
   double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
-  double hit = trace_hits(chip, gm, k), flows = 0;
+  double hits[2], hit, flows = 0;
+  trace_hits(chip, gm, k, &hits[0], &hits[1], &hit);
   /* first guess: every unit streams on one GM pipe */
   double share = 1.0 / ((1 - hit) / (hbm / units_with_work) + hit / (l2bw / units_with_work));
   for (int pass = 0; pass < 2; pass++) {
@@ -432,9 +448,12 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
       if (!cls[c].nrep) continue;
       uint64_t seq[SAMPLE_K + 1];
       for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < cls[c].nrep ? i : cls[c].nrep - 1];
-      int rc = run_sample(chip, gm, k, seq, 1, hit, share, false, &cls[c].r1, &cls[c].t1, diag);
-      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hit, share, false, &cls[c].r2, &cls[c].t2, diag);
-      if (rc) return rc;
+      int rc = run_sample(chip, gm, k, seq, 1, hits, share, false, &cls[c].r1, &cls[c].t1, diag);
+      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hits, share, false, &cls[c].r2, &cls[c].t2, diag);
+      if (rc) {
+        free(cls);
+        return rc;
+      }
       /* per further block: (T1+K - T1) / K */
       cls[c].delta = res_diff(&cls[c].r2, &cls[c].r1);
       struct core_result per = {0};
@@ -471,6 +490,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   if ((double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw > floor_s)
     floor_s = (double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw;
   if (floor_s > tmax) tmax = floor_s;
+  free(cls);
   res.aic_used = aic_used;
   res.aiv_used = aiv_used;
   core__result_finish(&res, chip, k->mode, tmax);

@@ -107,6 +107,7 @@ struct core__run {
   const struct core__gm_backend *be;
   struct mem_l2 *l2;
   double hit_fraction;   /* analytic: share of GM reads served by L2 */
+  double hit_fraction_wr; /* analytic: share of GM writes that stay in L2 */
   double gm_share_bytes_per_s; /* analytic: per-core share of L2/HBM */
   double now;            /* event: simulated time of the engine, relative to t0 */
   double t0;

@@ -27,14 +27,15 @@ static uint8_t *host_addr(struct core__run *r, struct core__core *c, uint8_t spa
   return c->buf[space] + addr;
 }
 
-/* Zero the padding of a fractal-layout tile: rows up to 16 (c0 for ZN), columns up to c0 (16). */
+/* Zero the padding of a fractal-layout tile: rows up to 16 (c0 for ZN), columns up to c0 (16).
+ * Rows past that up to an NZ tile's ld are not padding: a tile may be the upper rows of a
+ * taller one whose other rows another copy fills (two vector cores each writing half). */
 static void zero_padding(const struct core_tile *t, uint8_t *base)
 {
   if (t->layout == CORE_ND) return;
   uint32_t c0 = core_tile_c0(t);
   uint32_t rq = t->layout == CORE_ZN ? c0 : 16, cq = t->layout == CORE_ZN ? 16 : c0;
   uint32_t rows = (t->rows + rq - 1) / rq * rq, cols = (t->cols + cq - 1) / cq * cq;
-  if (t->layout == CORE_NZ && core_tile_ld(t) > rows) rows = core_tile_ld(t);
   enum npu_dtype dt = (enum npu_dtype)t->dtype;
   for (uint32_t r = 0; r < rows; r++)
     for (uint32_t col = (r < t->rows ? t->cols : 0); col < cols; col++)

@@ -20,7 +20,7 @@
 
 /* GEMM variants and attention (gemm.c, grouped_gemm.c, mx_gemm.c, attention.c). */
 #define OPS_LIST_GEMM(XX) XX(op_grouped_gemm)
-#define OPS_LIST_ATTENTION(XX)
+#define OPS_LIST_ATTENTION(XX) XX(op_flash_attention)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;
 OPS_LIST(OP__DECLARE)

@@ -1,0 +1,1458 @@
+/*
+ * attention.c - FlashAttention forward and backward on the AI cores, as on Ascend A2.
+ *
+ * Layouts: q, o, do, dq [batch, seq, heads, dim] (BSND); k, v, dk, dv [batch, seq, kv_heads,
+ * dim]; lse [batch, heads, seq] fp32 (the row's log-sum-exp, saved by the forward for the
+ * backward). GQA: query head h reads key/value head h / (heads / kv_heads). Causal: query i
+ * sees keys j <= i. A2 cores exchange data only through GM (L2), so every hand-over between
+ * the cube core and the vector cores goes through a per-core GM workspace.
+ *
+ * Forward (FlashAttention-2 with the A2 split of work): one block is a query block of 128 rows
+ * of one head; key/value blocks of 128 rows stream past it.
+ *   cube core (AIC)   S_j = Q K_j^T / sqrt(dim) -> workspace;  O_j = P_j V_j -> workspace
+ *   vector cores      each of the two takes 64 rows: online softmax of S_j (row max, exp, row
+ *   (AIV0, AIV1)      sum, rescale factor alpha_j) -> P_j (input type) to the workspace; then
+ *                     O = O alpha + O_j
+ * The cube core computes S `look` key blocks ahead of O, so that it works while the vector cores
+ * do the softmax: S_0, S_1, S_2, O_0, S_3, O_1, ... (look + 1 workspace and K/V slots).
+ * Cross-core flags: S ready (AIC -> AIVs), P ready (AIV -> AIC), O_j ready (AIC -> AIVs). At
+ * the end each vector core divides O by the row sum and writes O and the LSE.
+ *
+ * Backward (FlashAttention-2, key/value-block outer loop): a vector kernel first computes
+ * D_i = rowsum(dO_i o O_i) and dQ's fp32 accumulator is zeroed. One block is a key/value block
+ * of 64 rows of one key/value head; its steps are the query blocks (128 rows) of every query
+ * head sharing it (i >= j when causal):
+ *   AIC: S = Q_i K_j^T / sqrt(dim), dP = dO_i V_j^T -> workspace
+ *   AIV: P = exp(S - LSE_i), dS = P o (dP - D_i) / sqrt(dim) -> workspace (input type)
+ *   AIC: dV_j += P^T dO_i and dK_j += dS^T Q_i (both held in L0C over the block's steps),
+ *        dQ_i += dS K_j (FixPipe atomic fp32 add into GM)
+ * The cube core runs one step ahead (S and dP of step s+1 before the gradients of step s). At
+ * the block's end dK_j and dV_j leave L0C; a cast kernel turns dQ into the input type.
+ *
+ * On coupled cores (910A, GPU SMs) the same program runs with both roles on one core: the
+ * forward takes query blocks of 64 rows (one vector role: the unified buffer holds one), the
+ * backward keeps its two 64-row roles. The instructions of the roles are emitted interleaved
+ * per key block, so a pipe shared by the roles (MTE2) never waits on work queued behind it.
+ * Buffers are double buffered where the chip's L1 and UB hold two copies (the tiling decides).
+ *
+ * FLOPs (FlashAttention-2 paper): forward 4 x seq^2 x dim x heads x batch (halved when
+ * causal), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
+ * its gradients in double.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "formats/formats.h"
+#include "ops/ops_int.h"
+#include "ops/vecutil.h"
+
+#define BC 128u    /* forward: key rows per block */
+#define KB 64u     /* backward: key rows per block (its dK and dV stay in L0C) */
+#define QB 128u    /* backward: query rows per step */
+#define HALF 64u   /* rows per vector role */
+#define MAX_UNITS 128
+
+static const char *const passes[] = {"fwd", "bwd", NULL};
+
+static const struct op_param params[] = {
+    {"batch", OP_P_DIM, "1", "batch size", NULL},
+    {"heads", OP_P_DIM, NULL, "query heads", NULL},
+    {"kv_heads", OP_P_INT, "0", "key/value heads (GQA; 0: as heads)", NULL},
+    {"seq", OP_P_DIM, NULL, "sequence length (a multiple of 128)", NULL},
+    {"dim", OP_P_DIM, "128", "head dimension (64 or 128)", NULL},
+    {"causal", OP_P_BOOL, "true", "causal mask (else full)", NULL},
+    {"dtype", OP_P_DTYPE, "bf16", "q, k, v, o type: bf16 or fp16", NULL},
+    {"pass", OP_P_CHOICE, "fwd", "fwd or bwd", passes},
+};
+
+/* Unified-buffer map of one vector role (byte offsets). */
+struct ub_map {
+  uint32_t buf[2];   /* fwd: S (fp32 64 x 128); bwd: S, dP (fp32 64 x 64), LSE, D */
+  uint32_t pb;       /* fwd: P, then O, in the input type; bwd: P in the input type */
+  uint32_t ds;       /* bwd: dS in the input type */
+  uint32_t o, oj;    /* fwd: the output accumulator, O_j from the cube core (fp32 64 x dim) */
+  uint32_t t;        /* fwd: half-row maxima and sums (fp32 64 x 64) */
+  uint32_t vec;      /* fwd: per-row vectors, 256 B each */
+  uint32_t mask;     /* causal mask bits */
+  uint32_t brcb;     /* 64 blocks of 32 B */
+  uint32_t ninf;     /* one block of -inf */
+  uint32_t size;     /* bytes of one role */
+  int nbuf;          /* 2: double buffered */
+};
+
+struct attn {
+  uint32_t B, H, KVH, S, D, group;
+  bool causal, bwd, coupled;
+  bool onchip;                   /* coupled core with FixPipe -> UB and UB -> L1: hand-overs
+                                    stay on the core (no GM workspace round trip) */
+  enum npu_dtype dt;
+  uint32_t halves;               /* vector roles per block: 2 (split), 1 (coupled forward) */
+  uint32_t br;                   /* forward query rows per block */
+  uint32_t look, ns;             /* forward lookahead; slots = look + 1 */
+  uint32_t nl1, lookb;           /* backward: L1 buffers (2: double buffered), steps the cube
+                                    core runs ahead (1 when double buffered, else 0) */
+  uint32_t qblocks, kblocks;     /* forward: S / br; backward: S / QB and S / KB */
+  uint64_t nblocks;
+  int cores;
+  float scale;                   /* 1 / sqrt(D) */
+  struct ub_map ub;
+  uint32_t role_stride;          /* UB bytes between the roles of one core (coupled) */
+  /* GM */
+  uint64_t q, k, v, o, lse, mask, dout, dq, dk, dv, dd, dq32;
+  uint64_t ws, ws_bytes;         /* per-unit workspace */
+  /* per-unit emission state */
+  uint32_t kv_slot[MAX_UNITS], step[MAX_UNITS], l0[MAX_UNITS], xc[MAX_UNITS];
+};
+
+/* ------------------------------------------------------------------ common */
+
+static uint32_t es(enum npu_dtype t)
+{
+  return (uint32_t)npu_dtype_bits(t) / 8;
+}
+
+/* Element offset of row `tok`, head `h` in a BSND tensor with `heads` heads. */
+static uint64_t bsnd(const struct attn *a, uint32_t b, uint32_t tok, uint32_t h, uint32_t heads)
+{
+  return (((uint64_t)b * a->S + tok) * heads + h) * a->D;
+}
+
+static uint64_t lse_at(const struct attn *a, uint32_t b, uint32_t h, uint32_t row)
+{
+  return (((uint64_t)b * a->H + h) * a->S + row) * 4;
+}
+
+/* UB offset of vector role r: on a coupled core both roles share one UB. */
+static uint32_t role_base(const struct attn *a, uint32_t r)
+{
+  return a->coupled ? r * a->role_stride : 0;
+}
+
+static void sel_aiv(struct core_tp *t, uint32_t role)
+{
+  core_select(t, (enum core_sub)(CORE_SUB_AIV0 + role));
+}
+
+static struct core_vec vop(enum core_vec_op op, uint64_t dst, uint64_t s0, uint64_t s1, uint16_t repeat)
+{
+  return (struct core_vec){.op = (uint8_t)op, .dtype = NPU_DT_FP32, .dst_dtype = NPU_DT_FP32, .repeat = repeat,
+                           .dst_blk = 1, .src0_blk = 1, .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8,
+                           .mask = {~0ull, 0}, .dst = dst, .src0 = s0, .src1 = s1};
+}
+
+/* Per-row scalars (HALF fp32 at src) broadcast into 32-byte blocks at bc. */
+static void brcb(struct core_tp *t, uint64_t bc, uint64_t src)
+{
+  struct core_vec v = vop(CORE_VEC_BRCB, bc, src, 0, HALF / 8);
+  v.src0_rep = 1;
+  v.dst_rep = 8;
+  core_vec(t, &v);
+}
+
+/* dst[r][c] = src[r][c] op bcast[r] for HALF rows of `cols` fp32 (cols a multiple of 64). */
+static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t src, uint64_t bc, uint32_t cols)
+{
+  for (uint32_t c = 0; c < cols; c += 64) {
+    struct core_vec v = vop(op, dst + c * 4, src + c * 4, bc, HALF);
+    v.dst_rep = v.src0_rep = (uint16_t)(cols * 4 / 32);
+    v.src1_blk = 0;
+    v.src1_rep = 1;
+    core_vec(t, &v);
+  }
+}
+
+/* Cast HALF x cols fp32 at src to the input type at dst. */
+static void cast_out(struct core_tp *t, const struct attn *a, uint64_t dst, uint64_t src, uint32_t cols)
+{
+  struct core_vec v = vop(CORE_VEC_CAST, dst, src, 0, (uint16_t)(HALF * cols / 64));
+  v.dst_dtype = (uint8_t)a->dt;
+  v.dst_rep = (uint16_t)(64 * es(a->dt) / 32);
+  core_vec(t, &v);
+}
+
+/* S = bits ? S : -inf over HALF x cols fp32 (bits at mask, one per element). */
+static void apply_mask(struct core_tp *t, const struct ub_map *m, uint64_t s, uint64_t mask, uint32_t cols)
+{
+  struct core_vec v = vop(CORE_VEC_SELECT, s, s, m->ninf, (uint16_t)(HALF * cols / 64));
+  v.src1_blk = 0;
+  v.src1_rep = 0;
+  v.aux = mask;
+  core_vec(t, &v);
+}
+
+/* Lays out a role's UB from its regions; returns false when it does not fit. */
+static uint32_t take(uint32_t *at, uint32_t bytes)
+{
+  uint32_t r = *at;
+  *at += (bytes + 255u) / 256u * 256u;
+  return r;
+}
+
+/* ------------------------------------------------------------------ forward: geometry */
+
+/* Workspace slots of unit u: S[ns] (fp32 br x BC), P[ns] (dt br x BC), O[ns] (fp32 br x D). */
+static uint64_t ws_s(const struct attn *a, int u, uint32_t slot)
+{
+  return a->ws + (uint64_t)u * a->ws_bytes + (uint64_t)slot * a->br * BC * 4;
+}
+
+static uint64_t ws_p(const struct attn *a, int u, uint32_t slot)
+{
+  return ws_s(a, u, a->ns) + (uint64_t)slot * a->br * BC * es(a->dt);
+}
+
+static uint64_t ws_o(const struct attn *a, int u, uint32_t slot)
+{
+  return ws_p(a, u, a->ns) + (uint64_t)slot * a->br * a->D * 4;
+}
+
+/* Key blocks query block i attends to. */
+static uint32_t kv_blocks(const struct attn *a, uint32_t i)
+{
+  return a->causal ? i * a->br / BC + 1 : a->S / BC;
+}
+
+/* Block b -> (batch, head, query block); query blocks of one head in order. */
+static void fwd_decompose(const struct attn *a, uint64_t b, uint32_t *bb, uint32_t *h, uint32_t *i)
+{
+  *i = (uint32_t)(b % a->qblocks);
+  *h = (uint32_t)(b / a->qblocks % a->H);
+  *bb = (uint32_t)(b / a->qblocks / a->H);
+}
+
+/* Heaviest blocks first (causal rows near the end see the most keys), dealt round robin. */
+static uint64_t fwd_block_of(void *ctx, int unit, uint64_t n)
+{
+  const struct attn *a = ctx;
+  uint64_t pos = n * (uint64_t)a->cores + (uint64_t)unit;
+  if (pos >= a->nblocks) return UINT64_MAX;
+  if (!a->causal) return pos;
+  uint64_t head = pos / a->qblocks, i = pos % a->qblocks;
+  return head * a->qblocks + (a->qblocks - 1 - i);
+}
+
+/* Blocks that see the same number of key blocks take the same time (see plan: < 256). */
+static int fwd_class(void *ctx, uint64_t b)
+{
+  const struct attn *a = ctx;
+  uint32_t bb, h, i;
+  fwd_decompose(a, b, &bb, &h, &i);
+  return (int)kv_blocks(a, i) - 1;
+}
+
+/* ------------------------------------------------------------------ forward: cube core */
+
+/* Cross-core flag ids: S ready, P ready, O_j ready, each + slot. */
+#define X_S(a, s) ((int)(s))
+#define X_P(a, s) ((int)((a)->ns + (s)))
+#define X_O(a, s) ((int)(2 * (a)->ns + (s)))
+/* MTE1 -> MTE2 event ids: the L1 P slot free, the K/V slots free, the L1 Q slot free. */
+#define E_P 2
+#define E_KV(s) (3 + (int)(s))
+#define E_Q(a) (3 + (int)(a)->ns)
+
+/* L1: Q at 0, the K/V slots after it, P after those. */
+static uint32_t l1_kv(const struct attn *a, uint32_t slot, int which)
+{
+  return a->br * a->D * es(a->dt) + (slot * 2 + (uint32_t)which) * BC * a->D * es(a->dt);
+}
+
+static uint32_t l1_p(const struct attn *a)
+{
+  return l1_kv(a, a->ns, 0);
+}
+
+static void fwd_aic_begin(struct core_tp *t, const struct attn *a)
+{
+  for (int i = 0; i < 2; i++) {
+    core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, i);
+    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
+  }
+  for (int i = E_P; i <= E_Q(a); i++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
+  if (a->onchip) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 0); /* L1 P free */
+}
+
+static void fwd_aic_end(struct core_tp *t, const struct attn *a)
+{
+  for (int i = 0; i < 2; i++) {
+    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, i);
+    core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
+  }
+  for (int i = E_P; i <= E_Q(a); i++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
+  if (a->onchip) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 0);
+}
+
+static void fwd_load_q(struct core_tp *t, const struct attn *a, uint32_t bb, uint32_t h, uint32_t i)
+{
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_Q(a));
+  struct core_tile gq = ops_tile(MEM_GM, CORE_ND, a->dt, a->q + bsnd(a, bb, i * a->br, h, a->H) * es(a->dt), a->br,
+                                 a->D, a->H * a->D);
+  struct core_tile lq = ops_tile(MEM_L1, CORE_NZ, a->dt, 0, a->br, a->D, 0);
+  core_copy(t, &lq, &gq);
+}
+
+static void fwd_load_kv(struct core_tp *t, const struct attn *a, uint32_t slot, uint32_t bb, uint32_t kvh, uint32_t j)
+{
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(slot));
+  for (int w = 0; w < 2; w++) {
+    uint64_t base = w ? a->v : a->k;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * BC, kvh, a->KVH) * es(a->dt), BC,
+                                  a->D, a->KVH * a->D);
+    struct core_tile l = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, slot, w), BC, a->D, 0);
+    core_copy(t, &l, &g);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
+}
+
+/* S_j = Q K_j^T / sqrt(D) -> workspace; tells the vector roles. */
+static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslot, uint32_t j, bool first)
+{
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 0);
+  if (first) {
+    struct core_tile lq = ops_tile(MEM_L1, CORE_NZ, a->dt, 0, a->br, a->D, 0);
+    struct core_tile l0q = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 0, a->br, a->D, 0);
+    core_copy(t, &l0q, &lq);
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_Q(a)); /* L1 Q slot free */
+  }
+  struct core_copy ck = {.scale = 1.0f, .fb_scale = UINT64_MAX, .transpose = true};
+  ck.src = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 0), BC, a->D, 0);
+  ck.dst = ops_tile(MEM_L0B, CORE_ZN, a->dt, 0, a->D, BC, 0);
+  core_copy_ex(t, &ck);
+  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 0);
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 0);
+  core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
+  struct core_tile q = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 0, a->br, a->D, 0);
+  struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 0, a->br, BC, 0);
+  c.c0 = 16;
+  core_mmad(t, &c, &q, &ck.dst, a->br, a->D, BC, true);
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 0);
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 0);
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 0);
+  struct core_copy out = {.scale = a->scale, .fb_scale = UINT64_MAX};
+  out.src = c;
+  if (a->onchip) { /* straight into the vector role's S buffer */
+    uint32_t us = j % (uint32_t)a->ub.nbuf;
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, (int)us);
+    out.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->ub.buf[us], a->br, BC, 0);
+    core_copy_ex(t, &out);
+    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
+    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, (int)us);
+    return;
+  }
+  out.dst = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns), a->br, BC, 0);
+  core_copy_ex(t, &out);
+  core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
+  for (uint32_t r = 0; r < a->halves; r++)
+    core_xset(t, CORE_PIPE_FIX, (enum core_sub)(CORE_SUB_AIV0 + r), X_S(a, j % a->ns));
+}
+
+/* O_j = P_j V_j -> workspace, once the vector roles have written P_j. */
+static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvslot, uint32_t j)
+{
+  uint32_t slot = j % a->ns;
+  struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a), a->br, BC, 0);
+  if (a->onchip) { /* the vector role wrote P into L1 */
+    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, 0);
+  } else {
+    for (uint32_t r = 0; r < a->halves; r++)
+      core_xwait(t, CORE_PIPE_MTE2, (enum core_sub)(CORE_SUB_AIV0 + r), X_P(a, slot));
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
+    struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, slot), a->br, BC, 0);
+    core_copy(t, &lp, &gp);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
+  }
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
+  struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768, a->br, BC, 0);
+  core_copy(t, &l0p, &lp);
+  struct core_tile lv = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), BC, a->D, 0);
+  struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, BC, a->D, 0);
+  core_copy(t, &l0v, &lv);
+  core_set_flag(t, CORE_PIPE_MTE1, a->onchip ? CORE_PIPE_MTE3 : CORE_PIPE_MTE2, a->onchip ? 0 : E_P); /* L1 P free */
+  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(kvslot)); /* K/V slot free */
+  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
+  core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
+  struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 65536, a->br, a->D, 0);
+  c.c0 = 16;
+  core_mmad(t, &c, &l0p, &l0v, a->br, BC, a->D, true);
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
+  if (a->onchip) { /* straight into the vector role's O_j buffer */
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2);
+    struct core_tile uo = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->ub.oj, a->br, a->D, 0);
+    core_copy(t, &uo, &c);
+    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
+    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 2);
+    return;
+  }
+  struct core_tile go = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, slot), a->br, a->D, 0);
+  core_copy(t, &go, &c);
+  core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
+  for (uint32_t r = 0; r < a->halves; r++)
+    core_xset(t, CORE_PIPE_FIX, (enum core_sub)(CORE_SUB_AIV0 + r), X_O(a, slot));
+}
+
+/* ------------------------------------------------------------------ forward: vector roles */
+
+#define VEC(m, i) ((m)->vec + 256u * (i))
+enum { V_M, V_MNEW, V_L, V_T, V_R, V_A0 }; /* V_A0 + t % ns: alpha of key block t */
+
+/* Event ids of role r: V -> MTE2 3r + {0, 1} the S buffers free, 3r + 2 the O_j region free;
+ * MTE2 -> V the same ids loaded; V <-> MTE3 id r. */
+static void fwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
+{
+  const struct ub_map *m = &a->ub;
+  for (int i = 0; i < 3; i++) core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, 3 * (int)r + i);
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  struct core_vec ni = vop(CORE_VEC_DUP, m->ninf, 0, 0, 1);
+  ni.scalar = -INFINITY;
+  ni.mask[0] = 0xff;
+  core_vec(t, &ni);
+  if (a->causal) {
+    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, 2 * HALF * BC / 8, 0);
+    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, m->mask, 1, 2 * HALF * BC / 8, 0);
+    core_copy(t, &um, &gm);
+  }
+}
+
+static void fwd_aiv_end(struct core_tp *t, const struct attn *a, uint32_t r)
+{
+  for (int i = 0; i < 3; i++) core_wait_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, 3 * (int)r + i);
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+}
+
+static void fwd_aiv_init(struct core_tp *t, const struct attn *a)
+{
+  const struct ub_map *m = &a->ub;
+  struct core_vec v = vop(CORE_VEC_DUP, VEC(m, V_M), 0, 0, 1);
+  v.scalar = -INFINITY;
+  core_vec(t, &v);
+  v = vop(CORE_VEC_DUP, VEC(m, V_L), 0, 0, 1);
+  core_vec(t, &v);
+  v = vop(CORE_VEC_DUP, m->o, 0, 0, (uint16_t)(HALF * a->D / 64));
+  core_vec(t, &v);
+}
+
+/* Online softmax of S_j for role r's rows (query block i); P_j to the workspace. */
+static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t i, uint32_t j)
+{
+  const struct ub_map *m = &a->ub;
+  uint32_t alpha = V_A0 + j % a->ns, us = j % (uint32_t)m->nbuf;
+  uint64_t S = m->buf[us];
+  int ev = 3 * (int)r + (int)us;
+  struct core_vec v;
+  if (a->onchip) {
+    core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
+  } else {
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
+    core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_S(a, j % a->ns));
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns) + (uint64_t)r * HALF * BC * 4,
+                                  HALF, BC, 0);
+    struct core_tile s = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, S, HALF, BC, 0);
+    core_copy(t, &s, &g);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+  }
+  uint32_t row0 = i * a->br + r * HALF;
+  if (a->causal && j == row0 / BC) /* the diagonal block: keys after the query get -inf */
+    apply_mask(t, m, S, m->mask + (row0 % BC) / HALF * (HALF * BC / 8), BC);
+  /* row max of the block; running max m_new; alpha_j = exp(m - m_new) */
+  v = vop(CORE_VEC_MAX, m->t, S, S + 256, HALF);
+  v.src0_rep = v.src1_rep = BC * 4 / 32;
+  core_vec(t, &v);
+  v = vop(CORE_VEC_REDUCE_MAX, VEC(m, V_T), m->t, 0, HALF);
+  core_vec(t, &v);
+  core_vec(t, &(struct core_vec){.op = CORE_VEC_MAX, .dtype = NPU_DT_FP32, .repeat = 1, .dst_blk = 1, .src0_blk = 1,
+                                 .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8, .mask = {~0ull, 0},
+                                 .dst = VEC(m, V_MNEW), .src0 = VEC(m, V_M), .src1 = VEC(m, V_T)});
+  v = vop(CORE_VEC_SUB, VEC(m, alpha), VEC(m, V_M), VEC(m, V_MNEW), 1);
+  core_vec(t, &v);
+  v = vop(CORE_VEC_EXP, VEC(m, alpha), VEC(m, alpha), 0, 1);
+  core_vec(t, &v);
+  /* P = exp(S - m_new); row sums; l = l alpha + rowsum; m = m_new */
+  brcb(t, m->brcb, VEC(m, V_MNEW));
+  rowwise(t, CORE_VEC_SUB, S, S, m->brcb, BC);
+  v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(HALF * BC / 64));
+  core_vec(t, &v);
+  v = vop(CORE_VEC_ADD, m->t, S, S + 256, HALF);
+  v.src0_rep = v.src1_rep = BC * 4 / 32;
+  core_vec(t, &v);
+  v = vop(CORE_VEC_REDUCE_SUM, VEC(m, V_T), m->t, 0, HALF);
+  core_vec(t, &v);
+  v = vop(CORE_VEC_MUL, VEC(m, V_L), VEC(m, V_L), VEC(m, alpha), 1);
+  core_vec(t, &v);
+  v = vop(CORE_VEC_ADD, VEC(m, V_L), VEC(m, V_L), VEC(m, V_T), 1);
+  core_vec(t, &v);
+  v = vop(CORE_VEC_COPY, VEC(m, V_M), VEC(m, V_MNEW), 0, 1);
+  core_vec(t, &v);
+  /* P to the cube core, in the input type */
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  cast_out(t, a, m->pb, S, BC);
+  core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
+  struct core_tile up = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, BC, 0);
+  if (a->onchip) { /* P into the cube role's L1 */
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 0);
+    struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 16 * es(a->dt), HALF, BC, a->br);
+    core_copy(t, &lp, &up);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, 0);
+    return;
+  }
+  struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, j % a->ns) + (uint64_t)r * HALF * BC * es(a->dt),
+                                 HALF, BC, 0);
+  core_copy(t, &gp, &up);
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  core_xset(t, CORE_PIPE_MTE3, CORE_SUB_AIC, X_P(a, j % a->ns));
+}
+
+/* O = O alpha_j + O_j (alpha_j, the rescale at block j, was known only at block j). */
+static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t j)
+{
+  const struct ub_map *m = &a->ub;
+  int ev = 3 * (int)r + 2;
+  if (a->onchip) {
+    core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
+  } else {
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
+    core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_O(a, j % a->ns));
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, j % a->ns) + (uint64_t)r * HALF * a->D * 4,
+                                  HALF, a->D, 0);
+    struct core_tile o = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, m->oj, HALF, a->D, 0);
+    core_copy(t, &o, &g);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+  }
+  brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns));
+  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, a->D);
+  struct core_vec add = vop(CORE_VEC_ADD, m->o, m->o, m->oj, (uint16_t)(HALF * a->D / 64));
+  core_vec(t, &add);
+  core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
+}
+
+/* O /= l; lse = m + ln l; write both. */
+static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, uint32_t bb, uint32_t h, uint32_t i)
+{
+  const struct ub_map *m = &a->ub;
+  struct core_vec v = vop(CORE_VEC_RECIP, VEC(m, V_R), VEC(m, V_L), 0, 1);
+  core_vec(t, &v);
+  brcb(t, m->brcb, VEC(m, V_R));
+  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, a->D);
+  v = vop(CORE_VEC_LN, VEC(m, V_T), VEC(m, V_L), 0, 1);
+  core_vec(t, &v);
+  v = vop(CORE_VEC_ADD, VEC(m, V_T), VEC(m, V_T), VEC(m, V_M), 1);
+  core_vec(t, &v);
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  cast_out(t, a, m->pb, m->o, a->D);
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
+  uint32_t row = i * a->br + r * HALF;
+  struct core_tile uo = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, a->D, 0);
+  struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + bsnd(a, bb, row, h, a->H) * es(a->dt), HALF, a->D,
+                                 a->H * a->D);
+  core_copy(t, &go, &uo);
+  struct core_tile ul = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, VEC(m, V_T), 1, HALF, 0);
+  struct core_tile gl = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->lse + lse_at(a, bb, h, row), 1, HALF, 0);
+  core_copy(t, &gl, &ul);
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+}
+
+/* ------------------------------------------------------------------ forward: the kernel */
+
+static void fwd_begin(struct core_tp *t, void *ctx)
+{
+  struct attn *a = ctx;
+  a->kv_slot[core_unit(t)] = 0;
+  core_select(t, CORE_SUB_AIC);
+  fwd_aic_begin(t, a);
+  for (uint32_t r = 0; r < a->halves; r++) {
+    sel_aiv(t, r);
+    fwd_aiv_begin(t, a, r);
+  }
+}
+
+static void fwd_end(struct core_tp *t, void *ctx)
+{
+  struct attn *a = ctx;
+  core_select(t, CORE_SUB_AIC);
+  fwd_aic_end(t, a);
+  for (uint32_t r = 0; r < a->halves; r++) {
+    sel_aiv(t, r);
+    fwd_aiv_end(t, a, r);
+  }
+}
+
+/* Emitted key block by key block, cube role first, so that on a coupled core (one MTE2 for
+ * both roles) no load waits behind one that depends on it. */
+static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  struct attn *a = ctx;
+  int u = core_unit(t);
+  uint32_t bb, h, i;
+  fwd_decompose(a, b, &bb, &h, &i);
+  uint32_t kvh = h / a->group, n = kv_blocks(a, i);
+  uint32_t base = a->kv_slot[u];
+  a->kv_slot[u] += n;
+  core_select(t, CORE_SUB_AIC);
+  fwd_load_q(t, a, bb, h, i);
+  for (uint32_t r = 0; r < a->halves; r++) {
+    sel_aiv(t, r);
+    fwd_aiv_init(t, a);
+  }
+  for (uint32_t j = 0; j < n + a->look; j++) {
+    core_select(t, CORE_SUB_AIC);
+    if (j < n) {
+      fwd_load_kv(t, a, (base + j) % a->ns, bb, kvh, j);
+      fwd_s(t, a, u, (base + j) % a->ns, j, j == 0);
+    }
+    if (j >= a->look) fwd_pv(t, a, u, (base + j - a->look) % a->ns, j - a->look);
+    for (uint32_t r = 0; r < a->halves; r++) {
+      sel_aiv(t, r);
+      if (j < n) fwd_aiv_softmax(t, a, u, r, i, j);
+      if (j >= a->look) fwd_accumulate(t, a, u, r, j - a->look);
+    }
+  }
+  for (uint32_t r = 0; r < a->halves; r++) {
+    sel_aiv(t, r);
+    fwd_aiv_finish(t, a, r, bb, h, i);
+  }
+}
+
+/* ------------------------------------------------------------------ backward: geometry */
+
+/* Workspace of unit u: two slots of S, dP (fp32 QB x KB), P, dS (input type QB x KB). */
+static uint64_t bws(const struct attn *a, int u, uint32_t slot, int which)
+{
+  uint64_t f = (uint64_t)QB * KB * 4, h = (uint64_t)QB * KB * es(a->dt);
+  uint64_t base = a->ws + (uint64_t)u * a->ws_bytes + (uint64_t)slot * 2 * (f + h);
+  return which < 2 ? base + (uint64_t)which * f : base + 2 * f + (uint64_t)(which - 2) * h;
+}
+enum { W_S, W_DP, W_P, W_DS };
+
+/* Block b -> (batch, key/value head, key block). */
+static void bwd_decompose(const struct attn *a, uint64_t b, uint32_t *bb, uint32_t *kvh, uint32_t *j)
+{
+  *j = (uint32_t)(b % a->kblocks);
+  *kvh = (uint32_t)(b / a->kblocks % a->KVH);
+  *bb = (uint32_t)(b / a->kblocks / a->KVH);
+}
+
+/* First query block that sees key block j. */
+static uint32_t bwd_first_q(const struct attn *a, uint32_t j)
+{
+  return a->causal ? j * KB / QB : 0;
+}
+
+static int bwd_class(void *ctx, uint64_t b)
+{
+  const struct attn *a = ctx;
+  uint32_t bb, kvh, j;
+  bwd_decompose(a, b, &bb, &kvh, &j);
+  return (int)(a->qblocks - bwd_first_q(a, j)) - 1;
+}
+
+/* Step s of a block -> (query head, query block). */
+static void bwd_step(const struct attn *a, uint32_t kvh, uint32_t j, uint32_t s, uint32_t *h, uint32_t *i)
+{
+  uint32_t per = a->qblocks - bwd_first_q(a, j);
+  *h = kvh * a->group + s / per;
+  *i = bwd_first_q(a, j) + s % per;
+}
+
+/* ------------------------------------------------------------------ backward: cube core */
+
+/* Cross-core flags: S and dP ready (AIC -> AIVs) 0..1, P and dS ready (AIVs -> AIC) 2..3. */
+#define BX_S(s) ((int)(s))
+#define BX_P(s) (2 + (int)(s))
+/* L1 buffers (nl1 of each): K and V, Q and dO, P and dS. Event ids MTE1 <-> MTE2: 0..1 Q/dO,
+ * 2..3 P/dS, 4..5 K/V. L0C: dV, dK, then two 32 KiB slots X0, X1 for S, dP and dQ halves;
+ * FIX -> M ids 0, 1 the X slots free, 2 dK/dV read out. */
+#define BE_QD(x) ((int)(x))
+#define BE_PD(y) (2 + (int)(y))
+#define BE_KV(z) (4 + (int)(z))
+
+static uint32_t bl1_kv(const struct attn *a, uint32_t z, int which)
+{
+  return (z * 2 + (uint32_t)which) * KB * a->D * es(a->dt);
+}
+
+static uint32_t bl1_qd(const struct attn *a, uint32_t x, int which)
+{
+  return bl1_kv(a, a->nl1, 0) + (x * 2 + (uint32_t)which) * QB * a->D * es(a->dt);
+}
+
+static uint32_t bl1_pd(const struct attn *a, uint32_t y, int which)
+{
+  return bl1_qd(a, a->nl1, 0) + (y * 2 + (uint32_t)which) * QB * KB * es(a->dt);
+}
+
+static uint32_t l1_bytes_bwd(const struct attn *a)
+{
+  return bl1_pd(a, a->nl1, 0);
+}
+
+static void bwd_aic_begin(struct core_tp *t, const struct attn *a)
+{
+  for (int i = 0; i < 2; i++) core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, i);
+  for (int i = 0; i < 3; i++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
+  for (uint32_t x = 0; x < a->nl1; x++) {
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(x));
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(x));
+    for (int r = 0; r < 2 && a->onchip; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * r + (int)x);
+  }
+}
+
+static void bwd_aic_end(struct core_tp *t, const struct attn *a)
+{
+  for (int i = 0; i < 2; i++) core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, i);
+  for (int i = 0; i < 3; i++) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
+  for (uint32_t x = 0; x < a->nl1; x++) {
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(x));
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(x));
+    for (int r = 0; r < 2 && a->onchip; r++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * r + (int)x);
+  }
+}
+
+static struct core_tile l1t(const struct attn *a, uint32_t addr, uint32_t rows, uint32_t cols, uint32_t ld)
+{
+  return ops_tile(MEM_L1, CORE_NZ, a->dt, addr, rows, cols, ld);
+}
+
+/* L0C accumulators and slots. */
+static struct core_tile l0c(uint32_t addr, uint32_t rows, uint32_t cols)
+{
+  struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, addr, rows, cols, 0);
+  c.c0 = 16;
+  return c;
+}
+
+#define L0C_DV 0u
+#define L0C_DK 32768u
+#define L0C_X(x) (65536u + 32768u * (uint32_t)(x))
+
+/* c (+)= op(A) x op(B) from L1 tiles through a ping-pong pair of L0A/L0B slots; `fix` >= 0:
+ * first wait until FixPipe has read that L0C slot out. */
+static void bwd_mm(struct core_tp *t, struct attn *a, int u, struct core_tile asrc, bool at, struct core_tile bsrc,
+                   bool bt, struct core_tile c, bool init, int fix)
+{
+  int p = (int)(a->l0[u]++ % 2);
+  uint32_t m = at ? asrc.cols : asrc.rows, k = at ? asrc.rows : asrc.cols, n = bt ? bsrc.rows : bsrc.cols;
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, p);
+  struct core_copy ca = {.scale = 1.0f, .fb_scale = UINT64_MAX, .transpose = at, .src = asrc};
+  ca.dst = ops_tile(MEM_L0A, CORE_ZZ, a->dt, (uint32_t)p * 32768u, m, k, 0);
+  core_copy_ex(t, &ca);
+  struct core_copy cb = {.scale = 1.0f, .fb_scale = UINT64_MAX, .transpose = bt, .src = bsrc};
+  cb.dst = ops_tile(MEM_L0B, CORE_ZN, a->dt, (uint32_t)p * 32768u, k, n, 0);
+  core_copy_ex(t, &cb);
+  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, p);
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, p);
+  if (fix >= 0) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, fix);
+  core_mmad(t, &c, &ca.dst, &cb.dst, m, k, n, init);
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, p);
+}
+
+/* FixPipe an L0C slot out to GM. */
+static void bwd_out(struct core_tp *t, int x, struct core_tile c, struct core_tile g, float scale, bool atomic)
+{
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, x);
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, x);
+  struct core_copy o = {.src = c, .dst = g, .scale = scale, .fb_scale = UINT64_MAX, .atomic_add = atomic};
+  core_copy_ex(t, &o);
+  core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, x);
+}
+
+/* Stage A of step s: Q_i, dO_i in; S and dP out to the workspace. */
+static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uint32_t kvh, uint32_t j, uint32_t s,
+                      uint32_t z)
+{
+  uint32_t h, i, x = s % a->nl1, w = s % 2;
+  bwd_step(a, kvh, j, s, &h, &i);
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
+  for (int which = 0; which < 2; which++) {
+    uint64_t base = which ? a->dout : a->q;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, i * QB, h, a->H) * es(a->dt), QB, a->D,
+                                  a->H * a->D);
+    struct core_tile l = l1t(a, bl1_qd(a, x, which), QB, a->D, 0);
+    core_copy(t, &l, &g);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
+  for (int which = 0; which < 2; which++) { /* S = Q K^T, dP = dO V^T */
+    int xs = (int)(a->xc[u]++ % 2);
+    struct core_tile c = l0c(L0C_X(xs), QB, KB);
+    bwd_mm(t, a, u, l1t(a, bl1_qd(a, x, which), QB, a->D, 0), false, l1t(a, bl1_kv(a, z, which), KB, a->D, 0), true,
+           c, true, xs);
+    if (a->onchip) { /* each role's 64 rows straight into its UB buffer */
+      uint32_t us = s % (uint32_t)a->ub.nbuf;
+      core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, xs);
+      core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, xs);
+      for (uint32_t r = 0; r < 2; r++) {
+        if (!which) core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2 * (int)r + (int)us);
+        struct core_copy o = {.scale = which ? 1.0f : a->scale, .fb_scale = UINT64_MAX};
+        o.src = l0c(L0C_X(xs) + r * HALF * 16 * 4, HALF, KB);
+        o.src.ld = QB;
+        o.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, role_base(a, r) + a->ub.buf[us] + (uint32_t)which * HALF * KB * 4,
+                         HALF, KB, 0);
+        core_copy_ex(t, &o);
+      }
+      core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, xs);
+      continue;
+    }
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, bws(a, u, w, which ? W_DP : W_S), QB, KB, 0);
+    bwd_out(t, xs, c, g, which ? 1.0f : a->scale, false);
+  }
+  for (uint32_t r = 0; r < 2; r++) {
+    if (a->onchip)
+      core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 2 * (int)r + (int)(s % (uint32_t)a->ub.nbuf));
+    else
+      core_xset(t, CORE_PIPE_FIX, (enum core_sub)(CORE_SUB_AIV0 + r), BX_S(w));
+  }
+}
+
+/* Stage B of step s: P, dS in; dV += P^T dO, dK += dS^T Q, dQ += dS K. */
+static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uint32_t kvh, uint32_t j, uint32_t s,
+                      uint32_t z)
+{
+  uint32_t h, i, x = s % a->nl1, y = s % a->nl1, w = s % 2;
+  bwd_step(a, kvh, j, s, &h, &i);
+  if (a->onchip) { /* the vector roles wrote P and dS into L1 */
+    for (int r = 0; r < 2; r++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, r);
+  } else {
+    for (uint32_t r = 0; r < 2; r++) core_xwait(t, CORE_PIPE_MTE2, (enum core_sub)(CORE_SUB_AIV0 + r), BX_P(w));
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(y));
+    for (int which = 0; which < 2; which++) {
+      struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, bws(a, u, w, which ? W_DS : W_P), QB, KB, 0);
+      struct core_tile l = l1t(a, bl1_pd(a, y, which), QB, KB, 0);
+      core_copy(t, &l, &g);
+    }
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_PD(y));
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_PD(y));
+  }
+  bool first = s == 0;
+  /* dV += P^T dO_i; dK += dS^T Q_i (the block's first step waits for the last read-out) */
+  bwd_mm(t, a, u, l1t(a, bl1_pd(a, y, 0), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 1), QB, a->D, 0), false,
+         l0c(L0C_DV, KB, a->D), first, first ? 2 : -1);
+  bwd_mm(t, a, u, l1t(a, bl1_pd(a, y, 1), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 0), QB, a->D, 0), false,
+         l0c(L0C_DK, KB, a->D), first, -1);
+  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x)); /* Q_i, dO_i no longer needed */
+  /* dQ_i += dS K_j, in two halves of 64 rows */
+  for (uint32_t half = 0; half < 2; half++) {
+    int xs = (int)(a->xc[u]++ % 2);
+    struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * HALF * 16 * es(a->dt), HALF, KB, QB);
+    struct core_tile c = l0c(L0C_X(xs), HALF, a->D);
+    bwd_mm(t, a, u, ds, false, l1t(a, bl1_kv(a, z, 0), KB, a->D, 0), false, c, true, xs);
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
+                                  a->dq32 + bsnd(a, bb, i * QB + half * HALF, h, a->H) * 4, HALF, a->D, a->H * a->D);
+    bwd_out(t, xs, c, g, 1.0f, true);
+  }
+  if (a->onchip)
+    for (int r = 0; r < 2; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * r + (int)y);
+  else
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(y));
+}
+
+/* ------------------------------------------------------------------ backward: vector roles */
+
+/* Event ids of role r: V -> MTE2 2r + buffer; MTE2 -> V the same; V <-> MTE3 id r. */
+
+static void bwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
+{
+  const struct ub_map *m = &a->ub;
+  uint32_t rb = role_base(a, r);
+  for (int i = 0; i < m->nbuf; i++) {
+    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 2 * (int)r + i);
+    if (a->onchip) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2 * (int)r + i);
+  }
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  struct core_vec ni = vop(CORE_VEC_DUP, rb + m->ninf, 0, 0, 1);
+  ni.scalar = -INFINITY;
+  ni.mask[0] = 0xff;
+  core_vec(t, &ni);
+  if (a->causal) {
+    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, 2 * HALF * KB / 8, 0);
+    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, rb + m->mask, 1, 2 * HALF * KB / 8, 0);
+    core_copy(t, &um, &gm);
+  }
+}
+
+static void bwd_aiv_end(struct core_tp *t, const struct attn *a, uint32_t r)
+{
+  for (int i = 0; i < a->ub.nbuf; i++) {
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 2 * (int)r + i);
+    if (a->onchip) core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2 * (int)r + i);
+  }
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+}
+
+/* P = exp(S - LSE), dS = P o (dP - D) / sqrt(dim) for role r's 64 rows of step s. */
+static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t bb, uint32_t kvh,
+                         uint32_t j, uint32_t s)
+{
+  const struct ub_map *m = &a->ub;
+  uint32_t rb = role_base(a, r), h, i, w = s % 2, us = s % (uint32_t)m->nbuf;
+  bwd_step(a, kvh, j, s, &h, &i);
+  uint64_t S = rb + m->buf[us], dP = S + HALF * KB * 4, L = dP + HALF * KB * 4, D = L + 256;
+  uint64_t bc = rb + m->brcb;
+  int ev = 2 * (int)r + (int)us;
+  uint32_t row0 = i * QB + r * HALF;
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
+  if (!a->onchip) {
+    core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, BX_S(w));
+    for (int which = 0; which < 2; which++) {
+      struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, bws(a, u, w, which ? W_DP : W_S) + r * HALF * KB * 4,
+                                    HALF, KB, 0);
+      struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, which ? dP : S, HALF, KB, 0);
+      core_copy(t, &l, &g);
+    }
+  }
+  for (int which = 0; which < 2; which++) {
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, (which ? a->dd : a->lse) + lse_at(a, bb, h, row0), 1,
+                                  HALF, 0);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, which ? D : L, 1, HALF, 0);
+    core_copy(t, &l, &g);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+  if (a->onchip) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
+  if (a->causal && j * KB + KB > row0 + 1) { /* keys after some query: the diagonal or all */
+    uint32_t full = j * KB > row0;
+    apply_mask(t, m, S, rb + m->mask + full * (HALF * KB / 8), KB);
+  }
+  brcb(t, bc, L);
+  rowwise(t, CORE_VEC_SUB, S, S, bc, KB);
+  struct core_vec v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(HALF * KB / 64));
+  core_vec(t, &v);
+  brcb(t, bc, D);
+  rowwise(t, CORE_VEC_SUB, dP, dP, bc, KB);
+  v = vop(CORE_VEC_MUL, dP, dP, S, (uint16_t)(HALF * KB / 64));
+  core_vec(t, &v);
+  v = vop(CORE_VEC_MULS, dP, dP, 0, (uint16_t)(HALF * KB / 64));
+  v.scalar = a->scale;
+  core_vec(t, &v);
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  cast_out(t, a, rb + m->pb, S, KB);
+  cast_out(t, a, rb + m->ds, dP, KB);
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
+  if (a->onchip) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, ev);
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
+  if (a->onchip) { /* P and dS rows of this role into the cube role's L1 slot */
+    uint32_t y = s % a->nl1;
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * (int)r + (int)y);
+    for (int which = 0; which < 2; which++) {
+      struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), HALF, KB, 0);
+      struct core_tile d = l1t(a, bl1_pd(a, y, which) + r * HALF * 16 * es(a->dt), HALF, KB, QB);
+      core_copy(t, &d, &l);
+    }
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
+    return;
+  }
+  for (int which = 0; which < 2; which++) {
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), HALF, KB, 0);
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt,
+                                  bws(a, u, w, which ? W_DS : W_P) + (uint64_t)r * HALF * KB * es(a->dt), HALF, KB, 0);
+    core_copy(t, &g, &l);
+  }
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  core_xset(t, CORE_PIPE_MTE3, CORE_SUB_AIC, BX_P(w));
+}
+
+/* ------------------------------------------------------------------ backward: the kernels */
+
+static void bwd_begin(struct core_tp *t, void *ctx)
+{
+  struct attn *a = ctx;
+  int u = core_unit(t);
+  a->kv_slot[u] = a->l0[u] = a->xc[u] = 0;
+  core_select(t, CORE_SUB_AIC);
+  bwd_aic_begin(t, a);
+  for (uint32_t r = 0; r < 2; r++) {
+    sel_aiv(t, r);
+    bwd_aiv_begin(t, a, r);
+  }
+}
+
+static void bwd_end(struct core_tp *t, void *ctx)
+{
+  struct attn *a = ctx;
+  core_select(t, CORE_SUB_AIC);
+  bwd_aic_end(t, a);
+  for (uint32_t r = 0; r < 2; r++) {
+    sel_aiv(t, r);
+    bwd_aiv_end(t, a, r);
+  }
+}
+
+/* One key/value block: K_j, V_j in; steps with the cube core one step ahead; dK, dV out. */
+static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  struct attn *a = ctx;
+  int u = core_unit(t);
+  uint32_t bb, kvh, j;
+  bwd_decompose(a, b, &bb, &kvh, &j);
+  uint32_t steps = a->group * (a->qblocks - bwd_first_q(a, j)), z = a->kv_slot[u]++ % a->nl1;
+  core_select(t, CORE_SUB_AIC);
+  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
+  for (int which = 0; which < 2; which++) {
+    uint64_t base = which ? a->v : a->k;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * KB, kvh, a->KVH) * es(a->dt), KB,
+                                  a->D, a->KVH * a->D);
+    struct core_tile l = l1t(a, bl1_kv(a, z, which), KB, a->D, 0);
+    core_copy(t, &l, &g);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_KV(z));
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_KV(z));
+  /* order per step: stage A, the vector roles, stage B of the step `lookb` before (on a coupled
+   * core MTE2 then never holds a P load in front of the S load it depends on) */
+  for (uint32_t s = 0; s < steps + a->lookb; s++) {
+    if (s < steps) {
+      core_select(t, CORE_SUB_AIC);
+      bwd_aic_a(t, a, u, bb, kvh, j, s, z);
+      for (uint32_t r = 0; r < 2; r++) {
+        sel_aiv(t, r);
+        bwd_aiv_step(t, a, u, r, bb, kvh, j, s);
+      }
+    }
+    if (s >= a->lookb) {
+      core_select(t, CORE_SUB_AIC);
+      bwd_aic_b(t, a, u, bb, kvh, j, s - a->lookb, z);
+    }
+  }
+  core_select(t, CORE_SUB_AIC);
+  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
+  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 2);
+  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 2);
+  for (int which = 0; which < 2; which++) {
+    uint64_t base = which ? a->dk : a->dv;
+    struct core_copy o = {.src = l0c(which ? L0C_DK : L0C_DV, KB, a->D), .scale = 1.0f, .fb_scale = UINT64_MAX};
+    o.dst = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * KB, kvh, a->KVH) * es(a->dt), KB, a->D,
+                     a->KVH * a->D);
+    core_copy_ex(t, &o);
+  }
+  core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 2);
+}
+
+/* Preprocessing on the vector cores: D = rowsum(dO o O) for 64 rows of one head per block.
+ * UB: dO and O in the input type at 0 and 16 KiB, as fp32 at 32 and 64 KiB, partial sums at
+ * 96 KiB, D at 112 KiB. */
+static void pre_begin(struct core_tp *t, void *ctx)
+{
+  (void)ctx;
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+}
+
+static void pre_end(struct core_tp *t, void *ctx)
+{
+  (void)ctx;
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+}
+
+static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  struct attn *a = ctx;
+  uint32_t chunks = a->S / HALF, c = (uint32_t)(b % chunks), h = (uint32_t)(b / chunks % a->H);
+  uint32_t bb = (uint32_t)(b / chunks / a->H), row0 = c * HALF;
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
+  for (int which = 0; which < 2; which++) {
+    uint64_t base = which ? a->o : a->dout;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, row0, h, a->H) * es(a->dt), HALF, a->D,
+                                  a->H * a->D);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, (uint32_t)which * 16384u, HALF, a->D, 0);
+    core_copy(t, &l, &g);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
+  uint16_t reps = (uint16_t)(HALF * a->D / 64);
+  for (int which = 0; which < 2; which++) {
+    struct core_vec v = vop(CORE_VEC_CAST, 32768u + (uint32_t)which * 32768u, (uint32_t)which * 16384u, 0, reps);
+    v.dtype = (uint8_t)a->dt;
+    v.src0_rep = (uint16_t)(64 * es(a->dt) / 32);
+    core_vec(t, &v);
+  }
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
+  struct core_vec v = vop(CORE_VEC_MUL, 32768u, 32768u, 65536u, reps);
+  core_vec(t, &v);
+  uint64_t src = 32768u;
+  if (a->D == 128) { /* fold the two halves of each row */
+    v = vop(CORE_VEC_ADD, 98304u, 32768u, 32768u + 256u, HALF);
+    v.src0_rep = v.src1_rep = 16;
+    core_vec(t, &v);
+    src = 98304u;
+  }
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+  v = vop(CORE_VEC_REDUCE_SUM, 114688u, src, 0, HALF);
+  core_vec(t, &v);
+  core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+  core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+  struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, 114688u, 1, HALF, 0);
+  struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->dd + lse_at(a, bb, h, row0), 1, HALF, 0);
+  core_copy(t, &g, &l);
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+}
+
+/* ------------------------------------------------------------------ operator */
+
+/* Block classes for the analytic fidelity (cores/analytic.c takes 0..255): blocks that see the
+ * same number of key blocks (query blocks) take the same time; past 256 they share classes. */
+#define CLASSES 256u
+
+static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf)
+{
+  uint32_t at = 0, es_ = es(a->dt);
+  memset(m, 0, sizeof *m);
+  m->nbuf = nbuf;
+  for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, HALF * BC * 4);
+  m->pb = take(&at, HALF * (BC > a->D ? BC : a->D) * es_);
+  m->o = take(&at, HALF * a->D * 4);
+  at += 256; /* O_j starts 256 B past a bank-group boundary of O: O + O_j reads two groups */
+  m->oj = take(&at, HALF * a->D * 4);
+  m->t = take(&at, HALF * 64 * 4);
+  m->vec = take(&at, 8 * 256);
+  m->mask = take(&at, 2 * HALF * BC / 8);
+  m->brcb = take(&at, HALF * 32);
+  m->ninf = take(&at, 32);
+  return m->size = at;
+}
+
+static uint32_t ub_bwd(struct ub_map *m, const struct attn *a, int nbuf)
+{
+  uint32_t at = 0, es_ = es(a->dt);
+  memset(m, 0, sizeof *m);
+  m->nbuf = nbuf;
+  for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, 2 * HALF * KB * 4 + 512);
+  m->pb = take(&at, HALF * KB * es_);
+  m->ds = take(&at, HALF * KB * es_);
+  m->mask = take(&at, 2 * HALF * KB / 8);
+  m->brcb = take(&at, HALF * 32);
+  m->ninf = take(&at, 32);
+  return m->size = at;
+}
+
+static int nofit(struct npu_diag *diag, const struct arch_chip *chip, const char *what, uint64_t need, uint64_t have)
+{
+  return npu_diag_set(diag, "command line", 0, "--dim",
+                      "the attention tiling needs %llu bytes of %s, %s has %llu", (unsigned long long)need, what,
+                      chip->name, (unsigned long long)have),
+         NPU_ENOFIT;
+}
+
+static int plan(void *p, const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
+                struct npu_diag *diag)
+{
+  struct attn *a = p;
+  memset(a, 0, sizeof *a);
+  a->B = (uint32_t)op_u(d, args, "batch");
+  a->H = (uint32_t)op_u(d, args, "heads");
+  a->KVH = (uint32_t)op_u(d, args, "kv_heads");
+  if (!a->KVH) a->KVH = a->H;
+  a->S = (uint32_t)op_u(d, args, "seq");
+  a->D = (uint32_t)op_u(d, args, "dim");
+  a->causal = op_u(d, args, "causal");
+  a->dt = op_dtype(d, args, "dtype");
+  a->bwd = op_u(d, args, "pass") == 1;
+  a->coupled = chip->org != ARCH_ORG_SPLIT;
+  a->onchip = a->coupled && chip->dma.path_bytes_per_cycle[ARCH_PATH_L0C_TO_UB] > 0 &&
+              chip->dma.path_bytes_per_cycle[ARCH_PATH_UB_TO_L1] > 0;
+  if (a->dt != NPU_DT_BF16 && a->dt != NPU_DT_FP16)
+    return npu_diag_set(diag, "command line", 0, "--dtype", "attention takes bf16 or fp16, got %s", npu_dtype_name(a->dt)), NPU_EINVAL;
+  if (a->H % a->KVH)
+    return npu_diag_set(diag, "command line", 0, "--kv_heads", "%u query heads do not share %u key/value heads evenly", a->H, a->KVH), NPU_EINVAL;
+  if (a->S % BC)
+    return npu_diag_set(diag, "command line", 0, "--seq", "must be a multiple of the block size %u, got %u", BC, a->S), NPU_EINVAL;
+  if (a->D != 64 && a->D != 128)
+    return npu_diag_set(diag, "command line", 0, "--dim", "64 or 128, got %u", a->D), NPU_EINVAL;
+  if (!a->coupled && chip->aiv_count != 2 * chip->aic_count)
+    return npu_diag_set(diag, "command line", 0, "--arch", "this FlashAttention kernel is written for two vector cores per cube core (A2/A3/950) or coupled cores; %s has %d:%d", chip->name, chip->aic_count, chip->aiv_count), NPU_EUNSUPPORTED;
+  if (chip->cube.macs_per_cycle[a->dt] == 0)
+    return npu_diag_set(diag, "command line", 0, "--dtype", "%s has no %s cube input", chip->name, npu_dtype_name(a->dt)), NPU_EUNSUPPORTED;
+  a->group = a->H / a->KVH;
+  a->scale = (float)(1.0 / sqrt((double)a->D));
+  uint32_t e = es(a->dt);
+  if (chip->buf[ARCH_BUF_L0A].size_bytes < 65536 || chip->buf[ARCH_BUF_L0B].size_bytes < 65536 || chip->buf[ARCH_BUF_L0C].size_bytes < 131072)
+    return nofit(diag, chip, "L0A/L0B/L0C", 65536, chip->buf[ARCH_BUF_L0A].size_bytes);
+  if (!a->bwd) {
+    a->halves = a->coupled ? 1 : 2;
+    a->br = a->halves * HALF;
+    for (a->look = 2; a->look >= 1; a->look--) { /* as far ahead as L1 holds K/V slots for */
+      a->ns = a->look + 1;
+      if (l1_p(a) + a->br * BC * e <= chip->buf[ARCH_BUF_L1].size_bytes) break;
+    }
+    if (!a->look) return nofit(diag, chip, "L1", l1_p(a) + a->br * BC * e, chip->buf[ARCH_BUF_L1].size_bytes);
+    if (ub_fwd(&a->ub, a, 2) > chip->buf[ARCH_BUF_UB].size_bytes && ub_fwd(&a->ub, a, 1) > chip->buf[ARCH_BUF_UB].size_bytes)
+      return nofit(diag, chip, "UB", a->ub.size, chip->buf[ARCH_BUF_UB].size_bytes);
+    a->qblocks = a->S / a->br;
+    a->nblocks = (uint64_t)a->B * a->H * a->qblocks;
+    a->ws_bytes = (uint64_t)a->ns * (a->br * BC * 4 + a->br * BC * e + (uint64_t)a->br * a->D * 4);
+  } else {
+    a->halves = 2;
+    a->nl1 = 2;
+    if (l1_bytes_bwd(a) > chip->buf[ARCH_BUF_L1].size_bytes) a->nl1 = 1;
+    if (l1_bytes_bwd(a) > chip->buf[ARCH_BUF_L1].size_bytes) return nofit(diag, chip, "L1", l1_bytes_bwd(a), chip->buf[ARCH_BUF_L1].size_bytes);
+    a->lookb = a->nl1 == 2 ? 1 : 0;
+    uint32_t roles = a->coupled ? 2 : 1;
+    if (ub_bwd(&a->ub, a, 2) * roles > chip->buf[ARCH_BUF_UB].size_bytes && ub_bwd(&a->ub, a, 1) * roles > chip->buf[ARCH_BUF_UB].size_bytes)
+      return nofit(diag, chip, "UB", a->ub.size * roles, chip->buf[ARCH_BUF_UB].size_bytes);
+    a->role_stride = a->ub.size;
+    if (chip->buf[ARCH_BUF_UB].size_bytes < 114688 + 256) return nofit(diag, chip, "UB", 114688 + 256, chip->buf[ARCH_BUF_UB].size_bytes);
+    a->qblocks = a->S / QB;
+    a->kblocks = a->S / KB;
+    a->nblocks = (uint64_t)a->B * a->KVH * a->kblocks;
+    a->ws_bytes = 2 * 2 * ((uint64_t)QB * KB * 4 + (uint64_t)QB * KB * e);
+  }
+  a->cores = a->nblocks < (uint64_t)chip->aic_count ? (int)a->nblocks : chip->aic_count;
+  if (a->cores > MAX_UNITS) a->cores = MAX_UNITS;
+  return 0;
+}
+
+static int fwd_class_b(void *ctx, uint64_t b)
+{
+  const struct attn *a = ctx;
+  uint32_t n = a->causal ? a->qblocks : 1, c = (uint32_t)fwd_class(ctx, b);
+  return n <= CLASSES ? (int)c : (int)((uint64_t)c * CLASSES / n);
+}
+
+static int bwd_class_b(void *ctx, uint64_t b)
+{
+  const struct attn *a = ctx;
+  uint32_t n = a->causal ? a->qblocks : 1, c = (uint32_t)bwd_class(ctx, b);
+  return n <= CLASSES ? (int)c : (int)((uint64_t)c * CLASSES / n);
+}
+
+/* The diagonal masks: forward 2 x 64 rows x 128 keys (rows of the lower and upper half of a
+ * 128-row block), backward 64 x 64 (c <= r) and 64 x 64 of zeros (all masked). */
+static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
+{
+  uint8_t m[2 * HALF * BC / 8];
+  memset(m, 0, sizeof m);
+  uint32_t cols = a->bwd ? KB : BC, halves = a->bwd ? 1 : 2;
+  for (uint32_t hf = 0; hf < halves; hf++)
+    for (uint32_t r = 0; r < HALF; r++)
+      for (uint32_t c = 0; c < cols; c++)
+        if (c <= hf * HALF + r) {
+          uint32_t bit = (hf * HALF + r) * cols + c;
+          m[bit / 8] |= (uint8_t)(1u << (bit % 8));
+        }
+  return op_tensor_bytes(x, "mask", a->bwd ? 2 * HALF * KB / 8 : sizeof m, m);
+}
+
+static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, double *O,
+                          double *L);
+
+static void setup(void *p, struct op_exec *x)
+{
+  struct attn *a = p;
+  uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
+  uint64_t ln = (uint64_t)a->B * a->H * a->S;
+  struct op_tensor *q = op_tensor(x, "q", a->dt, qn, OP_INIT_UNIFORM), *k = op_tensor(x, "k", a->dt, kn, OP_INIT_UNIFORM);
+  struct op_tensor *v = op_tensor(x, "v", a->dt, kn, OP_INIT_UNIFORM);
+  a->q = q->addr;
+  a->k = k->addr;
+  a->v = v->addr;
+  struct op_tensor *o = op_tensor(x, "o", a->dt, qn, OP_INIT_NONE), *lse = op_tensor(x, "lse", NPU_DT_FP32, ln, OP_INIT_NONE);
+  a->o = o->addr;
+  a->lse = lse->addr;
+  a->mask = masks(x, a)->addr;
+  a->ws = op_tensor_bytes(x, "workspace", a->ws_bytes * (uint64_t)a->cores, NULL)->addr;
+  if (!a->bwd) {
+    struct core_kernel kf = {.name = "flash_attention_fwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
+                             .nblocks = a->nblocks, .ctx = a, .unit_begin = fwd_begin, .unit_end = fwd_end,
+                             .block = fwd_block, .block_of = fwd_block_of, .block_class = fwd_class_b};
+    op_kernel(x, &kf);
+    return;
+  }
+  /* the backward's inputs: dO, and O and LSE as the forward leaves them (computed on the host) */
+  a->dout = op_tensor(x, "do", a->dt, qn, OP_INIT_UNIFORM)->addr;
+  if (op_functional(x)) {
+    double *Q = op_decode(q), *K = op_decode(k), *V = op_decode(v);
+    double *RO = npu_xmalloc(qn * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
+    reference_fwd(a, Q, K, V, RO, RL);
+    for (uint64_t n = 0; n < qn; n++) fmt_encode(a->dt, o->host, n, RO[n]);
+    for (uint64_t n = 0; n < ln; n++) fmt_encode(NPU_DT_FP32, lse->host, n, RL[n]);
+    free(Q);
+    free(K);
+    free(V);
+    free(RO);
+    free(RL);
+  }
+  a->dq = op_tensor(x, "dq", a->dt, qn, OP_INIT_NONE)->addr;
+  a->dk = op_tensor(x, "dk", a->dt, kn, OP_INIT_NONE)->addr;
+  a->dv = op_tensor(x, "dv", a->dt, kn, OP_INIT_NONE)->addr;
+  a->dd = op_tensor(x, "d", NPU_DT_FP32, ln, OP_INIT_NONE)->addr;
+  a->dq32 = op_tensor(x, "dq32", NPU_DT_FP32, qn, OP_INIT_NONE)->addr;
+  ops_fill(x, a->dq32, NPU_DT_FP32, qn, 0.0);
+  const struct arch_chip *chip = op_chip(x);
+  uint64_t pre_blocks = (uint64_t)a->B * a->H * (a->S / HALF);
+  int vcores = chip->aiv_count < (int)pre_blocks ? chip->aiv_count : (int)pre_blocks;
+  struct core_kernel kp = {.name = "flash_attention_bwd_pre", .mode = CORE_MODE_VECTOR, .block_dim = vcores,
+                           .nblocks = pre_blocks, .ctx = a, .unit_begin = pre_begin, .unit_end = pre_end,
+                           .block = pre_block};
+  op_kernel(x, &kp);
+  struct core_kernel kb = {.name = "flash_attention_bwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
+                           .nblocks = a->nblocks, .ctx = a, .unit_begin = bwd_begin, .unit_end = bwd_end,
+                           .block = bwd_block, .block_class = bwd_class_b};
+  op_kernel(x, &kb);
+  ops_cast(x, a->dq32, NPU_DT_FP32, a->dq, a->dt, qn);
+}
+
+static double flops(const void *p)
+{
+  const struct attn *a = p;
+  double f = 4.0 * a->S * (double)a->S * a->D * a->H * a->B;
+  if (a->causal) f /= 2;
+  return a->bwd ? 2.5 * f : f;
+}
+
+/* softmax(Q K^T / sqrt(D)) V per (batch, head) in double; fills O and LSE. */
+static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, double *O,
+                          double *L)
+{
+  double *s = npu_xmalloc(a->S * sizeof *s);
+  for (uint32_t b = 0; b < a->B; b++)
+    for (uint32_t h = 0; h < a->H; h++) {
+      uint32_t kvh = h / a->group;
+      for (uint32_t i = 0; i < a->S; i++) {
+        const double *q = Q + bsnd(a, b, i, h, a->H);
+        uint32_t n = a->causal ? i + 1 : a->S;
+        double m = -INFINITY, l = 0;
+        for (uint32_t j = 0; j < n; j++) {
+          const double *k = K + bsnd(a, b, j, kvh, a->KVH);
+          double dot = 0;
+          for (uint32_t d = 0; d < a->D; d++) dot += q[d] * k[d];
+          s[j] = dot / sqrt((double)a->D);
+          if (s[j] > m) m = s[j];
+        }
+        double *o = O + bsnd(a, b, i, h, a->H);
+        memset(o, 0, a->D * sizeof *o);
+        for (uint32_t j = 0; j < n; j++) {
+          double p = exp(s[j] - m);
+          l += p;
+          const double *v = V + bsnd(a, b, j, kvh, a->KVH);
+          for (uint32_t d = 0; d < a->D; d++) o[d] += p * v[d];
+        }
+        for (uint32_t d = 0; d < a->D; d++) o[d] /= l;
+        L[((uint64_t)b * a->H + h) * a->S + i] = m + log(l);
+      }
+    }
+  free(s);
+}
+
+/* Gradients in double from the inputs the kernel had (O as stored, the LSE of the forward). */
+static void reference_bwd(const struct attn *a, const double *Q, const double *K, const double *V, const double *O,
+                          const double *dO, const double *L, double *dQ, double *dK, double *dV)
+{
+  uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
+  memset(dQ, 0, qn * sizeof *dQ);
+  memset(dK, 0, kn * sizeof *dK);
+  memset(dV, 0, kn * sizeof *dV);
+  double sc = 1.0 / sqrt((double)a->D);
+  for (uint32_t b = 0; b < a->B; b++)
+    for (uint32_t h = 0; h < a->H; h++) {
+      uint32_t kvh = h / a->group;
+      for (uint32_t i = 0; i < a->S; i++) {
+        const double *q = Q + bsnd(a, b, i, h, a->H), *o = O + bsnd(a, b, i, h, a->H), *go = dO + bsnd(a, b, i, h, a->H);
+        double Di = 0, Li = L[((uint64_t)b * a->H + h) * a->S + i];
+        for (uint32_t d = 0; d < a->D; d++) Di += go[d] * o[d];
+        double *gq = dQ + bsnd(a, b, i, h, a->H);
+        uint32_t n = a->causal ? i + 1 : a->S;
+        for (uint32_t j = 0; j < n; j++) {
+          const double *k = K + bsnd(a, b, j, kvh, a->KVH), *v = V + bsnd(a, b, j, kvh, a->KVH);
+          double s = 0, dp = 0;
+          for (uint32_t d = 0; d < a->D; d++) {
+            s += q[d] * k[d];
+            dp += go[d] * v[d];
+          }
+          double pr = exp(s * sc - Li), ds = pr * (dp - Di) * sc;
+          double *gk = dK + bsnd(a, b, j, kvh, a->KVH), *gv = dV + bsnd(a, b, j, kvh, a->KVH);
+          for (uint32_t d = 0; d < a->D; d++) {
+            gq[d] += ds * k[d];
+            gk[d] += ds * q[d];
+            gv[d] += pr * go[d];
+          }
+        }
+      }
+    }
+}
+
+static double max_abs(const double *x, uint64_t n)
+{
+  double m = 0;
+  for (uint64_t i = 0; i < n; i++)
+    if (fabs(x[i]) > m) m = fabs(x[i]);
+  return m;
+}
+
+/*
+ * Tolerances. Forward: P is rounded to the input type before P V (as the kernel must feed the
+ * cube) and O once at the end: 2 ulps of the input type at |O| < 1; the LSE 1e-4. Backward: P
+ * and dS are rounded to the input type before the gradient matmuls, dK and dV once at the end:
+ * 4 ulps of the input type relative to the largest gradient element of the tensor (errors of
+ * rounded terms add up over the key or query blocks).
+ */
+static bool check(void *p, struct op_exec *x, double *max_err, char *summary, size_t n)
+{
+  struct attn *a = p;
+  double eps = a->dt == NPU_DT_BF16 ? 1.0 / 256 : 1.0 / 2048; /* half an ulp at 1: the unit roundoff */
+  uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
+  uint64_t ln = (uint64_t)a->B * a->H * a->S;
+  double *Q = op_decode(op_find_tensor(x, "q")), *K = op_decode(op_find_tensor(x, "k"));
+  double *V = op_decode(op_find_tensor(x, "v")), *O = op_decode(op_find_tensor(x, "o"));
+  double *L = op_decode(op_find_tensor(x, "lse"));
+  if (!a->bwd) {
+    double *RO = npu_xmalloc(qn * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
+    reference_fwd(a, Q, K, V, RO, RL);
+    double eo = op_compare(O, RO, qn, 4 * eps, 0), el = op_compare(L, RL, ln, 1e-4, 1e-5);
+    *max_err = eo > el ? eo : el;
+    snprintf(summary, n, "O worst %.3g, LSE worst %.3g of tolerance (O atol %.3g; LSE atol 1e-4)", eo, el, 4 * eps);
+    free(RO);
+    free(RL);
+  } else {
+    double *dO = op_decode(op_find_tensor(x, "do"));
+    double *gq = op_decode(op_find_tensor(x, "dq")), *gk = op_decode(op_find_tensor(x, "dk"));
+    double *gv = op_decode(op_find_tensor(x, "dv"));
+    double *rq = npu_xmalloc(qn * sizeof *rq), *rk = npu_xmalloc(kn * sizeof *rk), *rv = npu_xmalloc(kn * sizeof *rv);
+    reference_bwd(a, Q, K, V, O, dO, L, rq, rk, rv);
+    double tq = 8 * eps * max_abs(rq, qn), tk = 8 * eps * max_abs(rk, kn), tv = 8 * eps * max_abs(rv, kn);
+    double eq = op_compare(gq, rq, qn, tq, 0), ek = op_compare(gk, rk, kn, tk, 0), ev = op_compare(gv, rv, kn, tv, 0);
+    *max_err = eq > ek ? eq : ek;
+    if (ev > *max_err) *max_err = ev;
+    snprintf(summary, n, "dQ %.3g, dK %.3g, dV %.3g of tolerance (8 unit roundoffs x the largest element: %.3g, %.3g, %.3g)",
+             eq, ek, ev, tq, tk, tv);
+    free(dO);
+    free(gq);
+    free(gk);
+    free(gv);
+    free(rq);
+    free(rk);
+    free(rv);
+  }
+  free(Q);
+  free(K);
+  free(V);
+  free(O);
+  free(L);
+  return *max_err <= 1;
+}
+
+const struct op_desc op_flash_attention = {
+    .name = "flash_attention",
+    .summary = "FlashAttention forward/backward: QK^T and PV on the cube, online softmax on the vector cores",
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
+    .plan_size = sizeof(struct attn),
+    .plan = plan,
+    .setup = setup,
+    .flops = flops,
+    .check = check,
+};

@@ -1,0 +1,115 @@
+/*
+ * test_attention.c - FlashAttention forward and backward: outputs and gradients against the
+ * double-precision reference (tolerances in attention.c's check: O within 2 ulps of the input
+ * type, the LSE within 1e-4; dQ, dK, dV within 8 unit roundoffs of the tensor's largest
+ * element), on split cores (GM hand-over between cube and vector cores) and coupled cores (the
+ * on-chip hand-over, and the GM one when the chip lacks UB -> L1), at both fidelities; shapes
+ * that do not fit; and timing properties that follow from the FLOP counts.
+ */
+#include "tests/ops/opsupport.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/err.h"
+
+static struct arch_system b2, a100, a100_gm;
+
+static void setup(void)
+{
+  ts_load_system(&b2, "ascend-910b2", NULL);
+  ts_load_system(&a100, "nvidia-a100-80gb", NULL);
+  ts_load_system(&a100_gm, "nvidia-a100-80gb", (const char *const[]){"chip.dma.bytes_per_cycle.ub_to_l1=0", NULL});
+}
+
+TestSuite(attention, .init = setup, .timeout = 300);
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+Test(attention, forward_causal_and_full_on_split_cores)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("heads=2", "seq=384", "dim=64"));
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("heads=2", "seq=256", "causal=false"));
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("batch=2", "heads=1", "seq=256", "dtype=fp16"));
+}
+
+Test(attention, backward_causal_and_full_on_split_cores)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("heads=2", "seq=384", "dim=64", "pass=bwd"));
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("heads=2", "seq=256", "causal=false", "pass=bwd", "dtype=fp16"));
+}
+
+Test(attention, gqa_shares_key_value_heads)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("heads=4", "kv_heads=2", "seq=256"));
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("heads=4", "kv_heads=1", "seq=256", "pass=bwd"));
+}
+
+Test(attention, event_fidelity_runs_the_same_program)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "kv_heads=1", "seq=256", "pass=bwd"));
+}
+
+Test(attention, coupled_cores_hand_over_on_chip_or_through_gm)
+{
+  const char *const *cases[] = {ARGS("heads=2", "seq=384", "dim=64"), ARGS("heads=2", "seq=256", "causal=false"),
+                                ARGS("heads=2", "seq=384", "dim=64", "pass=bwd"),
+                                ARGS("heads=4", "kv_heads=2", "seq=256", "causal=false", "pass=bwd")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&a100_gm.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  /* keeping S, P and O_j on the core is faster than the GM round trip */
+  struct op_result on = ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                              ARGS("heads=16", "seq=4096", "causal=false"));
+  struct op_result gm = ts_op(&a100_gm.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                              ARGS("heads=16", "seq=4096", "causal=false"));
+  cr_expect_lt(on.total.time_s, 0.8 * gm.total.time_s, "on chip %g s, through GM %g s", on.total.time_s,
+               gm.total.time_s);
+  cr_expect_eq(on.total.gm_write_bytes < gm.total.gm_write_bytes / 10, true);
+}
+
+Test(attention, causal_does_half_the_work)
+{
+  for (int bwd = 0; bwd < 2; bwd++) {
+    const char *pass = bwd ? "pass=bwd" : "pass=fwd";
+    struct op_result full = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                  ARGS("heads=32", "seq=4096", "causal=false", pass));
+    struct op_result causal = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                    ARGS("heads=32", "seq=4096", pass));
+    cr_expect_float_eq(causal.flops, full.flops / 2, 1e-6 * full.flops);
+    double r = causal.total.time_s / full.total.time_s;
+    cr_expect(r > 0.45 && r < 0.7, "%s causal / full time %.3f", pass, r);
+  }
+}
+
+Test(attention, backward_costs_more_than_forward)
+{
+  struct op_result f = ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                             ARGS("heads=16", "seq=8192", "causal=false"));
+  struct op_result b = ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                             ARGS("heads=16", "seq=8192", "causal=false", "pass=bwd"));
+  cr_expect_float_eq(b.flops, 2.5 * f.flops, 1e-6 * f.flops);
+  double r = b.total.time_s / f.total.time_s;
+  cr_expect(r > 2.0 && r < 4.0, "bwd / fwd time %.3f (FLOPs ratio 2.5)", r);
+  /* long sequences keep the cube core busy: at least half of the A100 preset's dense peak */
+  cr_expect_gt(f.achieved_flops_per_s, 0.5 * 312e12, "fwd %g FLOP/s", f.achieved_flops_per_s);
+}
+
+Test(attention, bad_shapes_are_errors)
+{
+  char msg[2048];
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=200"), msg), NPU_EINVAL);
+  cr_expect(strstr(msg, "--seq") != NULL, "%s", msg);
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=256", "dim=96"), msg), NPU_EINVAL);
+  cr_expect(strstr(msg, "--dim") != NULL, "%s", msg);
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=3", "kv_heads=2", "seq=256"), msg), NPU_EINVAL);
+  cr_expect(strstr(msg, "--kv_heads") != NULL, "%s", msg);
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=256", "dtype=fp32"), msg), NPU_EINVAL);
+  struct arch_system small;
+  ts_load_system(&small, "ascend-910b2", (const char *const[]){"chip.l1.size=64KiB", NULL});
+  cr_expect_eq(ts_op_err(&small.chip, "flash_attention", ARGS("heads=2", "seq=256"), msg), NPU_ENOFIT);
+  cr_expect(strstr(msg, "L1") != NULL, "%s", msg);
+}
