@@ -447,7 +447,8 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
     for (int c = 0; c < ncls; c++) {
       if (!cls[c].nrep) continue;
       uint64_t seq[SAMPLE_K + 1];
-      for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < cls[c].nrep ? i : cls[c].nrep - 1];
+      int last = cls[c].nrep - 1 > 0 ? cls[c].nrep - 1 : 0;
+      for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < last ? i : last];
       int rc = run_sample(chip, gm, k, seq, 1, hits, share, false, &cls[c].r1, &cls[c].t1, diag);
       if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hits, share, false, &cls[c].r2, &cls[c].t2, diag);
       if (rc) {
