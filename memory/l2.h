@@ -1,14 +1,15 @@
 /*
  * l2.h - the L2 reuse model: which GM bytes a kernel touched earlier are still in L2.
  *
- * A fully associative cache of 512-byte lines (the largest GM burst) with the L2's capacity
+ * A fully associative cache of 128-byte lines (the smallest GM burst, so that a miss never
+ * brings bytes nobody asked for into L2 for free) with the L2's capacity
  * and FIFO replacement with refresh: a line enters at the tail when touched and not resident;
  * it stays resident until `capacity` newer lines have entered; a hit on a line that is in the
  * older half of the cache moves it back to the tail (a second chance, so that lines reused
  * often stay, as under LRU). Every GM read and write touches its lines (writes allocate, as a
  * write-back L2 does); a read of a resident line is a hit, served at L2 bandwidth and latency,
  * the rest go to HBM. The model keeps one insertion stamp per line of the GM address range, so
- * a touch costs O(lines) with no hashing; above 16 Mi lines of address range (8 GiB of GM) the
+ * a touch costs O(lines) with no hashing; above 16 Mi lines of address range (2 GiB of GM) the
  * line grows to the next power of two, keeping the stamps within 64 MiB. It ignores associativity and banking: it is exact for
  * streams that fit and for streams that do not, and approximate in between.
  */
@@ -17,7 +18,7 @@
 
 #include <stdint.h>
 
-#define MEM_L2_LINE_BYTES 512u
+#define MEM_L2_LINE_BYTES 128u
 
 struct mem_l2;
 

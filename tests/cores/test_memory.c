@@ -122,7 +122,7 @@ Test(memory, platform_has_a_host_and_ports_per_core)
   const char *x = npu_buf_str(&b);
   cr_assert(strstr(x, "<host id=\"npu0.c71\"") != NULL, "72 cores: 24 AIC + 48 AIV");
   cr_assert(strstr(x, "<host id=\"npu0.c72\"") == NULL);
-  cr_assert(strstr(x, "<link id=\"npu0.hbm\" bandwidth=\"1440000000000Bps\"") != NULL, "%.400s", x);
+  cr_assert(strstr(x, "<link id=\"npu0.hbm\" bandwidth=\"1600000000000Bps\"") != NULL, "%.400s", x);
   cr_assert(strstr(x, "<route src=\"npu0.hbm\" dst=\"npu0.c5\"") != NULL);
   cr_assert_eq(mem_platform_cores(&sys.chip), 72);
   npu_buf_release(&b);
