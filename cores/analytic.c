@@ -30,11 +30,69 @@
 #include "cores/exec_int.h"
 #include "memory/dma.h"
 #include "memory/gm.h"
+#include "memory/platform.h"
+
+/*
+ * Indexed copies in the L2 estimate. The trace (trace_hits) only emits the program, it does not
+ * run it, so it never sees an index. A functional run has them: its functional pass records,
+ * per core and pipe in execution order (which is the pipe's emission order), the GM address each
+ * indexed copy really touched, and the trace takes them back in the same order. A timing-only
+ * run has no index: the trace gives each indexed copy a key of its own that no tensor has (a
+ * tile nobody touched before and nobody touches again: a miss, and no reuse), as the event
+ * fidelity's L2 does (core__gm_tile).
+ */
+struct ixlist {
+  uint64_t *addr; /* UINT64_MAX: unknown */
+  size_t n, cap, next;
+};
+
+struct core__ixlog {
+  struct ixlist *l; /* [core * CORE_PIPE_COUNT + pipe] */
+  int ncores;
+};
+
+static struct core__ixlog *ixlog_create(int ncores)
+{
+  struct core__ixlog *x = npu_xcalloc(1, sizeof *x);
+  x->ncores = ncores;
+  x->l = npu_xcalloc((size_t)ncores * CORE_PIPE_COUNT, sizeof *x->l);
+  return x;
+}
+
+static void ixlog_destroy(struct core__ixlog *x)
+{
+  if (!x) return;
+  for (int i = 0; i < x->ncores * CORE_PIPE_COUNT; i++) free(x->l[i].addr);
+  free(x->l);
+  free(x);
+}
+
+static void ixlog_add(struct core__ixlog *x, int core, int pipe, uint64_t addr)
+{
+  struct ixlist *l = &x->l[core * CORE_PIPE_COUNT + pipe];
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    l->addr = npu_xrealloc(l->addr, l->cap * sizeof *l->addr);
+  }
+  l->addr[l->n++] = addr;
+}
+
+/* The next recorded address of (core, pipe), UINT64_MAX if none or unknown. */
+static uint64_t ixlog_next(struct core__ixlog *x, int core, int pipe)
+{
+  if (!x || core < 0 || core >= x->ncores) return UINT64_MAX;
+  struct ixlist *l = &x->l[core * CORE_PIPE_COUNT + pipe];
+  return l->next < l->n ? l->addr[l->next++] : UINT64_MAX;
+}
 
 static bool an_start(struct core__run *r, struct core__core *c, int pipe, double t)
 {
   struct core__pipe *p = &c->pipe[pipe];
   const struct core_instr *in = &p->q[p->head];
+  if (r->ixlog && in->u.copy.indexed) {
+    struct core_tile g;
+    ixlog_add(r->ixlog, c->id, pipe, core__gm_tile(r, c, &in->u.copy, &g) ? g.addr : UINT64_MAX);
+  }
   bool read = in->u.copy.src.space == MEM_GM;
   uint64_t bytes = core__gm_bytes(r->chip, in);
   enum arch_path path;
@@ -208,7 +266,21 @@ struct trace_ctx {
   struct access **list; /* per unit */
   size_t *n, *cap;
   int wave;
+  const struct core__run *run;  /* the emitting run: the sub-core a copy goes to */
+  struct core__ixlog *ixlog;    /* functional runs: the real addresses of indexed copies */
+  uint64_t fresh;               /* keys handed to indexed copies of unknown address */
 };
+
+/* The address an indexed copy touched (functional runs), or a key of its own that no tensor has:
+ * from the top of the address space down, far above every tensor (mem_gm_index gives -1). */
+static uint64_t indexed_key(struct trace_ctx *x, int unit, const struct core_copy *cp, bool read)
+{
+  int sel = x->run->tps[unit].sel;
+  int core = sel >= 0 && sel < 3 ? x->run->units[unit].phys[sel] : -1;
+  int pipe = read ? CORE_PIPE_MTE2 : cp->src.space == MEM_UB ? CORE_PIPE_MTE3 : CORE_PIPE_FIX;
+  uint64_t addr = ixlog_next(x->ixlog, core, pipe);
+  return addr != UINT64_MAX ? addr : UINT64_MAX - x->fresh++;
+}
 
 static void sink(void *ctx, int unit, const struct core_copy *cp)
 {
@@ -221,7 +293,8 @@ static void sink(void *ctx, int unit, const struct core_copy *cp)
   }
   struct access *a = &x->list[unit][x->n[unit]++];
   uint64_t bytes = ((uint64_t)g->rows * g->cols * (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype) + 7) / 8;
-  *a = (struct access){{g->addr, g->rows, g->cols, core_tile_ld(g), g->dtype}, bytes, read, x->wave};
+  uint64_t addr = cp->indexed ? indexed_key(x, unit, cp, read) : g->addr;
+  *a = (struct access){{addr, g->rows, g->cols, core_tile_ld(g), g->dtype}, bytes, read, x->wave};
 }
 
 struct tile_cache {
@@ -276,17 +349,18 @@ static double tensor_fit_hits(const struct arch_chip *chip, struct mem_gm *gm, c
 
 /* Fills the shares of GM reads and of GM writes that find their lines in L2 (writes allocate,
  * as in the event fidelity's L2: a write to resident lines stays in L2). */
-static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k, double *hit_rd,
-                       double *hit_wr, double *hit_all)
+static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
+                       struct core__ixlog *ixlog, double *hit_rd, double *hit_wr, double *hit_all)
 {
   int units = k->block_dim;
   struct trace_ctx x = {npu_xcalloc((size_t)units, sizeof *x.list), npu_xcalloc((size_t)units, sizeof *x.n),
-                        npu_xcalloc((size_t)units, sizeof *x.cap), 0};
+                        npu_xcalloc((size_t)units, sizeof *x.cap), 0, NULL, ixlog, 0};
   struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC};
   struct core__run r;
   core__run_init(&r, chip, gm, k, &o);
   r.gm_sink = sink;
   r.gm_sink_ctx = &x;
+  x.run = &r;
   uint64_t waves = 0;
   for (int w = 0; w < 2; w++) {
     x.wave = w;
@@ -358,14 +432,16 @@ static int class_of(const struct core_kernel *k, uint64_t b)
   return k->block_class ? k->block_class(k->ctx, b) : 0;
 }
 
-/* A full functional pass: every block through the executor, analytic GM timing. */
+/* A full functional pass: every block through the executor, analytic GM timing; records where
+ * indexed copies went in ixlog. */
 static int functional_pass(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
-                           struct npu_diag *diag)
+                           struct core__ixlog *ixlog, struct npu_diag *diag)
 {
   struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = true};
   struct core__run r;
   core__run_init(&r, chip, gm, k, &o);
   r.be = &core__analytic_backend;
+  r.ixlog = ixlog;
   for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
   for (;;) {
     core__drain(&r);
@@ -382,9 +458,14 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
                        const struct core_kernel *k, const struct core_launch_opts *opts,
                        struct core_result *out, struct npu_diag *diag)
 {
+  struct core__ixlog *ixlog = NULL;
   if (opts->functional) {
-    int rc = functional_pass(chip, gm, k, diag);
-    if (rc) return rc;
+    ixlog = ixlog_create(mem_platform_cores(chip));
+    int rc = functional_pass(chip, gm, k, ixlog, diag);
+    if (rc) {
+      ixlog_destroy(ixlog);
+      return rc;
+    }
   }
   struct klass *cls = npu_xcalloc(MAX_CLASSES, sizeof *cls);
   int ncls = 0;
@@ -397,6 +478,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
       if (i == 0) units_with_work++;
       int c = class_of(k, b);
       if (c < 0 || c >= MAX_CLASSES) {
+        ixlog_destroy(ixlog);
         free(cls);
         return npu_diag_set(diag, NULL, 0, k->name, "block class %d outside 0..%d", c, MAX_CLASSES - 1), NPU_EINVAL;
       }
@@ -405,6 +487,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
     }
   }
   if (!units_with_work) {
+    ixlog_destroy(ixlog);
     free(cls);
     return npu_diag_set(diag, NULL, 0, k->name, "the kernel has no blocks"), NPU_EINVAL;
   }
@@ -426,7 +509,9 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
   double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
   double hits[2], hit, flows = 0;
-  trace_hits(chip, gm, k, &hits[0], &hits[1], &hit);
+  trace_hits(chip, gm, k, ixlog, &hits[0], &hits[1], &hit);
+  ixlog_destroy(ixlog);
+  ixlog = NULL;
   /* first guess: every unit streams on one GM pipe */
   double share = 1.0 / ((1 - hit) / (hbm / units_with_work) + hit / (l2bw / units_with_work));
   for (int pass = 0; pass < 2; pass++) {

@@ -84,19 +84,23 @@ struct event_state {
   int nfl, cap;
 };
 
-/* Touch the L2 lines of a GM tile; returns the share of its bytes that were resident. */
-static double touch_tile(struct core__run *r, const struct core_tile *g, uint32_t rows, uint32_t cols)
+/* Touch the L2 lines of a GM tile; returns the share of its bytes that were resident. A tile
+ * whose address is unknown (fresh: an indexed copy of a timing-only run, see core__gm_tile)
+ * touches as many lines, all new: no hits, and they age the resident lines as new lines do. */
+static double touch_tile(struct core__run *r, const struct core_tile *g, bool fresh)
 {
+  uint64_t (*touch)(struct mem_l2 *, uint64_t, uint64_t) = fresh ? mem_l2_touch_fresh : mem_l2_touch;
+  uint32_t rows = g->rows, cols = g->cols;
   uint64_t es_bits = (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype);
   uint64_t row_bytes = ((uint64_t)cols * es_bits + 7) / 8;
   uint64_t ld_bytes = ((uint64_t)core_tile_ld(g) * es_bits + 7) / 8;
   uint64_t hits = 0, total = 0;
   if (ld_bytes == row_bytes) {
     total = row_bytes * rows;
-    hits = mem_l2_touch(r->l2, g->addr, total);
+    hits = touch(r->l2, g->addr, total);
   } else {
     for (uint32_t i = 0; i < rows; i++) {
-      hits += mem_l2_touch(r->l2, g->addr + i * ld_bytes, row_bytes);
+      hits += touch(r->l2, g->addr + i * ld_bytes, row_bytes);
       total += row_bytes;
     }
   }
@@ -110,9 +114,11 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
   const struct core_instr *in = &p->q[p->head];
   const struct core_copy *cp = &in->u.copy;
   bool read = cp->src.space == MEM_GM;
-  const struct core_tile *g = read ? &cp->src : &cp->dst;
-  uint32_t rows = g->rows, cols = g->cols;
-  double hit = touch_tile(r, g, rows, cols);
+  /* the L2 sees the tile the copy really touches: an indexed copy's row in a functional run,
+   * fresh lines when its index is unknown (timing-only; all misses, no reuse) */
+  struct core_tile g;
+  bool known = core__gm_tile(r, c, cp, &g);
+  double hit = touch_tile(r, &g, !known);
   uint64_t bytes = core__gm_bytes(r->chip, in);
   uint64_t hit_bytes = (uint64_t)llround((double)bytes * hit), miss_bytes = bytes - hit_bytes;
   if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;

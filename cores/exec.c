@@ -24,6 +24,7 @@
 #include "common/err.h"
 #include "cores/exec_int.h"
 #include "memory/dma.h"
+#include "memory/gm.h"
 #include "memory/platform.h"
 
 #define PIPES_AIC ((1u << CORE_PIPE_S) | (1u << CORE_PIPE_MTE2) | (1u << CORE_PIPE_MTE1) | \
@@ -157,10 +158,29 @@ void core__run_release(struct core__run *r)
 
 /* ------------------------------------------------------------------ scheduling */
 
+/*
+ * Whether a pipe is parked on an action its head instruction has already taken: its arrival at a
+ * fence or all-core barrier was counted (P_FENCE, until release_fence / release_sync), or its GM
+ * copy was handed to the backend (P_ISSUE / P_INFLIGHT, until core__gm_finish). Resolving the head
+ * again would take the action twice: count the arrival twice (a barrier released before every
+ * pipe arrived, or one that never releases: a false deadlock) or start the copy twice (its bytes
+ * and flows doubled). Stale entries on the ready list are normal -- a GM copy that the analytic
+ * backend resolves at once wakes its own pipe, which then runs on to the marker behind it; a pipe
+ * that empties and makes its unit emit the next block wakes itself and runs on into that block --
+ * so resolve_pipe ignores such a pipe. The other waits (flags, scalar) re-check their condition
+ * and are safe to retry.
+ */
+static bool parked_on_own_action(const struct core__pipe *p)
+{
+  return p->st == P_FENCE || p->st == P_ISSUE || p->st == P_INFLIGHT;
+}
+
+/* Queue a pipe for resolve_pipe. Pipes parked on something they already did (see
+ * parked_on_own_action) stay off the list: what they wait for wakes them. */
 void core__wake(struct core__run *r, struct core__core *c, int pipe)
 {
   struct core__pipe *p = &c->pipe[pipe];
-  if (!(c->pipes & (1u << pipe)) || p->in_ready || p->st == P_ISSUE || p->st == P_INFLIGHT) return;
+  if (!(c->pipes & (1u << pipe)) || p->in_ready || parked_on_own_action(p)) return;
   if (r->nready == r->ready_cap) {
     r->ready_cap = r->ready_cap ? 2 * r->ready_cap : 256;
     r->ready = npu_xrealloc(r->ready, (size_t)r->ready_cap * sizeof *r->ready);
@@ -213,6 +233,21 @@ void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double
   core__wake(r, c, pipe);
 }
 
+bool core__gm_tile(const struct core__run *r, const struct core__core *c, const struct core_copy *cp,
+                   struct core_tile *g)
+{
+  *g = cp->src.space == MEM_GM ? cp->src : cp->dst;
+  if (!cp->indexed) return true;
+  if (!r->opts.functional || !c->buf[MEM_UB]) return false; /* no data: the index is unknown */
+  uint32_t index;
+  memcpy(&index, c->buf[MEM_UB] + cp->index_ub, sizeof index);
+  struct core_tile x = *g;
+  x.addr += (uint64_t)index * cp->index_stride;
+  if (!mem_gm_resolve(r->gm, x.addr, core_tile_bytes(&x), NULL)) return false;
+  *g = x;
+  return true;
+}
+
 /* Release every pipe waiting at the all-core barrier. */
 static void release_sync(struct core__run *r)
 {
@@ -258,6 +293,7 @@ static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
 {
   struct core__pipe *p = &c->pipe[pipe];
   const struct arch_chip *chip = r->chip;
+  if (parked_on_own_action(p)) return;
   while (!r->err) {
     if (p->count == 0) {
       p->st = P_EMPTY;

@@ -77,6 +77,7 @@ struct core_tp {
 };
 
 struct core__run;
+struct core__ixlog;
 
 /* GM backends: when a GM copy may start at t, resolve it now (analytic) or later (event). */
 struct core__gm_backend {
@@ -120,6 +121,8 @@ struct core__run {
   /* analytic L2 estimate: emission only reports GM copies here and queues nothing */
   void (*gm_sink)(void *ctx, int unit, const struct core_copy *cp);
   void *gm_sink_ctx;
+  /* analytic, functional pass: where its indexed copies really went (see analytic.c) */
+  struct core__ixlog *ixlog;
   struct core_result res;
   struct npu_trace *trace;
   const char *host_prefix;
@@ -140,6 +143,20 @@ void core__run_init(struct core__run *r, const struct arch_chip *chip, struct me
                     const struct core_kernel *k, const struct core_launch_opts *opts);
 void core__run_release(struct core__run *r);
 void core__fail(struct core__run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * The GM tile a GM copy of core c touches, for the L2 reuse models (event.c issue, analytic.c's
+ * trace). A plain copy touches its GM tile. An indexed copy touches addr + index x index_stride,
+ * the index a uint32 in c's UB at index_ub when the copy runs: a functional run has it (read as
+ * func.c reads it) and gets the real tile; a timing-only run has no data, hence no index (its
+ * copies move data as if the index were 0), and the models take such a copy to touch lines that
+ * nobody touched before and nobody touches again -- a gather or scatter of distinct rows: every
+ * read misses and nothing is reused (mem_l2_touch_fresh in event, a key of its own in the
+ * analytic trace). Returns false, and *g the unindexed tile, when the address is unknown that way
+ * (or, in a functional run, when the index puts the tile outside every tensor: func.c then fails
+ * the run).
+ */
+bool core__gm_tile(const struct core__run *r, const struct core__core *c, const struct core_copy *cp,
+                   struct core_tile *g);
 
 /* timing.c: durations of instructions that do not touch GM, and GM copy byte counts */
 double core__local_time(const struct arch_chip *chip, const struct core_instr *in,

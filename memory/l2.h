@@ -35,6 +35,15 @@ void mem_l2_destroy(struct mem_l2 *l2);
  */
 uint64_t mem_l2_touch(struct mem_l2 *l2, uint64_t addr, uint64_t bytes);
 
+/*
+ * Touch lines that nobody touched before, as many as [addr, addr + bytes) spans (addr gives only
+ * the alignment; it need not lie in the L2's address range): returns 0 (no hits). The lines
+ * enter at the tail and age every resident line as that many new lines do, so they evict what
+ * real new lines would; they are never found again. For GM accesses whose address the model
+ * does not know (an indexed copy in a timing-only run, see cores/exec_int.h core__gm_tile).
+ */
+uint64_t mem_l2_touch_fresh(struct mem_l2 *l2, uint64_t addr, uint64_t bytes);
+
 /* Drop everything (a new kernel run on a cold L2). */
 void mem_l2_clear(struct mem_l2 *l2);
 

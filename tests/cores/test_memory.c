@@ -62,6 +62,18 @@ Test(memory, l2_keeps_lines_that_are_reused_while_a_stream_passes)
   mem_l2_destroy(l2);
 }
 
+Test(memory, l2_fresh_lines_never_hit_and_evict_as_new_lines_do)
+{
+  struct mem_l2 *l2 = mem_l2_create(4096, 0, 1 << 20); /* 32 lines of 128 B */
+  cr_assert_eq(mem_l2_touch(l2, 0, 2048), 0);           /* lines 0..15 */
+  cr_assert_eq(mem_l2_touch_fresh(l2, 0, 2048), 0);     /* 16 new lines, even at the same address */
+  cr_assert_eq(mem_l2_touch(l2, 0, 2048), 2048, "32 lines fit: lines 0..15 are still resident");
+  cr_assert_eq(mem_l2_touch_fresh(l2, 64, 4096), 0);    /* unaligned: 33 new lines */
+  cr_assert_eq(mem_l2_touch(l2, 0, 2048), 0, "33 newer lines evicted lines 0..15");
+  cr_assert_eq(mem_l2_touch_fresh(l2, UINT64_C(1) << 62, 128), 0, "any address: only its alignment counts");
+  mem_l2_destroy(l2);
+}
+
 Test(memory, ub_bank_rules_of_the_guide)
 {
   const struct arch_chip *c = &sys.chip;

@@ -164,3 +164,131 @@ Test(sync, chrome_trace_has_a_track_per_pipe_per_core)
   npu_trace_release(&tr);
   mem_gm_destroy(gm);
 }
+
+/*
+ * GM copies next to an all-core barrier or a fence, on several cores, two blocks per core. Each
+ * pipe's arrival at a barrier marker must count once, and each GM copy must start once. Two
+ * stale wake-ups used to break that: in the analytic fidelity a GM copy resolves at once and
+ * wakes its own pipe, which then parks at the marker right behind it; in both fidelities a pipe
+ * that empties makes its unit emit the next block and wakes itself, then runs on into that block.
+ * The stale wake-up re-resolved the parked pipe: its barrier arrival counted twice (an early
+ * release, or a barrier that never releases: a false deadlock) or its GM copy started twice
+ * (its bytes counted twice).
+ *   COPIES_BARRIER_SCALAR  copies, barrier, scalar work (the next block's copies wait for it)
+ *   COPIES_BARRIER         copies, barrier: a pipe empties at the release and emits the next
+ *                          block, whose GM copy comes first
+ *   BARRIER_COPIES         barrier, copies: the pipe that emits the next block runs on into its
+ *                          barrier marker
+ */
+enum gm_barrier_layout { COPIES_BARRIER_SCALAR, COPIES_BARRIER, BARRIER_COPIES };
+
+struct gm_barrier {
+  uint64_t in, out, bytes;
+  bool fence;
+  enum gm_barrier_layout layout;
+};
+
+static void gm_barrier_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  const struct gm_barrier *g = ctx;
+  uint32_t elems = (uint32_t)(g->bytes / 2);
+  struct core_tile src = tile(MEM_GM, CORE_ND, NPU_DT_FP16, g->in + b * g->bytes, 1, elems);
+  struct core_tile ub0 = tile(MEM_UB, CORE_ND, NPU_DT_FP16, 0, 1, elems);
+  struct core_tile ub1 = tile(MEM_UB, CORE_ND, NPU_DT_FP16, 65536, 1, elems);
+  struct core_tile dst = tile(MEM_GM, CORE_ND, NPU_DT_FP16, g->out + b * g->bytes, 1, elems);
+  for (int step = 0; step < 2; step++) {
+    if ((step == 0) == (g->layout == BARRIER_COPIES)) {
+      if (g->fence)
+        core_fence(t);
+      else
+        core_sync_all(t);
+    } else {
+      core_copy(t, &ub0, &src); /* MTE2 */
+      core_copy(t, &dst, &ub1); /* MTE3 */
+    }
+  }
+  if (g->layout == COPIES_BARRIER_SCALAR) core_scalar(t, 100);
+}
+
+enum { GB_CORES = 4, GB_PER_CORE = 2, GB_BYTES = 32768 };
+
+/* Runs the kernel at one fidelity; returns the time without the launch overhead. */
+static double gm_barrier_run(bool fence, enum gm_barrier_layout layout, enum core_fidelity fid)
+{
+  const char *fname = fid == CORE_FIDELITY_EVENT ? "event" : "analytic";
+  struct mem_gm *gm = mem_gm_create();
+  struct gm_barrier g = {.bytes = GB_BYTES, .fence = fence, .layout = layout};
+  uint64_t blocks = (uint64_t)GB_CORES * GB_PER_CORE;
+  g.in = mem_gm_add(gm, "in", blocks * g.bytes, NULL);
+  g.out = mem_gm_add(gm, "out", blocks * g.bytes, NULL);
+  struct core_kernel k = {.name = fence ? "gm_fence" : "gm_sync_all", .mode = CORE_MODE_VECTOR,
+                          .block_dim = GB_CORES, .nblocks = blocks, .ctx = &g, .block = gm_barrier_block};
+  struct core_result r;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct core_launch_opts o = {.fidelity = fid};
+  int rc = fid == CORE_FIDELITY_EVENT ? core_launch_standalone(&sys.chip, gm, &k, &o, &r, &d)
+                                      : core_launch(&sys.chip, gm, &k, &o, &r, &d);
+  cr_assert_eq(rc, 0, "%s, layout %d, %s fidelity: %s", k.name, layout, fname, d.msg);
+  cr_assert_eq(r.gm_read_bytes, blocks * g.bytes, "%s: every GM read starts once", fname);
+  cr_assert_eq(r.gm_write_bytes, blocks * g.bytes, "%s: every GM write starts once", fname);
+  cr_assert_eq(r.aiv[CORE_PIPE_MTE2].instructions, blocks, "%s", fname);
+  cr_assert_eq(r.aiv[CORE_PIPE_MTE3].instructions, blocks, "%s", fname);
+  mem_gm_destroy(gm);
+  return r.time_s - r.launch_s;
+}
+
+/* Per block, the read (setup, 32 KiB at the core's port, then the HBM latency until its data has
+ * landed) is the slower of the two copies; a barrier costs chip.sync.all_core (a fence nothing)
+ * after the last arrival, and the last barrier counts only if work follows it. */
+static double gm_barrier_want(bool fence, enum gm_barrier_layout layout)
+{
+  const struct arch_chip *c = &sys.chip;
+  double rd = c->dma.setup_cycles / c->clock_hz + GB_BYTES / (c->dma.gm_read_bytes_per_cycle * c->clock_hz);
+  double s = fence ? 0 : c->sync.all_core_s, copies = GB_PER_CORE * (rd + c->hbm.latency_s);
+  switch (layout) {
+  case COPIES_BARRIER_SCALAR: return copies + GB_PER_CORE * (s + 100 / c->clock_hz);
+  case COPIES_BARRIER: return copies + (GB_PER_CORE - 1) * s;
+  case BARRIER_COPIES: return copies + GB_PER_CORE * s;
+  }
+  return 0;
+}
+
+static void gm_barrier_check(bool fence, enum gm_barrier_layout layout)
+{
+  double want = gm_barrier_want(fence, layout);
+  double an = gm_barrier_run(fence, layout, CORE_FIDELITY_ANALYTIC);
+  cr_assert(fabs(an - want) <= 1e-9 * want, "analytic: got %.12g, want %.12g", an, want);
+  double ev = gm_barrier_run(fence, layout, CORE_FIDELITY_EVENT); /* one engine per process: last */
+  cr_assert(fabs(ev - want) <= 1e-3 * want, "event: got %.12g, want %.12g", ev, want);
+}
+
+Test(sync, gm_copies_then_all_core_barrier_then_scalar)
+{
+  gm_barrier_check(false, COPIES_BARRIER_SCALAR);
+}
+
+Test(sync, gm_copies_then_all_core_barrier)
+{
+  gm_barrier_check(false, COPIES_BARRIER);
+}
+
+Test(sync, all_core_barrier_then_gm_copies)
+{
+  gm_barrier_check(false, BARRIER_COPIES);
+}
+
+Test(sync, gm_copies_then_fence_then_scalar)
+{
+  gm_barrier_check(true, COPIES_BARRIER_SCALAR);
+}
+
+Test(sync, gm_copies_then_fence)
+{
+  gm_barrier_check(true, COPIES_BARRIER);
+}
+
+Test(sync, fence_then_gm_copies)
+{
+  gm_barrier_check(true, BARRIER_COPIES);
+}
