@@ -212,12 +212,32 @@ void core_copy(struct core_tp *t, const struct core_tile *dst, const struct core
   core_copy_ex(t, &cp);
 }
 
-void core_mmad(struct core_tp *t, const struct core_tile *cc, const struct core_tile *a,
-               const struct core_tile *b, uint32_t m, uint32_t k, uint32_t n, bool init)
+/* The MX side of an mmad: the chip's cube takes MX blocks of these elements, and the scale
+ * tiles lie where struct core_mmad says. */
+static bool check_mx(struct core_tp *t, const struct core_mmad *mm)
+{
+  const struct arch_chip *chip = t->run->chip;
+  enum npu_dtype dt = (enum npu_dtype)mm->a.dtype;
+  if (dt != NPU_DT_FP8_E4M3 && dt != NPU_DT_FP8_E5M2 && dt != NPU_DT_FP4_E2M1) {
+    core_fail(t, NPU_EINVAL, "MX mmad elements are fp8_e4m3, fp8_e5m2 or fp4_e2m1, not %s", npu_dtype_name(dt));
+    return false;
+  }
+  enum npu_dtype mx = dt == NPU_DT_FP4_E2M1 ? NPU_DT_MXFP4 : NPU_DT_MXFP8;
+  if (chip->cube.macs_per_cycle[mx] == 0) {
+    core_fail(t, NPU_EUNSUPPORTED, "the cube of %s has no %s (MX) input", chip->name, npu_dtype_name(mx));
+    return false;
+  }
+  struct core_tile sa = core_mx_scales(mm, 0), sb = core_mx_scales(mm, 1);
+  return check_tile(t, &sa, "L0A scale") && check_tile(t, &sb, "L0B scale");
+}
+
+void core_mmad_ex(struct core_tp *t, const struct core_mmad *mm)
 {
   struct core__core *c = target(t);
   if (!c || !has_pipe(t, c, CORE_PIPE_M, "mmad")) return;
   const struct arch_chip *chip = t->run->chip;
+  const struct core_tile *a = &mm->a, *b = &mm->b, *cc = &mm->c;
+  uint32_t m = mm->m, k = mm->k, n = mm->n;
   enum npu_dtype dt = (enum npu_dtype)a->dtype;
   if (a->space != MEM_L0A || b->space != MEM_L0B || cc->space != MEM_L0C) {
     core_fail(t, NPU_EINVAL, "mmad reads L0A and L0B and writes L0C");
@@ -245,9 +265,18 @@ void core_mmad(struct core_tp *t, const struct core_tile *cc, const struct core_
     return;
   }
   if (!check_tile(t, a, "L0A") || !check_tile(t, b, "L0B") || !check_tile(t, cc, "L0C")) return;
+  if (mm->mx && !check_mx(t, mm)) return;
   struct core_instr in = {.op = CORE_OP_MMAD, .pipe = CORE_PIPE_M};
-  in.u.mmad = (struct core_mmad){*a, *b, *cc, m, k, n, (uint8_t)dt, init};
+  in.u.mmad = *mm;
+  in.u.mmad.dtype = (uint8_t)dt;
   push(t->run, c, &in);
+}
+
+void core_mmad(struct core_tp *t, const struct core_tile *cc, const struct core_tile *a,
+               const struct core_tile *b, uint32_t m, uint32_t k, uint32_t n, bool init)
+{
+  struct core_mmad mm = {.a = *a, .b = *b, .c = *cc, .m = m, .k = k, .n = n, .init = init};
+  core_mmad_ex(t, &mm);
 }
 
 static bool vec_dtype_ok(enum core_vec_op op, enum npu_dtype dt)
@@ -313,7 +342,9 @@ void core_vec(struct core_tp *t, const struct core_vec *v)
     if (nsrc >= 1) ends[1] = operand_end(v->src0, v->src0_rep, v->src0_blk, v->repeat);
     if (nsrc >= 2) ends[2] = operand_end(v->src1, v->src1_rep, v->src1_blk, v->repeat);
     if (op == CORE_VEC_SELECT) ends[3] = v->aux + ((uint64_t)v->repeat * 2048 / npu_dtype_bits(v->dtype) + 7) / 8;
-    if (op == CORE_VEC_CAST && !vec_dtype_ok(CORE_VEC_CAST, (enum npu_dtype)v->dst_dtype)) {
+    /* 4-bit results: fp16 -> int4 only (Ascend C Cast half -> int4b_t, A2 / A3 / 950) */
+    bool to_int4 = v->dst_dtype == NPU_DT_INT4 && v->dtype == NPU_DT_FP16;
+    if (op == CORE_VEC_CAST && !to_int4 && !vec_dtype_ok(CORE_VEC_CAST, (enum npu_dtype)v->dst_dtype)) {
       core_fail(t, NPU_EUNSUPPORTED, "vector cast to %s", npu_dtype_name(v->dst_dtype));
       return;
     }

@@ -3,7 +3,8 @@
  *
  * Values are decoded to double, computed, and encoded to the destination type with round to
  * nearest even (formats/). The cube accumulates in fp32 (int32 for integer inputs) in the
- * order k = 0, 1, ... within one mmad; copies into fractal layouts zero their padding.
+ * order k = 0, 1, ... within one mmad, MX elements scaled by their E8M0 block scales first;
+ * copies into fractal layouts zero their padding.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -100,6 +101,16 @@ static void func_copy(struct core__run *r, struct core__core *c, const struct co
   }
 }
 
+/* The E8M0 scale of element (r, c) of MX mmad input `which` (0: a, 1: b; one scale per 32 along
+ * K, which is c for a and r for b), as a factor. */
+static double mx_scale(struct core__run *r, struct core__core *c, const struct core_mmad *m, int which,
+                       uint32_t row, uint32_t col)
+{
+  struct core_tile s = core_mx_scales(m, which);
+  const uint8_t *sb = host_addr(r, c, s.space, s.addr);
+  return fmt_e8m0_to_double(sb[core_tile_offset(&s, which ? row / 32 : row, which ? col : col / 32)]);
+}
+
 static void func_mmad(struct core__run *r, struct core__core *c, const struct core_mmad *m)
 {
   uint8_t *ab = host_addr(r, c, MEM_L0A, m->a.addr), *bb = host_addr(r, c, MEM_L0B, m->b.addr);
@@ -108,10 +119,17 @@ static void func_mmad(struct core__run *r, struct core__core *c, const struct co
   bool integer = dt == NPU_DT_INT8 || dt == NPU_DT_INT4;
   float *a = npu_xmalloc((size_t)m->m * m->k * sizeof *a);
   float *b = npu_xmalloc((size_t)m->k * m->n * sizeof *b);
+  /* MX: each element times its block's power-of-two scale, exact in fp32 within its range */
   for (uint32_t i = 0; i < m->m; i++)
-    for (uint32_t p = 0; p < m->k; p++) a[(size_t)i * m->k + p] = (float)fmt_decode(dt, ab, core_tile_offset(&m->a, i, p));
+    for (uint32_t p = 0; p < m->k; p++) {
+      double v = fmt_decode(dt, ab, core_tile_offset(&m->a, i, p));
+      a[(size_t)i * m->k + p] = (float)(m->mx ? v * mx_scale(r, c, m, 0, i, p) : v);
+    }
   for (uint32_t p = 0; p < m->k; p++)
-    for (uint32_t j = 0; j < m->n; j++) b[(size_t)p * m->n + j] = (float)fmt_decode(dt, bb, core_tile_offset(&m->b, p, j));
+    for (uint32_t j = 0; j < m->n; j++) {
+      double v = fmt_decode(dt, bb, core_tile_offset(&m->b, p, j));
+      b[(size_t)p * m->n + j] = (float)(m->mx ? v * mx_scale(r, c, m, 1, p, j) : v);
+    }
   /* For each output element the products are added in k order: the same sums as a plain
    * triple loop, laid out so that the inner loop runs over contiguous j. */
   if (integer) {
@@ -265,9 +283,10 @@ static void func_vec(struct core__run *r, struct core__core *c, const struct cor
       }
     return;
   case CORE_VEC_CAST: {
+    /* a repeat holds 256 bytes of the wider type; 4-bit results pack two per byte */
     enum npu_dtype od = (enum npu_dtype)v->dst_dtype;
-    uint32_t ob = (uint32_t)npu_dtype_bits(od) / 8;
-    uint32_t n = 256 / (es > ob ? es : ob);
+    int wide = npu_dtype_bits(dt) > npu_dtype_bits(od) ? npu_dtype_bits(dt) : npu_dtype_bits(od);
+    uint32_t n = 2048 / (uint32_t)wide;
     for (uint32_t rep = 0; rep < v->repeat; rep++)
       for (uint32_t i = 0; i < n; i++) {
         if (!mask_bit(v, i)) continue;

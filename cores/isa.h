@@ -80,7 +80,8 @@ enum core_cmp { CORE_CMP_LT, CORE_CMP_GT, CORE_CMP_LE, CORE_CMP_GE, CORE_CMP_EQ,
  *   binary      dst = src0 op src1                    (add sub mul div max min)
  *   scalar      dst = src0 op scalar                  (adds muls maxs mins)
  *   unary       dst = op(src0)                        (exp ln recip sqrt rsqrt abs relu neg copy)
- *   cast        dst (dst_dtype) = src0 (dtype), rounded to nearest even
+ *   cast        dst (dst_dtype) = src0 (dtype), rounded to nearest even; types of 8 bits or
+ *               more, and fp16 -> int4 (Ascend C Cast half -> int4b_t, packed two per byte)
  *   dup         dst = scalar
  *   cmp / cmps  bit i of the mask at dst = src0 cmp (src1 | scalar); dst gets repeat*mask bits
  *   select      dst = bit ? src0 : src1, bits read from UB at aux
@@ -141,12 +142,38 @@ struct core_copy {
   uint64_t index_stride;
 };
 
+/*
+ * A cube step. With mx set it is an MX (OCP Microscaling) step, as the 950's MmadMx: a and b
+ * hold the elements (fp8_e4m3, fp8_e5m2 or fp4_e2m1), and one E8M0 scale code (uint8,
+ * 2^(code - 127), 0xFF NaN) per 32 elements along K scales them:
+ *   at sa in L0A, the m x ceil(k / 32) scales of a's rows, in ZZ fractals of 16 x 2 (c0 = 2);
+ *   at sb in L0B, the ceil(k / 32) x n scales of b's columns, in ZN fractals of 2 x 16 (c0 = 2);
+ * both tight (core_mx_scales gives the tiles), and c += sum over K of
+ * (a(i, p) x 2^sa(i, p / 32)) x (b(p, j) x 2^sb(p / 32, j)), accumulated in fp32 at the element
+ * type's MAC rate. These are the 950's scale fractal shapes (Ascend C asc_copy_l12l0a_mx: a
+ * (16, 2) scale fractal per (16, 32) fp8 L0A fractal; catlass v1.6: scaleA zZ, scaleB nN). The
+ * hardware keeps them in a side area of 1/16 of L0A / L0B addressed through the data's address;
+ * this model has no such space, so a kernel places the scale tiles in L0A / L0B next to the
+ * data, where they take room the data then cannot use.
+ */
 struct core_mmad {
   struct core_tile a, b, c; /* L0A (ZZ), L0B (ZN), L0C (NZ, c0 16) */
   uint32_t m, k, n;
   uint8_t dtype;            /* input type of a and b */
   bool init;                /* true: c = a x b; false: c += a x b */
+  bool mx;                  /* scale a and b by the E8M0 tiles at sa and sb */
+  uint64_t sa, sb;          /* mx: L0A / L0B addresses of the scale tiles */
 };
+
+/* The scale tile of an MX mmad's a (which 0) or b (which 1), as struct core_mmad lays it out. */
+static inline struct core_tile core_mx_scales(const struct core_mmad *mm, int which)
+{
+  uint32_t kb = (mm->k + 31) / 32;
+  struct core_tile t = {.addr = which ? mm->sb : mm->sa, .rows = which ? kb : mm->m, .cols = which ? mm->n : kb,
+                        .space = (uint8_t)(which ? MEM_L0B : MEM_L0A), .layout = (uint8_t)(which ? CORE_ZN : CORE_ZZ),
+                        .dtype = (uint8_t)NPU_DT_UINT8, .c0 = 2};
+  return t;
+}
 
 struct core_instr {
   uint8_t op;        /* enum core_op */

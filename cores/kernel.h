@@ -130,6 +130,10 @@ void core_copy_ex(struct core_tp *t, const struct core_copy *c);
 /* c (L0C, fp32 or int32) = / += a (L0A) x b (L0B), m x k x n, inputs of dtype. */
 void core_mmad(struct core_tp *t, const struct core_tile *c, const struct core_tile *a,
                const struct core_tile *b, uint32_t m, uint32_t k, uint32_t n, bool init);
+/* The same from a filled struct, with MX scales when mm->mx (see struct core_mmad and
+ * core_mx_scales); the dtype is a's. MX needs the chip's mxfp8 (fp8 elements) or mxfp4 (fp4
+ * elements) cube input. */
+void core_mmad_ex(struct core_tp *t, const struct core_mmad *mm);
 /* A vector instruction. */
 void core_vec(struct core_tp *t, const struct core_vec *v);
 /* Scalar work of cycles cycles on the scalar unit (address arithmetic, loop control). */

@@ -6,7 +6,8 @@
  *          layouts include their padding); GM copies are timed by the executor from the
  *          burst-rounded GM bytes instead.
  *   mmad   ceil(m/m0) x ceil(n/n0) x ceil(k/k0) fractal steps, each m0 x n0 x k0 MACs at the
- *          chip's MAC/cycle for the input type, divided by calib.cube.
+ *          chip's MAC/cycle for the input type, divided by calib.cube. An MX mmad runs at the
+ *          rate of its element type (fp8 / fp4): the scales ride along with the data.
  *   vector repeat x max(repeat bytes / vector bytes per cycle x op factor, UB bank cycles),
  *          divided by calib.vector. Op factors: 1 for elementwise, compare, select, cast, copy;
  *          chip.vector.transcendental_cycles for exp, ln, recip, sqrt, rsqrt, div; 2 for

@@ -15,6 +15,7 @@
  *                    rounding to nearest, ties away from zero, as that paper and CANN define it
  *   fp4_e2m1         OCP Microscaling Formats (MX) v1.0, FP4 E2M1 element
  *   mxfp8, mxfp4     OCP MX v1.0: E4M3 / E2M1 elements, one E8M0 scale per 32 elements
+ *                    (MXFP8 with E5M2 elements: fmt_mx_quantize with fp8_e5m2)
  *   int4/8/16/32, uint8  two's complement / unsigned; RNE, saturate, NaN -> 0
  *
  * Element arrays: 4-bit types (int4, fp4_e2m1, mxfp4) pack two elements per byte, element 0
@@ -194,8 +195,9 @@ size_t fmt_mx_scale_count(size_t n);
 /*
  * fmt_mx_quantize - OCP MX v1.0 conversion (section 6.3) of @n doubles @in, taken in blocks
  * of FMT_MX_BLOCK consecutive values along the reduction dimension (the last block may be
- * partial), for @t = NPU_DT_MXFP8 (E4M3 elements, emax_elem 8) or NPU_DT_MXFP4 (E2M1
- * elements, emax_elem 2). Per block: shared_exp = floor(log2(max |v|)) - emax_elem, clamped to
+ * partial), for @t = NPU_DT_MXFP8 or NPU_DT_FP8_E4M3 (E4M3 elements, emax_elem 8),
+ * NPU_DT_FP8_E5M2 (MXFP8 with E5M2 elements, emax_elem 15), NPU_DT_MXFP4 or NPU_DT_FP4_E2M1
+ * (E2M1 elements, emax_elem 2); the element codes are those of @t. Per block: shared_exp = floor(log2(max |v|)) - emax_elem, clamped to
  * [-127, 127]; scales[b] = E8M0(shared_exp); each element = encode(v / 2^shared_exp), RNE
  * and saturating. An all-zero block gets shared_exp -127 (scale code 0, 2^-127) and zero
  * elements. A block holding a NaN or an infinity gets the NaN scale 0xFF and zero elements.
@@ -206,7 +208,7 @@ void fmt_mx_quantize(enum npu_dtype t, const double *in, size_t n, void *elems, 
 
 /*
  * fmt_mx_dequantize - the inverse of fmt_mx_quantize: out[i] = element(i) * 2^(scale - 127)
- * for @n elements of type @t (NPU_DT_MXFP8 or NPU_DT_MXFP4); every value of a block whose
+ * for @n elements of type @t (any type fmt_mx_quantize takes); every value of a block whose
  * scale is 0xFF is NaN.
  */
 void fmt_mx_dequantize(enum npu_dtype t, const void *elems, const uint8_t *scales, size_t n,

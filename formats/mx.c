@@ -1,6 +1,6 @@
 /*
- * mx.c - E8M0 scales and OCP Microscaling (MX) block quantization: MXFP8 (E4M3 elements) and
- * MXFP4 (E2M1 elements), 32 elements per shared scale.
+ * mx.c - E8M0 scales and OCP Microscaling (MX) block quantization: MXFP8 (E4M3 or E5M2
+ * elements) and MXFP4 (E2M1 elements), 32 elements per shared scale.
  *
  * Source: OCP Microscaling Formats (MX) Specification v1.0 (2023).
  *   - Section 5: an MX block is k = 32 elements P_i with one shared scale X; its values are
@@ -11,8 +11,10 @@
  *       X = 2^shared_exp
  *       P_i = quantize_to_element_format(V_i / X), normal values clamped to the element max
  *     with emax_elem the exponent of the element format's largest normal: 8 for E4M3 (448 =
- *     1.75 * 2^8), 2 for E2M1 (6 = 1.5 * 2^2). The elements are rounded RNE and saturate
- *     (formats/binary.c).
+ *     1.75 * 2^8), 15 for E5M2 (57344 = 1.75 * 2^15), 2 for E2M1 (6 = 1.5 * 2^2). The
+ *     elements are rounded RNE and saturate (formats/binary.c).
+ *   - Section 5.3 (MXFP8): the element type is FP8 E4M3 or E5M2. npusim's mxfp8 dtype names
+ *     the E4M3 form; E5M2 blocks are asked for by their element type, fp8_e5m2.
  * Choices the spec leaves open, made here:
  *   - shared_exp is clamped to E8M0's range [-127, 127], so a block of tiny values keeps its
  *     elements as well as the smallest scale allows and a block beyond 2^135 saturates.
@@ -50,11 +52,17 @@ size_t fmt_mx_scale_count(size_t n)
   return n / FMT_MX_BLOCK + (n % FMT_MX_BLOCK != 0);
 }
 
-/* emax_elem of the element format of @t. */
+/* emax_elem of the element format of @t (an MX dtype or an MX element dtype). */
 static int emax_elem(enum npu_dtype t)
 {
-  NPU_ASSERT(t == NPU_DT_MXFP8 || t == NPU_DT_MXFP4);
-  return t == NPU_DT_MXFP8 ? 8 : 2;
+  switch (t) {
+  case NPU_DT_MXFP8:
+  case NPU_DT_FP8_E4M3: return 8;
+  case NPU_DT_FP8_E5M2: return 15;
+  case NPU_DT_MXFP4:
+  case NPU_DT_FP4_E2M1: return 2;
+  default: NPU_PANIC("%s is not an MX element type", npu_dtype_name(t));
+  }
 }
 
 void fmt_mx_quantize(enum npu_dtype t, const double *in, size_t n, void *elems, uint8_t *scales)

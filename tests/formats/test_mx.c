@@ -1,8 +1,8 @@
 /*
- * test_mx.c - E8M0 scales and OCP MX block quantization (MXFP8 with E4M3 elements, MXFP4 with
- * E2M1 elements): scale selection on hand-made blocks, zero / NaN / Inf / huge / tiny blocks,
- * partial last block, dequantized value = element * 2^(scale - 127), and per-element error
- * bounds on random blocks.
+ * test_mx.c - E8M0 scales and OCP MX block quantization (MXFP8 with E4M3 or E5M2 elements,
+ * MXFP4 with E2M1 elements): scale selection on hand-made blocks, zero / NaN / Inf / huge / tiny
+ * blocks, partial last block, dequantized value = element * 2^(scale - 127), per-element error
+ * bounds on random blocks, and every finite element code of every element type at every scale.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -16,17 +16,28 @@ TestSuite(mx, .timeout = 30);
 
 #define MAXN 4096
 
+static bool four_bit(enum npu_dtype t)
+{
+  return t == NPU_DT_MXFP4 || t == NPU_DT_FP4_E2M1;
+}
+
 /* Element code i of an MX element array, read here without the library's packing code. */
 static uint8_t elem_code(enum npu_dtype t, const uint8_t *elems, size_t i)
 {
-  if (t == NPU_DT_MXFP8) return elems[i];
+  if (!four_bit(t)) return elems[i];
   return i % 2 ? elems[i / 2] >> 4 : elems[i / 2] & 0xF;
+}
+
+/* Value of element code c of t's element format. */
+static double code_value(enum npu_dtype t, uint8_t c)
+{
+  if (four_bit(t)) return fmt_fp4_e2m1_to_double(c);
+  return t == NPU_DT_FP8_E5M2 ? fmt_fp8_e5m2_to_double(c) : fmt_fp8_e4m3_to_double(c);
 }
 
 static double elem_value(enum npu_dtype t, const uint8_t *elems, size_t i)
 {
-  uint8_t c = elem_code(t, elems, i);
-  return t == NPU_DT_MXFP8 ? fmt_fp8_e4m3_to_double(c) : fmt_fp4_e2m1_to_double(c);
+  return code_value(t, elem_code(t, elems, i));
 }
 
 /* Quantize then dequantize @n values; checks dequantized = element * 2^(scale - 127). */
@@ -192,7 +203,8 @@ Test(mx, scale_clamps_to_the_e8m0_range)
 /* Half an ulp of element format @t at |x| (scaled domain). */
 static double half_ulp(enum npu_dtype t, double x)
 {
-  int emin = t == NPU_DT_MXFP8 ? -6 : 0, mbits = t == NPU_DT_MXFP8 ? 3 : 1;
+  int emin = t == NPU_DT_MXFP8 ? -6 : t == NPU_DT_FP8_E5M2 ? -14 : 0;
+  int mbits = t == NPU_DT_MXFP8 ? 3 : t == NPU_DT_FP8_E5M2 ? 2 : 1;
   int e = x == 0 ? emin : ilogb(x);
   if (e < emin) e = emin;
   return ldexp(1.0, e - mbits - 1);
@@ -201,13 +213,13 @@ static double half_ulp(enum npu_dtype t, double x)
 Test(mx, random_blocks_round_trip_within_half_an_element_ulp)
 {
   static double in[MAXN];
-  enum npu_dtype types[2] = {NPU_DT_MXFP8, NPU_DT_MXFP4};
+  enum npu_dtype types[3] = {NPU_DT_MXFP8, NPU_DT_MXFP4, NPU_DT_FP8_E5M2};
   uint64_t seed = 0x3E8;
   size_t n = 32 * 100 + 7;
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     enum npu_dtype t = types[k];
-    double elem_max = t == NPU_DT_MXFP8 ? 448 : 6;
-    int emax = t == NPU_DT_MXFP8 ? 8 : 2;
+    double elem_max = t == NPU_DT_MXFP8 ? 448 : t == NPU_DT_FP8_E5M2 ? 57344 : 6;
+    int emax = t == NPU_DT_MXFP8 ? 8 : t == NPU_DT_FP8_E5M2 ? 15 : 2;
     for (int rep = 0; rep < 5; rep++) {
       for (size_t i = 0; i < n; i++) in[i] = ref_random(&seed, -12 - rep * 20, 12 + rep * 20);
       run(t, in, n, elems, scales, out);
@@ -228,6 +240,76 @@ Test(mx, random_blocks_round_trip_within_half_an_element_ulp)
             cr_assert_leq(fabs(q - x), half_ulp(t, x), "element %zu: %a vs %a", i, out[i],
                           in[i]);
         }
+      }
+    }
+  }
+}
+
+Test(mx, e5m2_elements)
+{
+  double in[32];
+  for (int i = 0; i < 32; i++) in[i] = (i % 2 ? -1 : 1) * (i + 1) / 4.0; /* max 8 */
+  /* E5M2: floor(log2 8) - 15 = -12, so 8 becomes 2^15 and each element is in[i] * 2^12 rounded
+   * to 2 fraction bits. */
+  run(NPU_DT_FP8_E5M2, in, 32, elems, scales, out);
+  cr_assert_eq(scales[0], 127 - 12);
+  cr_assert_eq(elems[31], 0x78 | 0x80, "8 / 2^-12 = 2^15 (exponent field 30), negative");
+  for (int i = 0; i < 32; i++)
+    cr_assert_eq(out[i], fmt_round(NPU_DT_FP8_E5M2, in[i] * 4096) / 4096, "element %d", i);
+  /* 7.99 scales by 2^13 to 65454, past E5M2's 57344: saturates, never Inf */
+  double clip[2] = {7.99, -7.99};
+  run(NPU_DT_FP8_E5M2, clip, 2, elems, scales, out);
+  cr_assert_eq(scales[0], 127 + 2 - 15);
+  cr_assert_eq(out[0], 57344.0 * 0x1p-13);
+  cr_assert_eq(out[1], -57344.0 * 0x1p-13);
+}
+
+Test(mx, element_dtypes_match_the_mx_dtypes)
+{
+  static double in[MAXN];
+  static uint8_t e2[MAXN + 1], s2[MAXN / 32 + 2];
+  uint64_t seed = 0x51;
+  size_t n = 32 * 40 + 9;
+  for (size_t i = 0; i < n; i++) in[i] = ref_random(&seed, -30, 30);
+  const enum npu_dtype pairs[2][2] = {{NPU_DT_MXFP8, NPU_DT_FP8_E4M3}, {NPU_DT_MXFP4, NPU_DT_FP4_E2M1}};
+  for (int p = 0; p < 2; p++) {
+    fmt_mx_quantize(pairs[p][0], in, n, elems, scales);
+    fmt_mx_quantize(pairs[p][1], in, n, e2, s2);
+    cr_assert_eq(memcmp(elems, e2, fmt_bytes(pairs[p][0], n)), 0, "%s elements", npu_dtype_name(pairs[p][1]));
+    cr_assert_eq(memcmp(scales, s2, fmt_mx_scale_count(n)), 0, "%s scales", npu_dtype_name(pairs[p][1]));
+  }
+}
+
+/* Whether code c of t's element format is finite (not NaN or Inf). */
+static bool finite_code(enum npu_dtype t, uint8_t c)
+{
+  if (four_bit(t)) return c < 16;
+  return isfinite(code_value(t, c));
+}
+
+/* Every finite code of every element type, at every finite scale, next to the largest code of
+ * the format (which fixes the block's scale): quantizing their values gives back the same
+ * scale and the same codes, and dequantizing gives back the values. */
+Test(mx, every_element_code_round_trips_at_every_scale)
+{
+  static const enum npu_dtype types[3] = {NPU_DT_FP8_E4M3, NPU_DT_FP8_E5M2, NPU_DT_FP4_E2M1};
+  static const uint8_t top[3] = {0x7E, 0x7B, 0x7}; /* 448, 57344, 6 */
+  for (int k = 0; k < 3; k++) {
+    enum npu_dtype t = types[k];
+    int ncodes = four_bit(t) ? 16 : 256;
+    for (int c = 0; c < ncodes; c++) {
+      if (!finite_code(t, (uint8_t)c)) continue;
+      for (int s = 0; s < 255; s++) {
+        double in[2] = {ldexp(code_value(t, top[k]), s - 127), ldexp(code_value(t, (uint8_t)c), s - 127)};
+        uint8_t e[2] = {0, 0}, sc[1];
+        fmt_mx_quantize(t, in, 2, e, sc);
+        cr_assert_eq(sc[0], s, "%s code 0x%x scale %d", npu_dtype_name(t), c, s);
+        cr_assert_eq(elem_code(t, e, 0), top[k]);
+        cr_assert_eq(elem_code(t, e, 1), c, "%s code 0x%x scale %d", npu_dtype_name(t), c, s);
+        double back[2];
+        fmt_mx_dequantize(t, e, sc, 2, back);
+        cr_assert(back[1] == in[1] && signbit(back[1]) == signbit(in[1]), "%s code 0x%x scale %d",
+                  npu_dtype_name(t), c, s);
       }
     }
   }
