@@ -1,0 +1,109 @@
+/* coll.c - names, defaults and the nccl-tests reporting factors; see coll.h. */
+#include "interconnect/coll.h"
+
+#include <string.h>
+
+static const char *const op_names[IC_OP_COUNT] = {
+    "allreduce", "reducescatter", "allgather", "alltoall",
+    "alltoallv", "broadcast",     "reduce",    "sendrecv", "send",
+};
+
+static const char *const algo_names[IC_ALGO_COUNT] = {
+    "auto", "ring", "mesh", "rhd", "nhr", "pairwise", "hierarchical", "pipeline", "direct",
+};
+
+static const char *const fidelity_names[] = {"step", "bulk"};
+
+void ic_params_default(struct ic_params *p)
+{
+  p->task_overhead_s = 1.5e-6;
+  p->reduce_bytes_per_s = 483e9;
+  p->buffer_bytes = 200e6;
+  p->select_alpha_s = 60e-6;
+  p->oneshot_max_bytes = 256.0 * 1024;
+  p->pipeline_ar_slice_bytes = 1024.0 * 1024;
+  p->pipeline_chunk_bytes = 32.0 * 1024;
+}
+
+const char *ic_op_name(enum ic_op op)
+{
+  return (unsigned)op < IC_OP_COUNT ? op_names[op] : "?";
+}
+
+const char *ic_algo_name(enum ic_algo a)
+{
+  return (unsigned)a < IC_ALGO_COUNT ? algo_names[a] : "?";
+}
+
+const char *ic_fidelity_name(enum ic_fidelity f)
+{
+  return f == IC_FIDELITY_BULK ? fidelity_names[1] : fidelity_names[0];
+}
+
+static int find(const char *const *names, int n, const char *name)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], name) == 0) return i;
+  return -1;
+}
+
+int ic_op_parse(const char *name, enum ic_op *out)
+{
+  int i = find(op_names, IC_OP_COUNT, name);
+  if (i < 0) return -1;
+  *out = (enum ic_op)i;
+  return 0;
+}
+
+int ic_algo_parse(const char *name, enum ic_algo *out)
+{
+  int i = find(algo_names, IC_ALGO_COUNT, name);
+  if (i < 0) return -1;
+  *out = (enum ic_algo)i;
+  return 0;
+}
+
+int ic_fidelity_parse(const char *name, enum ic_fidelity *out)
+{
+  int i = find(fidelity_names, 2, name);
+  if (i < 0) return -1;
+  *out = (enum ic_fidelity)i;
+  return 0;
+}
+
+const char *const *ic_op_names(int *n)
+{
+  *n = IC_OP_COUNT;
+  return op_names;
+}
+
+const char *const *ic_algo_names(int *n)
+{
+  *n = IC_ALGO_COUNT;
+  return algo_names;
+}
+
+bool ic_op_reduces(enum ic_op op)
+{
+  return op == IC_OP_ALLREDUCE || op == IC_OP_REDUCESCATTER || op == IC_OP_REDUCE;
+}
+
+double ic_busbw_factor(enum ic_op op, int p)
+{
+  if (p <= 1) return op == IC_OP_ALLREDUCE || op == IC_OP_ALLGATHER ||
+                     op == IC_OP_REDUCESCATTER || op == IC_OP_ALLTOALL || op == IC_OP_ALLTOALLV
+                 ? 0 : 1;
+  switch (op) {
+  case IC_OP_ALLREDUCE: return 2.0 * (p - 1) / p;
+  case IC_OP_ALLGATHER:
+  case IC_OP_REDUCESCATTER:
+  case IC_OP_ALLTOALL:
+  case IC_OP_ALLTOALLV: return (double)(p - 1) / p;
+  default: return 1;
+  }
+}
+
+double ic_algbw_bytes_per_s(double bytes, double time_s)
+{
+  return time_s > 0 ? bytes / time_s : 0;
+}
