@@ -20,7 +20,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 run: build
-	$(BUILD)/cli/npusim arch show scenarios/default.cfg
+	$(BUILD)/cli/npusim run scenarios/default.cfg
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

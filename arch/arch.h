@@ -104,6 +104,7 @@ struct arch_chip {
   struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } l2;
   struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } hbm;
   double launch_overhead_s;    /* kernel launch, host to first instruction */
+  double stream_gap_s;         /* between queued kernels of one stream */
   struct {
     double scalar_cycles;      /* scalar unit: cycles per scalar instruction */
     double flag_cycles;        /* set_flag to the waiting pipe, same core */

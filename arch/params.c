@@ -112,6 +112,9 @@ static const struct npu_param params[] = {
     REQ("chip.hbm.latency", NPU_PT_TIME, chip.hbm.latency_s, NPU_PF_NONNEG, "HBM access latency"),
     REQ("chip.launch_overhead", NPU_PT_TIME, chip.launch_overhead_s, NPU_PF_NONNEG,
         "kernel launch, host call to first instruction"),
+    REQ("chip.stream_gap", NPU_PT_TIME, chip.stream_gap_s, NPU_PF_NONNEG,
+        "gap between consecutive kernels of one stream when the host has queued them ahead "
+        "(replaces launch_overhead inside a training step)"),
     OPT("chip.sync.scalar_cycles", NPU_PT_REAL, chip.sync.scalar_cycles, "1", NPU_PF_NONNEG,
         "cycles per scalar instruction"),
     OPT("chip.sync.flag_cycles", NPU_PT_REAL, chip.sync.flag_cycles, "1", NPU_PF_NONNEG,

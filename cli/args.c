@@ -1,5 +1,7 @@
 /* args.c - command-line helpers shared by subcommands. */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
@@ -33,4 +35,19 @@ int cli_bad_arg(struct npu_diag *diag, const char *cmd, const char *arg)
     npu_diag_set(diag, "command line", 0, NULL, "unexpected argument '%s' for '%s' (see 'npusim help %s')",
                  arg, cmd, cmd);
   return NPU_EINVAL;
+}
+
+int cli_write_file(const char *path, const struct npu_buf *b, const char *key, struct npu_diag *diag)
+{
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return npu_diag_set(diag, path, 0, key, "cannot write: %m"), NPU_EIO;
+  bool ok = fwrite(npu_buf_str(b), 1, b->len, f) == b->len;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return npu_diag_set(diag, path, 0, key, "cannot write"), NPU_EIO;
+  }
+  return 0;
 }

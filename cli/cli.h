@@ -24,6 +24,8 @@ struct npu_cmd {
 extern const struct npu_cmd npu_cmd_arch;
 extern const struct npu_cmd npu_cmd_kernel;
 extern const struct npu_cmd npu_cmd_collective;
+extern const struct npu_cmd npu_cmd_run;
+extern const struct npu_cmd npu_cmd_validate;
 
 /* Options shared by commands that load a hardware description. */
 struct cli_sets {
@@ -36,6 +38,10 @@ struct cli_sets {
  * 1; if --set lacks its value fill diag and return -1; otherwise return 0.
  */
 int cli_take_set(int argc, char **argv, int *i, struct cli_sets *sets, struct npu_diag *diag);
+
+/* Write a file completely or not at all (a temporary next to it, renamed into place); errors
+ * name path and key. 0 or NPU_EIO. */
+int cli_write_file(const char *path, const struct npu_buf *b, const char *key, struct npu_diag *diag);
 
 /* Fill diag for an unknown option or stray argument of command cmd. Returns NPU_EINVAL. */
 int cli_bad_arg(struct npu_diag *diag, const char *cmd, const char *arg);

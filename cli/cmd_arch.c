@@ -13,6 +13,9 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/units.h"
+#ifdef NPUSIM_HAVE_RUN
+#include "workloads/job.h"
+#endif
 
 static const char usage[] =
     "usage: npusim arch list [--json]\n"
@@ -39,6 +42,11 @@ static const char usage[] =
 struct loaded {
   struct npu_cfg *cfg;
   struct arch_system sys;
+#ifdef NPUSIM_HAVE_RUN
+  struct wl_model model;
+  struct wl_plan plan;
+  struct wl_run run;
+#endif
 };
 
 static int load(struct loaded *l, const char *spec, const struct cli_sets *sets,
@@ -47,6 +55,12 @@ static int load(struct loaded *l, const char *spec, const struct cli_sets *sets,
   l->cfg = npu_cfg_create();
   npu_cfg_set_display_root(l->cfg, arch_source_root());
   arch_register(l->cfg, &l->sys);
+#ifdef NPUSIM_HAVE_RUN
+  /* a training scenario loads too: its workload sections are read and not shown */
+  wl_model_register(l->cfg, &l->model);
+  wl_plan_register(l->cfg, &l->plan);
+  wl_run_register(l->cfg, &l->run);
+#endif
   int rc = npu_cfg_load_spec(l->cfg, spec, diag);
   for (int i = 0; rc == 0 && i < sets->n; i++) rc = npu_cfg_set(l->cfg, sets->items[i], diag);
   if (rc == 0) rc = arch_finish(l->cfg, &l->sys, diag);

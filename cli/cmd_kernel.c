@@ -164,7 +164,7 @@ static void write_text(const struct op_desc *d, const char *args, const struct a
   human(a, sizeof a, r->gm_bytes_per_s, "B/s");
   human(b, sizeof b, t->hbm_bw_bytes_per_s, "B/s");
   npu_buf_printf(o, "  GM traffic        %s (HBM %s, L2 hits %.1f%%)\n", a, b,
-                 t->gm_read_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)t->gm_read_bytes : 0.0);
+                 t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
   npu_buf_printf(o, "  cores             %d/%d cube, %d/%d vector\n", t->aic_used, t->aic_total,
                  t->aiv_used, t->aiv_total);
   struct ratio x[9];
@@ -264,22 +264,6 @@ static void write_json(const struct op_desc *d, const char *args, const struct a
   npu_json_finish(&j);
 }
 
-/* Write a file completely or not at all: a temporary next to it, renamed into place. */
-static int write_file(const char *path, const struct npu_buf *b, struct npu_diag *diag)
-{
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return npu_diag_set(diag, path, 0, "--trace", "cannot write: %m"), NPU_EINVAL;
-  bool ok = fwrite(npu_buf_str(b), 1, b->len, f) == b->len;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return npu_diag_set(diag, path, 0, "--trace", "cannot write"), NPU_EIO;
-  }
-  return 0;
-}
-
 static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   const struct op_desc *d = op_find(argv[1]);
@@ -367,7 +351,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
       if (trace_path) {
         struct npu_buf tb = {0};
         rpt_chrome_write(&tr, &tb);
-        rc = write_file(trace_path, &tb, diag);
+        rc = cli_write_file(trace_path, &tb, "--trace", diag);
         npu_buf_release(&tb);
       }
       if (rc == 0) {

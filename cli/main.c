@@ -18,6 +18,10 @@ static const struct npu_cmd *const commands[] = {
 #ifdef NPUSIM_HAVE_COLLECTIVE
     &npu_cmd_collective,
 #endif
+#ifdef NPUSIM_HAVE_RUN
+    &npu_cmd_run,
+    &npu_cmd_validate,
+#endif
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -862,6 +862,21 @@ static int plan_fit(struct gemm *g, const struct arch_chip *chip, struct npu_dia
   return 0;
 }
 
+/*
+ * catlass's N tile is 256. When the blocks that gives leave the last wave of cube cores mostly
+ * idle (a 24-block GEMV on 20 cores takes two waves for 1.2 waves of work), take the widest
+ * multiple of 16 below it whose blocks fill the waves to 90% or more (never below 64).
+ */
+static uint32_t default_tile_n(const struct gemm *g, const struct arch_chip *chip, uint64_t cores)
+{
+  uint64_t c = cores ? cores : (uint64_t)chip->aic_count, bm = ops_ceil(g->M, g->mL1);
+  for (uint32_t tn = 256; tn >= 64; tn -= 16) {
+    uint64_t blocks = bm * ops_ceil(g->N, tn), waves = (blocks + c - 1) / c;
+    if ((double)bm * g->N / tn >= 0.9 * (double)(waves * c)) return tn;
+  }
+  return 256;
+}
+
 /* Tile sizes: the defaults, options, and the conditions of the L0 step. */
 static int plan_tiles(struct gemm *g, const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
                       struct npu_diag *diag)
@@ -870,7 +885,7 @@ static int plan_tiles(struct gemm *g, const struct op_desc *d, const struct op_a
   g->c0 = 256 / ebits;
   uint64_t tm = op_u(d, a, "tile_m"), tn = op_u(d, a, "tile_n"), tk = op_u(d, a, "tile_k"), tk0 = op_u(d, a, "tile_k0");
   g->mL1 = (uint32_t)(tm ? tm : (g->M < 128 ? ops_roundup(g->M, 16) : 128));
-  g->nL1 = (uint32_t)(tn ? tn : 256);
+  g->nL1 = (uint32_t)(tn ? tn : default_tile_n(g, chip, op_u(d, a, "cores")));
   g->kL1 = (uint32_t)(tk ? tk : 4096 / ebits);
   g->k0 = (uint32_t)(tk0 ? tk0 : (g->quant == Q_MX ? 512 : 1024) / ebits);
   if (!tk0 && fb_dequant(g) && g->group && g->group < g->k0 && g->group % g->c0 == 0) g->k0 = g->group;
@@ -884,7 +899,16 @@ static int plan_tiles(struct gemm *g, const struct op_desc *d, const struct op_a
                         g->k0), NPU_EINVAL;
   if (fb_dequant(g) && g->group && (g->group % g->k0 || g->K % g->group))
     return npu_diag_set(diag, "command line", 0, "--group", "the group must be a multiple of tile_k0 (%u) and divide K", g->k0), NPU_EINVAL;
-  return plan_fit(g, chip, diag);
+  int rc = plan_fit(g, chip, diag);
+  /* Default tiles that a small L1 (a GPU's shared memory) cannot hold shrink: shorter L1 K
+   * steps first (down to the L0 step), then narrower N tiles (down to 64). */
+  while (rc == NPU_ENOFIT && !tm && !tn && !tk && !tk0) {
+    if (g->kL1 > g->k0) g->kL1 /= 2;
+    else if (g->nL1 > 64) g->nL1 /= 2;
+    else break;
+    rc = plan_fit(g, chip, diag);
+  }
+  return rc;
 }
 
 /* Cores, blocks and the K split. */

@@ -76,6 +76,17 @@ Test(cli, default_scenario_describes_the_default_system)
   ts_run_free(&r);
 }
 
+Test(cli, default_scenario_trains_a_llama)
+{
+  struct run_result r = ts_npusim("run", NPUSIM_SOURCE_DIR "/scenarios/default.cfg", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "Llama 2 7B") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "16 x ascend-910b2") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "MFU  ") != NULL && strstr(r.out, "bottleneck") != NULL, "%s", r.out);
+  cr_assert_str_eq(r.err, "");
+  ts_run_free(&r);
+}
+
 Test(cli, overrides_apply_in_order)
 {
   struct run_result r = ts_npusim("arch", "show", "ascend-910b2", "--set",
@@ -148,24 +159,45 @@ Test(cli, scenario_reference_lists_every_key)
 }
 
 #include <dirent.h>
+#include <sys/stat.h>
 
-Test(cli, every_scenario_file_loads)
+/* Every scenario under scenarios/ (model presets aside) runs: a training step for those with a
+ * model section, `arch show` for system descriptions. */
+static int run_scenarios(const char *dir)
 {
-  DIR *d = opendir(NPUSIM_SOURCE_DIR "/scenarios");
-  cr_assert(d != NULL);
+  DIR *d = opendir(dir);
+  cr_assert(d != NULL, "%s", dir);
   struct dirent *e;
   int n = 0;
   while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (len < 5 || strcmp(e->d_name + len - 4, ".cfg") != 0) continue;
     char path[1024];
-    snprintf(path, sizeof path, "%s/scenarios/%s", NPUSIM_SOURCE_DIR, e->d_name);
-    struct run_result r = ts_npusim("arch", "show", path, NULL);
-    cr_assert_eq(r.status, 0, "%s: %s", e->d_name, r.err);
-    cr_assert_str_eq(r.err, "");
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || !strcmp(e->d_name, "models")) continue;
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s", path);
+    if (S_ISDIR(st.st_mode)) {
+      n += run_scenarios(path);
+      continue;
+    }
+    if (len < 5 || strcmp(e->d_name + len - 4, ".cfg") != 0) continue;
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL);
+    char line[512];
+    bool training = false;
+    while (fgets(line, sizeof line, f)) training |= !strncmp(line, "model", 5);
+    fclose(f);
+    struct run_result r = training ? ts_npusim("run", path, NULL) : ts_npusim("arch", "show", path, NULL);
+    cr_assert_eq(r.status, 0, "%s: %s", path, r.err);
+    cr_assert_str_eq(r.err, "", "%s", path);
     ts_run_free(&r);
     n++;
   }
   closedir(d);
-  cr_assert_geq(n, 1);
+  return n;
+}
+
+Test(cli, every_scenario_runs, .timeout = 1200)
+{
+  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios"), 1);
 }

@@ -1,0 +1,180 @@
+/*
+ * cmd_validate.c - `npusim validate [--json] [--only SUBSTRING]`: run the shipped validation
+ * scenarios and print predicted vs published with the relative error.
+ *
+ * Each case is a scenario in scenarios/validation/ (with overrides), one metric, the published
+ * value and where it comes from. Every case runs in its own process (one SimGrid engine per
+ * process). The published values are not inputs of the model: no preset parameter was fitted
+ * to any of them (calibration knobs carry their own sources; see docs/VALIDATION.md).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "workloads/isolate.h"
+
+enum metric { M_STEP, M_MFU, M_TOKENS_DEV, M_MEM_STATIC, M_MEM_ACT };
+static const char *const metric_names[] = {"step_time_s", "mfu", "tokens_per_s_per_device",
+                                           "memory_weights_optimizer_bytes", "memory_activations_bytes"};
+
+struct vcase {
+  const char *name;
+  const char *scenario;      /* under scenarios/validation/ */
+  const char *sets[4];       /* overrides, NULL-terminated */
+  enum metric metric;
+  double published;
+  const char *source;
+};
+
+#define KOR "Korthikanti et al. 2022, Table 5"
+#define KORM "Korthikanti et al. 2022, Fig. 1"
+#define MS "MindSpeed-LLM README (Atlas 900 A2 PoDc)"
+#define FULL {"plan.sp=false", "plan.recompute=full", NULL}
+#define NOREC {"plan.sp=false", "plan.recompute=none", NULL}
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static const struct vcase cases[] = {
+    {"gpt3-22b a100 full recompute", "korthikanti_gpt3_22b.cfg", FULL, M_STEP, 1.42, KOR},
+    {"gpt3-22b a100 sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_STEP, 1.10, KOR},
+    {"gpt3-22b a100 sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_MFU, 0.415, KOR},
+    {"gpt3-175b a100 full recompute", "korthikanti_gpt3_175b.cfg", FULL, M_STEP, 18.13, KOR},
+    {"gpt3-175b a100 sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_STEP, 13.75, KOR},
+    {"gpt3-175b a100 sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_MFU, 0.514, KOR},
+    {"gpt3-530b a100 full recompute", "korthikanti_gpt3_530b.cfg", FULL, M_STEP, 49.05, KOR},
+    {"gpt3-530b a100 sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_STEP, 37.83, KOR},
+    {"gpt3-530b a100 sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_MFU, 0.560, KOR},
+    {"gpt3-1t a100 full recompute", "korthikanti_gpt3_1t.cfg", FULL, M_STEP, 94.42, KOR},
+    {"gpt3-1t a100 sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_STEP, 71.49, KOR},
+    {"gpt3-1t a100 sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_MFU, 0.563, KOR},
+    {"gpt3-22b a100 params+optimizer", "korthikanti_gpt3_22b.cfg", {NULL}, M_MEM_STATIC, 45.56 * GIB, KORM},
+    {"gpt3-175b a100 params+optimizer", "korthikanti_gpt3_175b.cfg", {NULL}, M_MEM_STATIC, 45.56 * GIB, KORM},
+    {"gpt3-530b a100 params+optimizer", "korthikanti_gpt3_530b.cfg", {NULL}, M_MEM_STATIC, 31.64 * GIB, KORM},
+    {"gpt3-1t a100 params+optimizer", "korthikanti_gpt3_1t.cfg", {NULL}, M_MEM_STATIC, 32.96 * GIB, KORM},
+    {"gpt3-22b a100 activations, no recompute", "korthikanti_gpt3_22b.cfg", NOREC, M_MEM_ACT, 59.25 * GIB, KORM},
+    {"gpt3-175b a100 activations, no recompute", "korthikanti_gpt3_175b.cfg", NOREC, M_MEM_ACT, 66.84 * GIB, KORM},
+    {"gpt3-530b a100 activations, no recompute", "korthikanti_gpt3_530b.cfg", NOREC, M_MEM_ACT, 114.02 * GIB, KORM},
+    {"gpt3-1t a100 activations, no recompute", "korthikanti_gpt3_1t.cfg", NOREC, M_MEM_ACT, 131.25 * GIB, KORM},
+    {"gpt3-22b a100 activations, sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_MEM_ACT, 9.56 * GIB, KORM},
+    {"gpt3-175b a100 activations, sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_MEM_ACT, 12.35 * GIB, KORM},
+    {"gpt3-530b a100 activations, sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_MEM_ACT, 23.08 * GIB, KORM},
+    {"gpt3-1t a100 activations, sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_MEM_ACT, 26.56 * GIB, KORM},
+    {"llama2-7b 910b tokens/s per NPU", "mindspeed_llama2_7b.cfg", {NULL}, M_TOKENS_DEV, 4672, MS},
+    {"llama2-13b 910b tokens/s per NPU", "mindspeed_llama2_13b.cfg", {NULL}, M_TOKENS_DEV, 2016, MS},
+    {"llama2-70b 910b tokens/s per NPU", "mindspeed_llama2_70b.cfg", {NULL}, M_TOKENS_DEV, 420, MS},
+    {"llama3-8b 8k 910b tokens/s per NPU", "mindspeed_llama3_8b.cfg", {NULL}, M_TOKENS_DEV, 2483, MS},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static const char usage[] =
+    "usage: npusim validate [--json] [--only TEXT]\n"
+    "\n"
+    "Run the validation scenarios (scenarios/validation/) and print, for each published\n"
+    "measurement, the predicted value and the relative error, then the mean absolute\n"
+    "percentage error. Each case runs in its own process.\n"
+    "\n"
+    "  --json       .cases[] with .name, .metric, .published, .predicted, .error (relative),\n"
+    "               .source; and .mape\n"
+    "  --only TEXT  run the cases whose name contains TEXT\n";
+
+static double metric_of(const struct wl_outcome *o, enum metric m)
+{
+  switch (m) {
+  case M_STEP: return o->step_time_s;
+  case M_MFU: return o->mfu;
+  case M_TOKENS_DEV: return o->tokens_per_s_per_device;
+  case M_MEM_STATIC: return o->memory_weights_optimizer_bytes;
+  case M_MEM_ACT: return o->memory_activations_bytes;
+  }
+  return NAN;
+}
+
+static void fmt_value(char *buf, size_t n, enum metric m, double v)
+{
+  if (m == M_MEM_STATIC || m == M_MEM_ACT) snprintf(buf, n, "%.2f GiB", v / GIB);
+  else if (m == M_MFU) snprintf(buf, n, "%.1f%%", 100 * v);
+  else if (m == M_STEP) snprintf(buf, n, "%.3g s", v);
+  else snprintf(buf, n, "%.0f", v);
+}
+
+static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
+{
+  bool json = false;
+  const char *only = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = true;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else return cli_bad_arg(diag, "validate", argv[i]);
+  }
+  struct npu_json j;
+  if (json) {
+    npu_json_init(&j, out);
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "cases");
+    npu_json_array_begin(&j);
+  } else {
+    npu_buf_printf(out, "%-44s %-24s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
+  }
+  double sum = 0;
+  int n = 0;
+  for (size_t c = 0; c < NCASES; c++) {
+    const struct vcase *v = &cases[c];
+    if (only && !strstr(v->name, only)) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/scenarios/validation/%s", arch_source_root(), v->scenario);
+    int ns = 0;
+    while (ns < 4 && v->sets[ns]) ns++;
+    struct wl_outcome o;
+    int rc = wl_run_isolated(path, v->sets, ns, &o, diag);
+    if (rc) return rc;
+    if (o.status) return npu_diag_set(diag, path, 0, NULL, "%s", o.message);
+    double pred = metric_of(&o, v->metric), err = (pred - v->published) / v->published;
+    sum += fabs(err);
+    n++;
+    if (json) {
+      npu_json_object_begin(&j);
+      npu_json_key(&j, "name");
+      npu_json_string(&j, v->name);
+      npu_json_key(&j, "metric");
+      npu_json_string(&j, metric_names[v->metric]);
+      npu_json_key(&j, "published");
+      npu_json_number(&j, v->published);
+      npu_json_key(&j, "predicted");
+      npu_json_number(&j, pred);
+      npu_json_key(&j, "error");
+      npu_json_number(&j, err);
+      npu_json_key(&j, "source");
+      npu_json_string(&j, v->source);
+      npu_json_key(&j, "scenario");
+      npu_json_string(&j, v->scenario);
+      npu_json_object_end(&j);
+    } else {
+      char a[32], b[32];
+      fmt_value(a, sizeof a, v->metric, v->published);
+      fmt_value(b, sizeof b, v->metric, pred);
+      npu_buf_printf(out, "%-44s %-24s %12s %12s %+7.1f%%\n", v->name, metric_names[v->metric], a, b, 100 * err);
+    }
+  }
+  double mape = n ? sum / n : 0;
+  if (json) {
+    npu_json_array_end(&j);
+    npu_json_key(&j, "mape");
+    npu_json_number(&j, mape);
+    npu_json_object_end(&j);
+    npu_json_finish(&j);
+  } else {
+    npu_buf_printf(out, "mean absolute percentage error over %d cases: %.1f%%\n", n, 100 * mape);
+  }
+  return 0;
+}
+
+const struct npu_cmd npu_cmd_validate = {
+    .name = "validate",
+    .summary = "run the validation scenarios: predicted vs published, with errors",
+    .usage = usage,
+    .run = run,
+};

@@ -1,0 +1,387 @@
+/*
+ * test_memory.c - per-rank memory: Korthikanti et al. 2022's per-layer activations (Table 2)
+ * and per-GPU memory (Fig. 1), ZeRO sharding, micro-batches in flight per schedule, parameter
+ * placement over pipeline stages, the GQA / SwiGLU / FlashAttention extensions.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/workloads/helpers.h"
+#include "workloads/memory.h"
+
+#define GIB 1073741824.0
+
+/* GPT-3 175B shape on 8-way TP, one stage, one micro-batch: the per-layer rows of Table 2. */
+Test(memory, layer_activations_follow_korthikanti_table_2, .timeout = 30)
+{
+  static const struct {
+    const char *sp, *recompute;
+    int tp;
+    double sbh_factor_fixed, score_factor; /* act = sbh (fixed + score x 5as/h) */
+  } rows[] = {
+      /* no parallelism: sbh (34 + 5as/h) */
+      {"false", "none", 1, 34, 1},
+      /* TP: sbh (10 + 24/t + 5as/ht) */
+      {"false", "none", 8, 10 + 24.0 / 8, 1.0 / 8},
+      /* TP + SP: sbh (34/t + 5as/ht) */
+      {"true", "none", 8, 34.0 / 8, 1.0 / 8},
+      /* TP + selective: sbh (10 + 24/t) */
+      {"false", "selective", 8, 10 + 24.0 / 8, 0},
+      /* TP + SP + selective: sbh 34/t */
+      {"true", "selective", 8, 34.0 / 8, 0},
+      /* full recompute: 2 sbh, sharded by SP */
+      {"false", "full", 8, 2, 0},
+      {"true", "full", 8, 2.0 / 8, 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char sp[64], rc[64], tp[64];
+    snprintf(sp, sizeof sp, "plan.sp=%s", rows[i].sp);
+    snprintf(rc, sizeof rc, "plan.recompute=%s", rows[i].recompute);
+    snprintf(tp, sizeof tp, "plan.tp=%d", rows[i].tp);
+    const char *sets[] = {tp, sp, rc, "plan.micro_batch=2", "plan.global_batch=2", NULL};
+    struct tw w;
+    tw_load(&w, "gpt3-175b", rows[i].tp, sets);
+    double s = w.m.seq_len, b = 2, h = w.m.hidden, a = w.m.heads;
+    double want = s * b * h * (rows[i].sbh_factor_fixed + rows[i].score_factor * 5 * a * s / h);
+    char what[128];
+    snprintf(what, sizeof what, "tp %d sp %s recompute %s", rows[i].tp, rows[i].sp, rows[i].recompute);
+    for (int l = 0; l < w.m.layers; l += 37) tw_close(wl_memory_layer_activations(&w.m, &w.p, l), want, 1e-12, what);
+    tw_fini(&w);
+  }
+}
+
+/*
+ * Korthikanti et al. 2022, Fig. 1 (as in ../shared/reference/calibration.md): per-GPU memory of
+ * the 22B / 175B / 530B / 1T configurations, TP 8, DP 1, sequence 2048, standard attention.
+ * Conventions the published numbers follow (derived, see docs/MEMORY.md):
+ *   - "parameters and optimizer state" = 18 bytes x the transformer layers' parameters of one
+ *     stage, 12 l h^2 / (t p): no embedding, so it is compared with a stage that holds none
+ *     (stage 1; the only stage of the 22B run, whose embedding adds 1.9%);
+ *   - "activations" = the first stage, p micro-batches of L / p layers (x (1 + (p-1)/(pm))
+ *     interleaved): compared with stage 0, whose embedding dropout mask and (22B) output layer
+ *     inputs come on top.
+ */
+static const struct {
+  const char *model;
+  int pp, vpp, mb, gb, gpus;
+  double params_opt_gib, act_none_gib, act_sp_sel_gib; /* published */
+} fig1[] = {
+    {"gpt3-22b", 1, 1, 4, 4, 8, 45.56, 59.25, 9.56},
+    {"gpt3-175b", 8, 3, 1, 64, 64, 45.56, 66.84, 12.35},
+    {"gpt3-530b", 35, 3, 1, 280, 280, 31.64, 114.02, 23.08},
+    {"gpt3-1t", 64, 1, 1, 512, 512, 32.96, 131.25, 26.56},
+};
+
+static void fig1_load(struct tw *w, int i, bool sp_selective)
+{
+  char pp[32], vpp[32], mb[48], gb[48];
+  snprintf(pp, sizeof pp, "plan.pp=%d", fig1[i].pp);
+  snprintf(vpp, sizeof vpp, "plan.vpp=%d", fig1[i].vpp);
+  snprintf(mb, sizeof mb, "plan.micro_batch=%d", fig1[i].mb);
+  snprintf(gb, sizeof gb, "plan.global_batch=%d", fig1[i].gb);
+  const char *sets[] = {"model.attention=standard",
+                        "plan.tp=8",
+                        "plan.dp=1",
+                        pp,
+                        vpp,
+                        fig1[i].vpp > 1 ? "plan.schedule=interleaved" : "plan.schedule=1f1b",
+                        mb,
+                        gb,
+                        sp_selective ? "plan.sp=true" : "plan.sp=false",
+                        sp_selective ? "plan.recompute=selective" : "plan.recompute=none",
+                        NULL};
+  tw_load(w, fig1[i].model, fig1[i].gpus, sets);
+}
+
+Test(memory, korthikanti_figure_1, .timeout = 60)
+{
+  printf("\nKorthikanti et al. 2022 Fig. 1, per-GPU memory (GiB): npusim vs published\n");
+  printf("%-10s %-26s %10s %10s %8s\n", "model", "quantity", "npusim", "published", "error");
+  for (size_t i = 0; i < sizeof fig1 / sizeof fig1[0]; i++) {
+    struct tw w;
+    struct wl_mem first, mid;
+    for (int v = 0; v < 2; v++) {
+      fig1_load(&w, (int)i, v == 1);
+      wl_memory_stage(&w.m, &w.p, 0, &first);
+      wl_memory_stage(&w.m, &w.p, w.p.pp > 1 ? 1 : 0, &mid);
+      double got[2] = {(mid.weights_bytes + mid.grads_bytes + mid.optimizer_bytes) / GIB,
+                       first.activations_bytes / GIB};
+      double want[2] = {fig1[i].params_opt_gib, v ? fig1[i].act_sp_sel_gib : fig1[i].act_none_gib};
+      const char *what[2] = {"params + optimizer", v ? "activations, SP + selective" : "activations, no recompute"};
+      for (int k = v; k < 2; k++) { /* parameters do not depend on SP or recompute: print once */
+        printf("%-10s %-26s %10.2f %10.2f %+7.2f%%\n", fig1[i].model, what[k], got[k], want[k],
+               100 * (got[k] / want[k] - 1));
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s %s (GiB)", fig1[i].model, what[k]);
+        tw_close(got[k], want[k], 0.05, msg);
+      }
+      tw_fini(&w);
+    }
+  }
+  fflush(stdout);
+}
+
+/* The published figures are Korthikanti's formulas exactly: the transformer layers alone. */
+Test(memory, korthikanti_figure_1_layers_alone_match_exactly, .timeout = 60)
+{
+  for (size_t i = 0; i < sizeof fig1 / sizeof fig1[0]; i++) {
+    struct tw w;
+    for (int v = 0; v < 2; v++) {
+      fig1_load(&w, (int)i, v == 1);
+      double L = w.m.layers, h = w.m.hidden, p = w.p.pp, t = w.p.tp, m = w.p.vpp;
+      /* 18 bytes x 12 l h^2 / (t p) */
+      tw_close(18 * 12 * L * h * h / (t * p) / GIB, fig1[i].params_opt_gib, 0.0005, fig1[i].model);
+      /* first stage: L layers' worth, x (1 + (p-1)/(pm)) interleaved */
+      double factor = m > 1 ? 1 + (p - 1) / (p * m) : 1;
+      double per_layer = wl_memory_layer_activations(&w.m, &w.p, 0);
+      tw_close(L * factor * per_layer / GIB, v ? fig1[i].act_sp_sel_gib : fig1[i].act_none_gib, 0.0005,
+               fig1[i].model);
+      tw_fini(&w);
+    }
+  }
+}
+
+/* Megatron's mixed precision: 2 + 4 + 12 = 18 bytes per parameter; ZeRO shards over dp. */
+Test(memory, zero_stages_shard_over_dp, .timeout = 30)
+{
+  struct wl_mem z[4];
+  for (int zero = 0; zero < 4; zero++) {
+    char zs[32];
+    snprintf(zs, sizeof zs, "plan.zero=%d", zero);
+    const char *sets[] = {zs, "plan.global_batch=32", NULL};
+    struct tw w;
+    tw_load(&w, "llama2-7b", 8, sets); /* tp 1, pp 1, dp 8 */
+    cr_assert_eq(w.p.dp, 8);
+    wl_memory_stage(&w.m, &w.p, 0, &z[zero]);
+    if (zero == 0) {
+      double n = wl_model_params(&w.m);
+      tw_close(z[0].weights_bytes, 2 * n, 1e-12, "bf16 weights");
+      tw_close(z[0].grads_bytes, 4 * n, 1e-12, "fp32 grads");
+      tw_close(z[0].optimizer_bytes, 12 * n, 1e-12, "Adam states");
+    }
+    tw_fini(&w);
+  }
+  tw_close(z[1].optimizer_bytes, z[0].optimizer_bytes / 8, 1e-12, "ZeRO-1 optimizer");
+  tw_close(z[1].grads_bytes, z[0].grads_bytes, 1e-12, "ZeRO-1 grads");
+  tw_close(z[1].weights_bytes, z[0].weights_bytes, 1e-12, "ZeRO-1 weights");
+  tw_close(z[2].grads_bytes, z[0].grads_bytes / 8, 1e-12, "ZeRO-2 grads");
+  tw_close(z[2].weights_bytes, z[0].weights_bytes, 1e-12, "ZeRO-2 weights");
+  tw_close(z[3].weights_bytes, z[0].weights_bytes / 8, 1e-12, "ZeRO-3 weights");
+  tw_close(z[3].grads_bytes, z[0].grads_bytes / 8, 1e-12, "ZeRO-3 grads");
+  tw_close(z[3].optimizer_bytes, z[0].optimizer_bytes / 8, 1e-12, "ZeRO-3 optimizer");
+  cr_assert_eq(z[3].activations_bytes, z[0].activations_bytes);
+  cr_assert_gt(z[3].comm_bytes, z[2].comm_bytes, "ZeRO-3 gathers layers into a buffer");
+}
+
+/* Megatron's distributed optimizer shards over dp x cp. */
+Test(memory, zero_shards_over_dp_and_cp, .timeout = 30)
+{
+  const char *sets[] = {"plan.zero=1", "plan.cp=2", "plan.global_batch=32", NULL};
+  struct tw w;
+  tw_load(&w, "llama2-7b", 8, sets);
+  cr_assert_eq(w.p.dp, 4);
+  struct wl_mem mem;
+  wl_memory_stage(&w.m, &w.p, 0, &mem);
+  tw_close(mem.optimizer_bytes, 12 * wl_model_params(&w.m) / 8, 1e-12, "optimizer over dp x cp");
+  tw_fini(&w);
+}
+
+Test(memory, one_f_one_b_holds_pp_minus_stage_micro_batches, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8", "plan.pp=8", "plan.global_batch=64", NULL};
+  struct tw w;
+  tw_load(&w, "gpt3-175b", 64, sets);
+  struct wl_mem mem;
+  for (int s = 0; s < 8; s++) {
+    wl_memory_stage(&w.m, &w.p, s, &mem);
+    cr_assert_eq(mem.stage, s);
+    cr_assert_eq(mem.inflight, 8 - s, "stage %d holds %d", s, mem.inflight);
+    /* 12 layers per stage, every layer alike */
+    double layers = 12 * wl_memory_layer_activations(&w.m, &w.p, 0) * (8 - s);
+    double extra = mem.activations_bytes - layers;
+    if (s == 0 || s == 7)
+      cr_assert_gt(extra, 0, "stage %d: embedding or output layer activations", s);
+    else
+      cr_assert_eq(extra, 0, "stage %d: transformer layers only", s);
+    if (s == 7)
+      tw_close(mem.logits_bytes, 4.0 * 2048 * 1 * 51200 / 8, 1e-12, "fp32 logits, one micro-batch");
+    else
+      cr_assert_eq(mem.logits_bytes, 0);
+  }
+  wl_memory_stage(&w.m, &w.p, 0, &mem);
+  cr_assert_eq(mem.inflight, 8);
+  wl_memory_stage(&w.m, &w.p, 7, &mem);
+  cr_assert_eq(mem.inflight, 1);
+  tw_fini(&w);
+
+  /* fewer micro-batches than stages: every stage holds them all */
+  const char *few[] = {"plan.tp=8", "plan.pp=8", "plan.global_batch=3", NULL};
+  tw_load(&w, "gpt3-175b", 64, few);
+  wl_memory_stage(&w.m, &w.p, 0, &mem);
+  cr_assert_eq(mem.inflight, 3);
+  tw_fini(&w);
+}
+
+Test(memory, gpipe_holds_every_micro_batch, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8", "plan.pp=8", "plan.global_batch=64", "plan.schedule=gpipe", NULL};
+  struct tw w;
+  tw_load(&w, "gpt3-175b", 64, sets);
+  struct wl_mem mem;
+  for (int s = 0; s < 8; s++) {
+    wl_memory_stage(&w.m, &w.p, s, &mem);
+    cr_assert_eq(mem.inflight, 64);
+  }
+  tw_close(mem.logits_bytes, 64 * 4.0 * 2048 * 51200 / 8, 1e-12, "GPipe: every micro-batch's logits");
+  tw_fini(&w);
+}
+
+/* Megatron's interleaved warm-up: stage r holds 2 (p - r - 1) + (v - 1) p + 1 chunks. */
+Test(memory, interleaved_warmup, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8",          "plan.pp=8",          "plan.vpp=3",
+                        "plan.global_batch=64", "plan.schedule=interleaved", NULL};
+  struct tw w;
+  tw_load(&w, "gpt3-175b", 64, sets);
+  struct wl_mem mem;
+  for (int r = 0; r < 8; r++) {
+    wl_memory_stage(&w.m, &w.p, r, &mem);
+    cr_assert_eq(mem.inflight, 2 * (8 - r - 1) + 2 * 8 + 1, "stage %d", r);
+  }
+  /* only as many as exist: 8 micro-batches x 3 chunks */
+  tw_fini(&w);
+  const char *few[] = {"plan.tp=8", "plan.pp=8", "plan.vpp=3", "plan.global_batch=8", "plan.schedule=interleaved",
+                       NULL};
+  tw_load(&w, "gpt3-175b", 64, few);
+  wl_memory_stage(&w.m, &w.p, 0, &mem);
+  cr_assert_eq(mem.inflight, 24);
+  tw_fini(&w);
+}
+
+/* Parameters over the stages add up to the model, tied embeddings counted on both ends. */
+Test(memory, stage_parameters_add_up, .timeout = 30)
+{
+  static const char *const models[] = {"gpt3-1.7b", "llama2-7b", "llama3-8b"};
+  for (size_t i = 0; i < 3; i++) {
+    for (int pp = 1; pp <= 4; pp *= 2) {
+      char pps[32];
+      snprintf(pps, sizeof pps, "plan.pp=%d", pp);
+      const char *sets[] = {pps, "plan.global_batch=16", NULL};
+      struct tw w;
+      tw_load(&w, models[i], pp, sets);
+      double sum = 0;
+      for (int s = 0; s < pp; s++) {
+        struct wl_mem mem;
+        wl_memory_stage(&w.m, &w.p, s, &mem);
+        sum += mem.weights_bytes / 2;
+      }
+      double want = wl_model_params(&w.m);
+      if (w.m.tied_embeddings && pp > 1) want += (double)w.m.vocab * w.m.hidden; /* last stage's copy */
+      char what[96];
+      snprintf(what, sizeof what, "%s pp %d parameters", models[i], pp);
+      tw_close(sum, want, 1e-12, what);
+      tw_fini(&w);
+    }
+  }
+}
+
+/* TP splits matrices and the vocabulary, and keeps norms (and row-parallel biases) whole. */
+Test(memory, tensor_parallel_split, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8", "plan.global_batch=8", NULL};
+  struct tw w;
+  tw_load(&w, "llama2-7b", 8, sets);
+  struct wl_mem mem;
+  wl_memory_stage(&w.m, &w.p, 0, &mem);
+  double h = w.m.hidden, L = w.m.layers, V = w.m.vocab;
+  double norms = (2 * L + 1) * h, rest = wl_model_params(&w.m) - norms;
+  tw_close(mem.weights_bytes / 2, rest / 8 + norms, 1e-12, "llama2-7b on tp 8");
+  (void)V;
+  tw_fini(&w);
+}
+
+/* GQA with FlashAttention stores K and V at kv_heads: 4 s b (q - kv) / t bytes less per layer
+ * than MHA; the standard attention saves K and V repeated to every head. */
+Test(memory, gqa_shrinks_k_and_v, .timeout = 30)
+{
+  const char *mha_sets[] = {"plan.tp=8", "plan.global_batch=8", "model.kv_heads=64", NULL};
+  const char *gqa_sets[] = {"plan.tp=8", "plan.global_batch=8", NULL};
+  struct tw mha, gqa;
+  tw_load(&mha, "llama2-70b", 8, mha_sets);
+  tw_load(&gqa, "llama2-70b", 8, gqa_sets);
+  double s = 4096, b = 1, q = 8192, kv = 8 * 128;
+  double diff = wl_memory_layer_activations(&mha.m, &mha.p, 0) - wl_memory_layer_activations(&gqa.m, &gqa.p, 0);
+  tw_close(diff, 2 * 2 * s * b * (q - kv) / 8, 1e-12, "flash: K and V at kv_heads");
+  tw_fini(&mha);
+  tw_fini(&gqa);
+
+  const char *mha_std[] = {"plan.tp=8", "plan.global_batch=8", "model.kv_heads=64", "model.attention=standard", NULL};
+  const char *gqa_std[] = {"plan.tp=8", "plan.global_batch=8", "model.attention=standard", NULL};
+  tw_load(&mha, "llama2-70b", 8, mha_std);
+  tw_load(&gqa, "llama2-70b", 8, gqa_std);
+  cr_assert_eq(wl_memory_layer_activations(&mha.m, &mha.p, 0), wl_memory_layer_activations(&gqa.m, &gqa.p, 0),
+               "standard attention saves the repeated K and V");
+  tw_fini(&mha);
+  tw_fini(&gqa);
+}
+
+/* SwiGLU stores the gate and up outputs (2f) and its output (f): 6 s b f bytes against GeLU's
+ * 4 s b f at the same inner size; FlashAttention stores the fp32 LSE instead of 5 a s^2 b. */
+Test(memory, swiglu_and_flash, .timeout = 30)
+{
+  const char *gelu_sets[] = {"plan.global_batch=8", "model.activation=gelu", NULL};
+  const char *swiglu_sets[] = {"plan.global_batch=8", NULL};
+  struct tw g, sw;
+  tw_load(&g, "llama2-7b", 1, gelu_sets);
+  tw_load(&sw, "llama2-7b", 1, swiglu_sets);
+  double s = 4096, b = 1, h = 4096, f = 11008, a = 32;
+  tw_close(wl_memory_layer_activations(&sw.m, &sw.p, 0) - wl_memory_layer_activations(&g.m, &g.p, 0),
+           2 * s * b * f, 1e-12, "SwiGLU - GeLU");
+  /* Korthikanti's 34 sbh with the MLP's 16 sbh replaced by 6 s b f, and the scores by the LSE */
+  tw_close(wl_memory_layer_activations(&sw.m, &sw.p, 0), s * b * h * 18 + 6 * s * b * f + 4 * s * b * a, 1e-12,
+           "llama2-7b layer, flash");
+  tw_fini(&g);
+  tw_fini(&sw);
+}
+
+/* Routed experts are split over ep and sharded over the expert data-parallel group. */
+Test(memory, moe_experts_split_over_ep, .timeout = 30)
+{
+  struct wl_mem e1, e4;
+  struct tw w;
+  const char *ep1[] = {"model.moe.experts=8", "model.moe.top_k=2", "model.moe.ffn=4096", "plan.global_batch=8",
+                       "plan.ep=1", NULL};
+  const char *ep4[] = {"model.moe.experts=8", "model.moe.top_k=2", "model.moe.ffn=4096", "plan.global_batch=8",
+                       "plan.ep=4", NULL};
+  tw_load(&w, "llama2-7b", 4, ep1);
+  wl_memory_stage(&w.m, &w.p, 0, &e1);
+  tw_fini(&w);
+  tw_load(&w, "llama2-7b", 4, ep4);
+  wl_memory_stage(&w.m, &w.p, 0, &e4);
+  double experts = 32.0 * 8 * 3 * 4096 * 4096; /* layers x experts x 3 matrices */
+  tw_close(e1.weights_bytes - e4.weights_bytes, 2 * experts * 3 / 4, 1e-9, "expert weights over ep 4");
+  cr_assert_eq(e1.activations_bytes, e4.activations_bytes);
+  tw_fini(&w);
+}
+
+Test(memory, peak_is_the_largest_stage, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8", "plan.pp=4", "plan.global_batch=64", "plan.sp=true", NULL};
+  struct tw w;
+  tw_load(&w, "llama3-70b", 32, sets);
+  struct wl_mem peak, mem;
+  wl_memory_peak(&w.m, &w.p, &peak);
+  for (int s = 0; s < 4; s++) {
+    wl_memory_stage(&w.m, &w.p, s, &mem);
+    cr_assert_leq(mem.total_bytes, peak.total_bytes);
+    tw_close(mem.total_bytes,
+             mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes + mem.logits_bytes +
+                 mem.comm_bytes,
+             1e-12, "total");
+  }
+  wl_memory_stage(&w.m, &w.p, peak.stage, &mem);
+  cr_assert_eq(mem.total_bytes, peak.total_bytes);
+  tw_fini(&w);
+}

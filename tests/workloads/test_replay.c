@@ -1,0 +1,155 @@
+/*
+ * test_replay.c - the training replay against closed forms: one stage is the sum of its
+ * segments; a 1F1B pipeline of uniform stages has (pp - 1) x (F + B) of bubble; data-parallel
+ * gradient reduction is exposed when not overlapped; the same scenario gives the same numbers;
+ * and bad plans are errors naming their keys. Each replay runs in its own process (one SimGrid
+ * engine per process), by fork through wl_run_isolated, or by Criterion's own test processes.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "workloads/expand.h"
+#include "workloads/isolate.h"
+#include "workloads/job.h"
+#include "workloads/replay.h"
+
+#define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
+#define SETS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static int nsets(const char *const *s)
+{
+  int n = 0;
+  while (s[n]) n++;
+  return n;
+}
+
+/* Load and replay in this (Criterion test) process. */
+static void replay(struct wl_job *job, struct wl_result *res, const char *const *sets)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  char msg[1024];
+  int rc = wl_job_load(job, SCN "tiny.cfg", sets, nsets(sets), &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  rc = wl_replay(job, NULL, res, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+}
+
+static double sum_cats(const double *c)
+{
+  double s = 0;
+  for (int i = 0; i < WL_CAT_COUNT; i++) s += c[i];
+  return s;
+}
+
+Test(replay, one_stage_is_the_sum_of_its_segments)
+{
+  struct wl_job j;
+  struct wl_result r;
+  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16"));
+  int m = j.microbatches, L = j.model.layers;
+  double want = m * (j.seg[WL_SEG_EMBED_F].time_s + L * j.seg[WL_SEG_LAYER_F].time_s + j.seg[WL_SEG_HEAD_F].time_s +
+                     j.seg[WL_SEG_HEAD_B].time_s + L * j.seg[WL_SEG_LAYER_B].time_s + j.seg[WL_SEG_EMBED_B].time_s) +
+                j.optim[0].time_s;
+  /* plus the gradient reduction still running when the backward ends (dp 8), nothing else */
+  double dp = r.cat_s[WL_CAT_DP];
+  cr_expect_float_eq(r.step_s, want + dp, 1e-9 * want, "step %.9g s, segments %.9g s + dp %.9g s", r.step_s, want, dp);
+  cr_expect(dp >= 0 && dp < 0.2 * want, "exposed dp %g of %g", dp, want);
+  cr_expect_float_eq(sum_cats(r.stages[0].cat_s), r.step_s, 1e-9 * r.step_s);
+  cr_expect_eq(r.cat_s[WL_CAT_BUBBLE], 0);
+  wl_result_release(&r);
+  wl_job_release(&j);
+}
+
+Test(replay, one_f_one_b_bubble_is_pp_minus_one_slots)
+{
+  struct wl_job j;
+  struct wl_result r;
+  /* 4 stages (dp 2, 8 micro-batches), a small vocabulary so that the stages are nearly equal:
+   * stage 0 waits (pp - 1) x (F + B) of one stage, plus what the last stage's head adds to
+   * each of its slots (the steady state runs at the pace of the slowest stage); links so fast
+   * that the transfers take only their latency */
+  replay(&j, &r, SETS("plan.pp=4", "plan.global_batch=16", "model.vocab=1024", "node.link.bandwidth=100TBps"));
+  int L = j.model.layers / 4, m = j.microbatches;
+  double F = L * j.seg[WL_SEG_LAYER_F].time_s, B = L * j.seg[WL_SEG_LAYER_B].time_s;
+  double want = 3 * (F + B), head = j.seg[WL_SEG_HEAD_F].time_s + j.seg[WL_SEG_HEAD_B].time_s;
+  double got = r.stages[0].cat_s[WL_CAT_BUBBLE] + r.stages[0].cat_s[WL_CAT_PP];
+  cr_expect(got >= 0.97 * want && got <= 1.05 * want + m * head, "stage 0 waits %.6g s, closed form %.6g s (+ %d x %.3g s)",
+            got, want, m, head);
+  for (int s = 0; s < 4; s++)
+    cr_expect_float_eq(sum_cats(r.stages[s].cat_s), r.step_s, 1e-9 * r.step_s, "stage %d breakdown", s);
+  wl_result_release(&r);
+  wl_job_release(&j);
+}
+
+Test(replay, unoverlapped_gradient_reduction_is_exposed)
+{
+  struct wl_outcome a, b;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=1", "plan.global_batch=8", "plan.overlap_grad_reduce=true"),
+                               3, &a, &d), 0);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=1", "plan.global_batch=8", "plan.overlap_grad_reduce=false"),
+                               3, &b, &d), 0);
+  cr_assert_eq(a.status, 0, "%s", a.message);
+  cr_assert_eq(b.status, 0, "%s", b.message);
+  cr_expect_gt(b.cat_s[WL_CAT_DP], a.cat_s[WL_CAT_DP], "exposed dp: overlapped %g s, not %g s", a.cat_s[WL_CAT_DP],
+               b.cat_s[WL_CAT_DP]);
+  cr_expect_gt(b.step_time_s, a.step_time_s);
+}
+
+Test(replay, same_inputs_same_numbers)
+{
+  struct wl_outcome a, b;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=2", "plan.global_batch=8"), 2, &a, &d), 0);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=2", "plan.global_batch=8"), 2, &b, &d), 0);
+  cr_assert_eq(a.status, 0, "%s", a.message);
+  cr_expect(a.step_time_s == b.step_time_s && a.mfu == b.mfu && a.memory_peak_bytes == b.memory_peak_bytes);
+  cr_expect_str_eq(a.bottleneck, b.bottleneck);
+}
+
+Test(replay, more_data_parallel_ranks_keep_the_step_and_raise_throughput)
+{
+  struct wl_outcome a, b;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=2", "plan.global_batch=8"), 2, &a, &d), 0);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=1", "plan.global_batch=8"), 2, &b, &d), 0);
+  cr_assert_eq(a.status, 0, "%s", a.message);
+  cr_assert_eq(b.status, 0, "%s", b.message);
+  /* pp 2 on 4 devices means dp 2: half the micro-batches per pipeline, plus a bubble */
+  cr_expect_gt(a.tokens_per_s, 0);
+  cr_expect(a.mfu > 0.05 && a.mfu < 1 && b.mfu > 0.05 && b.mfu < 1, "mfu %g %g", a.mfu, b.mfu);
+}
+
+static void expect_error(const char *const *sets, const char *key)
+{
+  struct wl_job j;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  int rc = wl_job_load(&j, SCN "tiny.cfg", sets, nsets(sets), &d);
+  char msg[1024];
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_expect_neq(rc, 0, "no error for %s", sets[0]);
+  cr_expect(strstr(msg, key) != NULL, "'%s' does not name %s", msg, key);
+  wl_job_release(&j);
+}
+
+Test(replay, bad_plans_name_their_keys)
+{
+  expect_error(SETS("plan.tp=3"), "plan.");
+  expect_error(SETS("plan.pp=3"), "plan.");
+  expect_error(SETS("plan.tp=2", "plan.pp=2", "plan.dp=4"), "plan.dp");
+  expect_error(SETS("plan.global_batch=3"), "plan.global_batch");
+  expect_error(SETS("plan.vpp=2"), "plan.vpp");
+  expect_error(SETS("plan.order=tp-dp"), "plan.order");
+  expect_error(SETS("model.preset=no-such-model"), "no-such-model");
+  expect_error(SETS("plan.tpp=2"), "plan.tpp");
+}

@@ -1,0 +1,36 @@
+/*
+ * isolate.h - run a scenario in a child process and bring back its headline results.
+ *
+ * SimGrid allows one engine per process (design decision 1), so anything that runs several
+ * scenarios (`npusim validate`, sweeps) runs each in a fork()ed child. The child loads and
+ * replays the scenario and writes a fixed-size record into a pipe; a child that crashes or
+ * writes nothing is reported as such, never as a result.
+ */
+#ifndef NPUSIM_WORKLOADS_ISOLATE_H
+#define NPUSIM_WORKLOADS_ISOLATE_H
+
+#include <stdbool.h>
+
+#include "common/diag.h"
+#include "workloads/job.h"
+
+struct wl_outcome {
+  int status;                 /* 0 ok, else the npu_err of the failure */
+  char message[512];          /* the error, formatted (status != 0) */
+  double step_time_s, tokens_per_s, tokens_per_s_per_device, mfu, hfu, bubble_fraction;
+  double memory_peak_bytes;
+  double memory_weights_optimizer_bytes; /* of stage 1 (transformer layers only), or 0 */
+  double memory_activations_bytes;       /* of stage 0 */
+  double wall_s;
+  int devices;
+  bool oom;
+  char bottleneck[256];
+  double cat_s[WL_CAT_COUNT];  /* the slowest stage's breakdown */
+};
+
+/* Load path with overrides sets[0..n) and replay it in a child; fills *out (status included).
+ * Returns 0 when the child reported (whatever its status), NPU_EINTERNAL when it did not. */
+int wl_run_isolated(const char *path, const char *const *sets, int n, struct wl_outcome *out,
+                    struct npu_diag *diag);
+
+#endif

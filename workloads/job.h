@@ -1,0 +1,134 @@
+/*
+ * job.h - a training job: scenario loading, expansion into per-rank work, replay, results.
+ *
+ * A scenario file holds the system (chip, node, cluster sections, or a system preset), the
+ * model, the parallel plan and run options. wl_job_load reads and checks it; wl_job_run
+ * expands the step into per-stage work (expand.c), costs every distinct kernel through the
+ * operator cost cache (the chip model is the only source of compute time) and replays the
+ * step on the cluster's SimGrid platform (replay.c); the results feed the report (report.c).
+ */
+#ifndef NPUSIM_WORKLOADS_JOB_H
+#define NPUSIM_WORKLOADS_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "common/cfg.h"
+#include "common/diag.h"
+#include "common/trace.h"
+#include "cores/kernel.h"
+#include "interconnect/coll.h"
+#include "workloads/model.h"
+#include "workloads/plan.h"
+
+/* Where a rank's step time goes. Compute categories first, then exposed communication. */
+#define WL_CAT_MAP(XX)                                                        \
+  XX(GEMM, "gemm", "matrix multiplications (linear layers)")                  \
+  XX(ATTN, "attention", "attention kernels")                                  \
+  XX(VEC, "vector", "norms, activations, rotary embedding, loss, embedding")  \
+  XX(OPTIM, "optimizer", "the optimizer step")                                \
+  XX(TP, "tp_comm", "tensor-parallel collectives (on the compute stream)")    \
+  XX(CP, "cp_comm", "context-parallel communication, exposed")                \
+  XX(EP, "ep_comm", "expert-parallel all-to-all, exposed")                    \
+  XX(DP, "dp_comm", "data-parallel gradient reduction and gathers, exposed")  \
+  XX(PP, "pp_comm", "pipeline send/receive, exposed")                         \
+  XX(BUBBLE, "bubble", "waiting for another pipeline stage")                  \
+  XX(IDLE, "idle", "done before the slowest rank (imbalance)")
+
+enum wl_cat {
+#define WL__CAT_ENUM(e, name, desc) WL_CAT_##e,
+  WL_CAT_MAP(WL__CAT_ENUM)
+#undef WL__CAT_ENUM
+  WL_CAT_COUNT
+};
+const char *wl_cat_name(enum wl_cat c);
+const char *wl_cat_desc(enum wl_cat c);
+bool wl_cat_is_compute(enum wl_cat c);
+
+/* Run options (the "run" section). */
+struct wl_run {
+  int fidelity;             /* kernels: enum core_fidelity (analytic default) */
+  int coll_fidelity;        /* in-situ collectives: enum ic_fidelity (bulk default) */
+  int seed;                 /* for anything random (reported) */
+  char cost_cache[256];     /* persistent kernel cost cache file; "" none */
+  bool kernel_trace;        /* trace: one event per kernel instead of per layer */
+};
+
+/* A stretch of one rank's compute stream: a layer's forward, its backward, the head, ... */
+struct wl_seg {
+  double time_s;                  /* on the compute stream, TP collectives included */
+  double cat_s[WL_CAT_COUNT];     /* how time_s splits */
+  double flops;                   /* executed FLOPs (recomputation included) */
+  double model_flops;             /* FLOPs the model needs (no recomputation) */
+  int first_item, nitems;         /* its kernels and collectives, in order (job->items) */
+};
+
+enum wl_seg_kind {
+  WL_SEG_EMBED_F, WL_SEG_EMBED_B, WL_SEG_LAYER_F, WL_SEG_LAYER_B, WL_SEG_HEAD_F, WL_SEG_HEAD_B,
+  WL_SEG_KINDS
+};
+
+/* One kernel or memoised collective of a segment. */
+struct wl_item {
+  uint8_t cat;        /* enum wl_cat */
+  bool recompute;     /* done again for recomputation (counts in HFU, not MFU) */
+  bool coll;          /* a collective (index into colls) rather than a kernel (kernels) */
+  int index;
+};
+
+/* A distinct kernel (operator + canonical arguments) and its cost. */
+struct wl_kernel {
+  char op[32];
+  char args[256];
+  double time_s, flops;
+  char bottleneck[24];
+  int uses;            /* items referring to it, over one step of one rank of each stage */
+};
+
+/* A distinct collective on a TP-like group, costed alone on its links (memoised). */
+struct wl_coll {
+  enum ic_op op;
+  double bytes;        /* nccl-tests convention */
+  int dim;             /* enum wl_dim of the group */
+  double time_s;
+  char algo[24];
+};
+
+struct wl_job {
+  char path[512];                 /* scenario file as given */
+  struct npu_cfg *cfg;
+  struct arch_system sys;
+  struct wl_model model;
+  struct wl_plan plan;
+  struct wl_run run;
+  int devices, microbatches;
+  /* expansion */
+  struct wl_item *items;
+  int nitems, cap_items;
+  struct wl_kernel *kernels;
+  int nkernels, cap_kernels;
+  struct wl_coll *colls;
+  int ncolls, cap_colls;
+  struct wl_seg seg[WL_SEG_KINDS];
+  struct wl_seg *optim;           /* per stage: the optimizer step */
+  double *stage_params;           /* per stage: parameters one rank holds (TP-sharded, before ZeRO) */
+  double layer_params;            /* one layer's parameters on one rank (TP-sharded) */
+};
+
+/* Register the "run" section's table (target: struct wl_run), zeroing it first. */
+void wl_run_register(struct npu_cfg *cfg, struct wl_run *run);
+
+/*
+ * Load and check a scenario: path, then overrides "KEY=VALUE" in order. Returns 0, or
+ * NPU_ECONFIG / NPU_EIO with diag naming file:line and the key.
+ */
+int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, int nsets,
+                struct npu_diag *diag);
+void wl_job_release(struct wl_job *job);
+
+/* Whether the loaded scenario describes a training job (a model section). */
+bool wl_job_is_training(const struct wl_job *job);
+
+#endif

@@ -1,0 +1,235 @@
+/*
+ * plan.c - the "plan" section: table, checks against the model and system, rank mapping.
+ */
+#include "workloads/plan.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/dtype.h"
+#include "common/err.h"
+
+#define OFF(f) offsetof(struct wl_plan, f)
+#define INT(name, field, def, flags, desc) {name, NPU_PT_INT, OFF(field), 0, def, flags, 0, 0, NULL, desc}
+#define BOOL(name, field, def, desc) {name, NPU_PT_BOOL, OFF(field), 0, def, 0, 0, 0, NULL, desc}
+#define ENUM(name, field, def, names, desc) {name, NPU_PT_ENUM, OFF(field), 0, def, 0, 0, 0, names, desc}
+
+static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1", "dualpipe", NULL};
+static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
+static const char *const dim_names[WL_DIM_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
+
+static const struct npu_section sections[] = {
+    {"plan", false, "how the training job is parallelised"},
+};
+
+static const struct npu_param params[] = {
+    INT("plan.tp", tp, "1", NPU_PF_POSITIVE, "tensor-parallel size"),
+    INT("plan.cp", cp, "1", NPU_PF_POSITIVE, "context-parallel size"),
+    INT("plan.pp", pp, "1", NPU_PF_POSITIVE, "pipeline stages"),
+    INT("plan.dp", dp, "0", NPU_PF_NONNEG, "data-parallel size; 0: devices / (tp x cp x pp)"),
+    INT("plan.ep", ep, "1", NPU_PF_POSITIVE, "expert-parallel size (MoE; divides dp x cp)"),
+    INT("plan.vpp", vpp, "1", NPU_PF_POSITIVE, "model chunks per pipeline rank (interleaved schedule); 1: none"),
+    INT("plan.first_stage_layers", first_layers, "0", NPU_PF_NONNEG,
+        "layers of the first pipeline stage (Megatron --decoder-first-pipeline-num-layers); 0: an even split"),
+    INT("plan.last_stage_layers", last_layers, "0", NPU_PF_NONNEG,
+        "layers of the last pipeline stage (--decoder-last-pipeline-num-layers); 0: an even split"),
+    BOOL("plan.sp", sp, "false", "sequence parallelism: norms and dropout sharded over the TP group"),
+    INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
+    ENUM("plan.recompute", recompute, "none", recompute_names,
+         "activation recomputation: none, selective (attention core), full (every layer)"),
+    INT("plan.micro_batch", micro_batch, "1", NPU_PF_POSITIVE, "sequences per micro-batch"),
+    INT("plan.global_batch", global_batch, NULL, NPU_PF_POSITIVE, "sequences per optimizer step"),
+    ENUM("plan.schedule", schedule, "1f1b", sched_names, "pipeline schedule: gpipe, 1f1b, interleaved, zb_h1, dualpipe"),
+    {"plan.order", NPU_PT_STRING, OFF(order), sizeof(((struct wl_plan *)0)->order), "tp-cp-ep-dp-pp", 0, 0, 0, NULL,
+     "rank order, fastest-varying dimension first (Megatron's default tp-cp-ep-dp-pp)"},
+    BOOL("plan.overlap_grad_reduce", overlap_grad_reduce, "true", "reduce gradient buckets while the backward runs"),
+    BOOL("plan.overlap_param_gather", overlap_param_gather, "true", "gather ZeRO parameters ahead of use, overlapped"),
+    {"plan.bucket_params", NPU_PT_REAL, OFF(bucket_params), 0, "40000000", NPU_PF_POSITIVE, 0, 0, NULL,
+     "gradient bucket size for the data-parallel reduction, parameters (Megatron DDP: 40M)"},
+    ENUM("plan.dtype", dtype, "bf16", dtype_names, "training precision: bf16 or fp16 mixed precision (fp8 on fp8 chips)"),
+};
+
+static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
+                                       sizeof params / sizeof params[0]};
+
+const struct npu_table *wl_plan_table(void)
+{
+  return &table;
+}
+
+void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p)
+{
+  memset(p, 0, sizeof *p);
+  npu_cfg_add_table(cfg, &table, p);
+}
+
+const char *wl_schedule_name(enum wl_schedule s)
+{
+  NPU_ASSERT(s >= 0 && s < WL_SCHED_COUNT);
+  return sched_names[s];
+}
+
+int wl_system_devices(const struct arch_system *sys)
+{
+  int per = sys->has_node ? sys->node.devices : 1;
+  int nodes = sys->has_cluster ? sys->cluster.nodes : 1;
+  return per * nodes;
+}
+
+int wl_plan_dim(const struct wl_plan *p, enum wl_dim d)
+{
+  switch (d) {
+  case WL_DIM_TP: return p->tp;
+  case WL_DIM_CP: return p->cp;
+  case WL_DIM_EP: return 1; /* experts subdivide dp x cp; not a dimension of the world */
+  case WL_DIM_DP: return p->dp;
+  case WL_DIM_PP: return p->pp;
+  default: NPU_PANIC("bad dimension %d", (int)d);
+  }
+}
+
+int wl_plan_chunk_layers(const struct wl_plan *p, int layers, int chunks, int chunk)
+{
+  if (!p->first_layers && !p->last_layers) return layers / chunks;
+  if (chunk == 0 && p->first_layers) return p->first_layers;
+  if (chunk == chunks - 1 && p->last_layers) return p->last_layers;
+  int mid = chunks - (p->first_layers ? 1 : 0) - (p->last_layers ? 1 : 0);
+  return (layers - p->first_layers - p->last_layers) / mid;
+}
+
+int wl_plan_chunk_first_layer(const struct wl_plan *p, int layers, int chunks, int chunk)
+{
+  int l = 0;
+  for (int c = 0; c < chunk; c++) l += wl_plan_chunk_layers(p, layers, chunks, c);
+  return l;
+}
+
+int wl_plan_microbatches(const struct wl_plan *p)
+{
+  return p->global_batch / (p->micro_batch * p->dp);
+}
+
+/* Parse the order string into dims[] (fastest first); returns how many, or -1. */
+static int parse_order(const char *order, enum wl_dim dims[WL_DIM_COUNT])
+{
+  int n = 0, seen = 0;
+  const char *s = order;
+  while (*s) {
+    int d;
+    for (d = 0; d < WL_DIM_COUNT; d++)
+      if (!strncmp(s, dim_names[d], 2)) break;
+    if (d == WL_DIM_COUNT || (seen >> d & 1)) return -1;
+    seen |= 1 << d;
+    dims[n++] = (enum wl_dim)d;
+    s += 2;
+    if (*s == '-') s++;
+    else if (*s) return -1;
+  }
+  /* every world dimension must appear; ep may be left out */
+  for (int d = 0; d < WL_DIM_COUNT; d++)
+    if (d != WL_DIM_EP && !(seen >> d & 1)) return -1;
+  return n;
+}
+
+static void order_dims(const struct wl_plan *p, enum wl_dim dims[WL_DIM_COUNT], int *n)
+{
+  *n = parse_order(p->order, dims);
+  NPU_ASSERT(*n > 0);
+}
+
+void wl_plan_coord(const struct wl_plan *p, int rank, struct wl_coord *out)
+{
+  enum wl_dim dims[WL_DIM_COUNT];
+  int n;
+  order_dims(p, dims, &n);
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < n; i++) {
+    int sz = wl_plan_dim(p, dims[i]);
+    out->c[dims[i]] = rank % sz;
+    rank /= sz;
+  }
+}
+
+int wl_plan_rank(const struct wl_plan *p, const struct wl_coord *c)
+{
+  enum wl_dim dims[WL_DIM_COUNT];
+  int n, rank = 0;
+  order_dims(p, dims, &n);
+  for (int i = n - 1; i >= 0; i--) rank = rank * wl_plan_dim(p, dims[i]) + c->c[dims[i]];
+  return rank;
+}
+
+void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks)
+{
+  struct wl_coord c;
+  wl_plan_coord(p, rank, &c);
+  for (int i = 0; i < wl_plan_dim(p, d); i++) {
+    c.c[d] = i;
+    ranks[i] = wl_plan_rank(p, &c);
+  }
+}
+
+int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model *m,
+                   const struct arch_system *sys, struct npu_diag *diag)
+{
+  enum wl_dim dims[WL_DIM_COUNT];
+  if (parse_order(p->order, dims) < 0)
+    return npu_cfg_fail(cfg, diag, "plan.order",
+                        "\"%s\" is not a rank order: name tp, cp, dp and pp (ep optional) once each, "
+                        "separated by '-', fastest first", p->order);
+  int devices = wl_system_devices(sys), inner = p->tp * p->cp * p->pp;
+  if (!p->dp) {
+    if (devices % inner)
+      return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d x cp %d x pp %d = %d does not divide the %d devices",
+                          p->tp, p->cp, p->pp, inner, devices);
+    p->dp = devices / inner;
+  }
+  if (inner * p->dp != devices)
+    return npu_cfg_fail(cfg, diag, "plan.dp", "tp %d x cp %d x pp %d x dp %d = %d, but the system has %d devices",
+                        p->tp, p->cp, p->pp, p->dp, inner * p->dp, devices);
+  if (m->heads % p->tp || m->kv_heads % p->tp)
+    return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the %d heads and %d key/value heads", p->tp,
+                        m->heads, m->kv_heads);
+  if (m->ffn % p->tp || (m->moe.ffn && m->moe.ffn % p->tp))
+    return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the MLP size %d", p->tp, m->ffn);
+  if ((p->first_layers || p->last_layers) && (p->vpp > 1 || p->pp < 2))
+    return npu_cfg_fail(cfg, diag, p->first_layers ? "plan.first_stage_layers" : "plan.last_stage_layers",
+                        "uneven first or last stages need pp >= 2 and no virtual stages");
+  if (p->first_layers || p->last_layers) {
+    int rest = m->layers - p->first_layers - p->last_layers, mid = p->pp - (p->first_layers ? 1 : 0) - (p->last_layers ? 1 : 0);
+    if (rest <= 0 || (mid ? rest % mid : rest))
+      return npu_cfg_fail(cfg, diag, p->first_layers ? "plan.first_stage_layers" : "plan.last_stage_layers",
+                          "%d layers minus the first (%d) and last (%d) stages' do not split evenly over the other %d "
+                          "stages", m->layers, p->first_layers, p->last_layers, mid);
+  } else if (m->layers % (p->pp * p->vpp)) {
+    return npu_cfg_fail(cfg, diag, p->vpp > 1 ? "plan.vpp" : "plan.pp",
+                        "%d layers do not split into pp %d x vpp %d equal chunks (or set plan.first_stage_layers / "
+                        "plan.last_stage_layers)", m->layers, p->pp, p->vpp);
+  }
+  if (p->vpp > 1 && p->schedule != WL_SCHED_INTERLEAVED)
+    return npu_cfg_fail(cfg, diag, "plan.vpp", "virtual stages need plan.schedule = \"interleaved\"");
+  if (p->schedule == WL_SCHED_INTERLEAVED && p->vpp < 2)
+    return npu_cfg_fail(cfg, diag, "plan.schedule", "the interleaved schedule needs plan.vpp >= 2");
+  if (m->seq_len % (p->cp * (p->sp ? p->tp : 1)))
+    return npu_cfg_fail(cfg, diag, "plan.cp", "sequence %d does not split over cp %d%s", m->seq_len, p->cp,
+                        p->sp ? " x tp (sequence parallel)" : "");
+  if (p->global_batch % (p->micro_batch * p->dp))
+    return npu_cfg_fail(cfg, diag, "plan.global_batch",
+                        "global batch %d does not split into micro-batches of %d over dp %d", p->global_batch,
+                        p->micro_batch, p->dp);
+  int mb = wl_plan_microbatches(p);
+  if (p->schedule == WL_SCHED_INTERLEAVED && mb % p->pp)
+    return npu_cfg_fail(cfg, diag, "plan.global_batch",
+                        "the interleaved schedule needs the %d micro-batches to be a multiple of pp %d", mb, p->pp);
+  if (p->zero < 0 || p->zero > 3) return npu_cfg_fail(cfg, diag, "plan.zero", "ZeRO stage 0..3, got %d", p->zero);
+  if (m->moe.experts) {
+    if ((p->dp * p->cp) % p->ep || m->moe.experts % p->ep)
+      return npu_cfg_fail(cfg, diag, "plan.ep", "ep %d must divide dp x cp = %d and the %d experts", p->ep,
+                          p->dp * p->cp, m->moe.experts);
+  } else if (p->ep != 1) {
+    return npu_cfg_fail(cfg, diag, "plan.ep", "expert parallelism needs an MoE model (model.moe.experts)");
+  }
+  return 0;
+}

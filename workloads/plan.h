@@ -1,0 +1,82 @@
+/*
+ * plan.h - the parallel plan of a training job (the "plan" section of a scenario) and the
+ * mapping of ranks to parallel coordinates.
+ *
+ * World = tp x cp x pp x dp devices; ep (experts) subdivides dp x cp as in Megatron. The rank
+ * order is a string of dimension names from fastest- to slowest-varying, Megatron's
+ * "tp-cp-ep-dp-pp" by default: with it consecutive ranks form a TP group (one server), and
+ * pipeline stages are the slowest dimension.
+ */
+#ifndef NPUSIM_WORKLOADS_PLAN_H
+#define NPUSIM_WORKLOADS_PLAN_H
+
+#include <stdbool.h>
+
+#include "arch/arch.h"
+#include "common/cfg.h"
+#include "workloads/model.h"
+
+enum wl_recompute { WL_RECOMPUTE_NONE, WL_RECOMPUTE_SELECTIVE, WL_RECOMPUTE_FULL };
+enum wl_schedule {
+  WL_SCHED_GPIPE,
+  WL_SCHED_1F1B,
+  WL_SCHED_INTERLEAVED, /* interleaved 1F1B (virtual stages) */
+  WL_SCHED_ZB_H1,       /* zero bubble H1 (MoE issue) */
+  WL_SCHED_DUALPIPE,    /* DeepSeek DualPipe (MoE issue) */
+  WL_SCHED_COUNT
+};
+
+/* Parallel dimensions, in the order of enum values used by wl_coord. */
+enum wl_dim { WL_DIM_TP, WL_DIM_CP, WL_DIM_EP, WL_DIM_DP, WL_DIM_PP, WL_DIM_COUNT };
+
+struct wl_plan {
+  int tp, cp, pp, dp, ep;
+  int vpp;                  /* model chunks per pipeline rank (interleaving); 1: none */
+  int first_layers;         /* layers of the first stage (0: an even split); vpp 1 only */
+  int last_layers;          /* layers of the last stage (0: an even split); vpp 1 only */
+  bool sp;                  /* sequence parallelism with TP */
+  int zero;                 /* 0: plain DP; 1: optimizer states sharded (distributed optimizer);
+                               2: + gradients; 3: + parameters */
+  int recompute;            /* enum wl_recompute */
+  int micro_batch;
+  int global_batch;
+  int schedule;             /* enum wl_schedule */
+  char order[32];           /* rank order, fastest first: "tp-cp-ep-dp-pp" */
+  bool overlap_grad_reduce; /* DP gradient reduction overlapped with backward */
+  bool overlap_param_gather;/* ZeRO parameter all-gathers overlapped with compute */
+  double bucket_params;     /* gradient bucket size, parameters */
+  int dtype;                /* training dtype (bf16, fp16; fp8 in the MoE issue) */
+};
+
+/* The "plan" section's table (target: struct wl_plan). */
+const struct npu_table *wl_plan_table(void);
+void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p);
+/*
+ * Check the plan against the model and the system: tp x cp x pp x dp = devices (dp = 0 is
+ * derived), heads and kv_heads divisible by tp, layers by pp x vpp, the global batch by
+ * micro_batch x dp, the order string; errors name the keys. 0 or NPU_ECONFIG.
+ */
+int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model *m,
+                   const struct arch_system *sys, struct npu_diag *diag);
+
+/* Devices of the system: nodes x devices per node (1 node when no node section). */
+int wl_system_devices(const struct arch_system *sys);
+/* Layers of model chunk `chunk` (0 .. pp x chunks - 1, in layer order) and the first layer
+ * of it: an even split, or first_layers / last_layers at the ends and the rest evenly. */
+int wl_plan_chunk_layers(const struct wl_plan *p, int layers, int chunks, int chunk);
+int wl_plan_chunk_first_layer(const struct wl_plan *p, int layers, int chunks, int chunk);
+/* Micro-batches per step and pipeline: global_batch / (micro_batch x dp). */
+int wl_plan_microbatches(const struct wl_plan *p);
+/* Size of dimension d. */
+int wl_plan_dim(const struct wl_plan *p, enum wl_dim d);
+
+/* Coordinates of a rank, and the rank of coordinates. */
+struct wl_coord { int c[WL_DIM_COUNT]; };
+void wl_plan_coord(const struct wl_plan *p, int rank, struct wl_coord *out);
+int wl_plan_rank(const struct wl_plan *p, const struct wl_coord *c);
+/* The ranks of rank's group along d (size wl_plan_dim(d)), in coordinate order. */
+void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks);
+
+const char *wl_schedule_name(enum wl_schedule s);
+
+#endif

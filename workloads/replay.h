@@ -1,0 +1,57 @@
+/*
+ * replay.h - one training step replayed on the cluster's SimGrid platform.
+ *
+ * Ranks that do the same work at the same time are replayed once: in a dense model every rank
+ * of a pipeline stage computes the same kernels on the same shapes, so one replay rank stands
+ * for the tp x cp x dp ranks of its stage. What is simulated as flows on the platform, with
+ * all the ranks that take part: pipeline sends (one flow per TP rank of the sending stage, to
+ * its counterpart), data-parallel gradient reductions and parameter gathers (one collective
+ * per DP group of the stage, all of them at once). Tensor-parallel collectives sit on the
+ * compute stream; each distinct one is costed once on its group's links, alone (memoised).
+ * See docs/TRAINING.md for what each shortcut gives up.
+ */
+#ifndef NPUSIM_WORKLOADS_REPLAY_H
+#define NPUSIM_WORKLOADS_REPLAY_H
+
+#include "common/trace.h"
+#include "workloads/job.h"
+#include "workloads/memory.h"
+
+/* Per replay rank (pipeline stage) results. */
+struct wl_stage_result {
+  double end_s;                  /* when its step work ended (optimizer and gathers done) */
+  double cat_s[WL_CAT_COUNT];    /* step time split; sums to the step time */
+  double flops, model_flops;     /* per rank of the stage */
+  struct wl_mem mem;
+};
+
+struct wl_result {
+  double step_s;
+  double tokens_per_s;
+  double model_flops;            /* whole step, all ranks (the model's formula) */
+  double hw_flops;               /* model FLOPs + the recomputed kernels' FLOPs, all ranks */
+  double peak_flops_per_s;       /* per device, dense, training dtype */
+  double mfu, hfu;
+  double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
+  int slowest_stage;
+  double bubble_fraction;        /* bubble / step on the slowest stage */
+  struct wl_stage_result *stages;
+  int nstages;
+  struct wl_mem peak_mem;        /* largest rank */
+  bool oom;                      /* peak above the chip's HBM */
+  char bottleneck[256];
+  /* replay statistics */
+  size_t flows, collectives;
+  double wall_s;
+  size_t kernels_costed, kernel_cache_hits;
+  double probe_s;                /* simulated time spent costing collectives before the step */
+};
+
+/*
+ * Expand, cost and replay job's step; trace (may be NULL) gets a track per stage and stream.
+ * Starts the process's SimGrid engine. Returns 0 or an error with diag.
+ */
+int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag);
+void wl_result_release(struct wl_result *res);
+
+#endif

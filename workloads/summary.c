@@ -1,0 +1,235 @@
+/*
+ * summary.c - training results as text, JSON and CSV.
+ */
+#include "workloads/summary.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/units.h"
+#include "workloads/expand.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static const char *dtype_name(const struct wl_plan *p)
+{
+  return p->dtype == 1 ? "fp16" : "bf16";
+}
+
+static void plan_text(const struct wl_plan *p, char *buf, size_t n)
+{
+  snprintf(buf, n, "TP%d%s CP%d PP%d%s DP%d, %s, ZeRO-%d, recompute %s, micro-batch %d, global batch %d", p->tp,
+           p->sp ? " (SP)" : "", p->cp, p->pp, p->vpp > 1 ? "" : "", p->dp, wl_schedule_name((enum wl_schedule)p->schedule),
+           p->zero, (const char *[]){"none", "selective", "full"}[p->recompute], p->micro_batch, p->global_batch);
+  if (p->vpp > 1) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", %d chunks per stage", p->vpp);
+  }
+}
+
+void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
+{
+  const struct wl_model *m = &job->model;
+  const struct wl_plan *p = &job->plan;
+  char plan[256];
+  plan_text(p, plan, sizeof plan);
+  npu_buf_printf(out, "%s (%.1fB parameters) on %d x %s (%s)\n", m->title[0] ? m->title : m->name,
+                 wl_model_params(m) / 1e9, job->devices, job->sys.chip.name,
+                 job->sys.has_cluster ? job->sys.cluster.name : job->sys.has_node ? job->sys.node.name : "one chip");
+  npu_buf_printf(out, "  plan           %s, %d micro-batches\n", plan, job->microbatches);
+  npu_buf_printf(out, "  step time      %.4g s\n", r->step_s);
+  npu_buf_printf(out, "  throughput     %.6g tokens/s (%.4g per device)\n", r->tokens_per_s, r->tokens_per_s / job->devices);
+  npu_buf_printf(out, "  MFU            %.1f%%  = model FLOPs / (step x devices x peak)\n", 100 * r->mfu);
+  npu_buf_printf(out, "                 model FLOPs %.4g = 72 B s l h^2 (1 + s/6h + V/12lh) generalised (6 x matmul "
+                      "params + 12 l s a d per token)\n", r->model_flops);
+  npu_buf_printf(out, "                 peak %.4g FLOP/s per device (dense %s)\n", r->peak_flops_per_s, dtype_name(p));
+  npu_buf_printf(out, "  HFU            %.1f%%  (model FLOPs + recomputation: %.4g)\n", 100 * r->hfu,
+                 r->hw_flops);
+  npu_buf_printf(out, "  bottleneck     %s\n", r->bottleneck);
+  npu_buf_printf(out, "  memory         %.2f GiB peak per device (stage %d): weights %.2f, gradients %.2f, optimizer "
+                      "%.2f, activations %.2f (%d micro-batches in flight), logits %.2f, buffers %.2f; HBM %.0f GiB%s\n",
+                 r->peak_mem.total_bytes / GIB, r->peak_mem.stage, r->peak_mem.weights_bytes / GIB,
+                 r->peak_mem.grads_bytes / GIB, r->peak_mem.optimizer_bytes / GIB, r->peak_mem.activations_bytes / GIB,
+                 r->peak_mem.inflight, r->peak_mem.logits_bytes / GIB, r->peak_mem.comm_bytes / GIB,
+                 (double)job->sys.chip.hbm.size_bytes / GIB, r->oom ? "  OUT OF MEMORY" : "");
+  npu_buf_printf(out, "  breakdown (per stage, %% of the step)\n    stage ");
+  for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, " %9s", wl_cat_name((enum wl_cat)c));
+  npu_buf_printf(out, "\n");
+  for (int s = 0; s < r->nstages; s++) {
+    npu_buf_printf(out, "    %5d ", s);
+    for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, " %9.1f", 100 * r->stages[s].cat_s[c] / r->step_s);
+    npu_buf_printf(out, "\n");
+  }
+  npu_buf_printf(out, "  kernels        %d distinct (%zu costed by the chip model, %zu from the cost cache), %d "
+                      "memoised collectives\n", job->nkernels, r->kernels_costed, r->kernel_cache_hits, job->ncolls);
+  npu_buf_printf(out, "  replay         %zu collectives simulated as flows, %.3g s wall\n", r->collectives, r->wall_s);
+}
+
+static void num(struct npu_json *j, const char *k, double v)
+{
+  npu_json_key(j, k);
+  npu_json_number(j, v);
+}
+
+void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
+{
+  struct npu_json j;
+  npu_json_init(&j, out);
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "scenario");
+  npu_json_string(&j, job->path);
+  npu_json_key(&j, "model");
+  npu_json_string(&j, job->model.name);
+  npu_json_key(&j, "system");
+  npu_json_string(&j, job->sys.chip.name);
+  npu_json_key(&j, "devices");
+  npu_json_int(&j, job->devices);
+  npu_json_key(&j, "seed");
+  npu_json_int(&j, job->run.seed);
+  char plan[256];
+  plan_text(&job->plan, plan, sizeof plan);
+  npu_json_key(&j, "plan");
+  npu_json_string(&j, plan);
+  num(&j, "step_time_s", r->step_s);
+  num(&j, "tokens_per_s", r->tokens_per_s);
+  num(&j, "mfu", r->mfu);
+  num(&j, "hfu", r->hfu);
+  num(&j, "model_flops", r->model_flops);
+  num(&j, "hardware_flops", r->hw_flops);
+  num(&j, "peak_flops_per_s", r->peak_flops_per_s);
+  npu_json_key(&j, "mfu_formula");
+  npu_json_string(&j, "model_flops / (step_time_s x devices x peak_flops_per_s); model_flops = tokens x (6 x matmul "
+                      "parameters + 12 x layers x seq x heads x head_dim), Korthikanti et al. 2022");
+  npu_json_key(&j, "bottleneck");
+  npu_json_string(&j, r->bottleneck);
+  num(&j, "bubble_fraction", r->bubble_fraction);
+  npu_json_key(&j, "breakdown_s");
+  npu_json_object_begin(&j);
+  for (int c = 0; c < WL_CAT_COUNT; c++) num(&j, wl_cat_name((enum wl_cat)c), r->cat_s[c]);
+  npu_json_object_end(&j);
+  npu_json_key(&j, "memory");
+  npu_json_object_begin(&j);
+  num(&j, "peak_bytes", r->peak_mem.total_bytes);
+  npu_json_key(&j, "peak_stage");
+  npu_json_int(&j, r->peak_mem.stage);
+  num(&j, "weights_bytes", r->peak_mem.weights_bytes);
+  num(&j, "grads_bytes", r->peak_mem.grads_bytes);
+  num(&j, "optimizer_bytes", r->peak_mem.optimizer_bytes);
+  num(&j, "activations_bytes", r->peak_mem.activations_bytes);
+  num(&j, "logits_bytes", r->peak_mem.logits_bytes);
+  num(&j, "comm_bytes", r->peak_mem.comm_bytes);
+  num(&j, "hbm_bytes", (double)job->sys.chip.hbm.size_bytes);
+  npu_json_key(&j, "oom");
+  npu_json_bool(&j, r->oom);
+  npu_json_object_end(&j);
+  npu_json_key(&j, "stages");
+  npu_json_array_begin(&j);
+  for (int s = 0; s < r->nstages; s++) {
+    const struct wl_stage_result *sr = &r->stages[s];
+    npu_json_object_begin(&j);
+    num(&j, "end_s", sr->end_s);
+    num(&j, "memory_bytes", sr->mem.total_bytes);
+    npu_json_key(&j, "breakdown_s");
+    npu_json_object_begin(&j);
+    for (int c = 0; c < WL_CAT_COUNT; c++) num(&j, wl_cat_name((enum wl_cat)c), sr->cat_s[c]);
+    npu_json_object_end(&j);
+    npu_json_object_end(&j);
+  }
+  npu_json_array_end(&j);
+  npu_json_key(&j, "kernels");
+  npu_json_array_begin(&j);
+  for (int k = 0; k < job->nkernels; k++) {
+    const struct wl_kernel *kn = &job->kernels[k];
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "op");
+    npu_json_string(&j, kn->op);
+    npu_json_key(&j, "args");
+    npu_json_string(&j, kn->args);
+    num(&j, "time_s", kn->time_s);
+    num(&j, "flops", kn->flops);
+    npu_json_key(&j, "bottleneck");
+    npu_json_string(&j, kn->bottleneck);
+    npu_json_object_end(&j);
+  }
+  npu_json_array_end(&j);
+  npu_json_key(&j, "collectives");
+  npu_json_array_begin(&j);
+  for (int c = 0; c < job->ncolls; c++) {
+    const struct wl_coll *cl = &job->colls[c];
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "op");
+    npu_json_string(&j, ic_op_name(cl->op));
+    num(&j, "bytes", cl->bytes);
+    npu_json_key(&j, "algorithm");
+    npu_json_string(&j, cl->algo);
+    num(&j, "time_s", cl->time_s);
+    npu_json_object_end(&j);
+  }
+  npu_json_array_end(&j);
+  npu_json_object_end(&j);
+  npu_json_finish(&j);
+}
+
+/* CSV columns: name, then how to print it. */
+#define CSV_COLS(XX)                                                                     \
+  XX("scenario", "%s", job->path)                                                        \
+  XX("model", "%s", job->model.name)                                                     \
+  XX("system", "%s", job->sys.chip.name)                                                 \
+  XX("devices", "%d", job->devices)                                                      \
+  XX("tp", "%d", job->plan.tp)                                                           \
+  XX("cp", "%d", job->plan.cp)                                                           \
+  XX("pp", "%d", job->plan.pp)                                                           \
+  XX("dp", "%d", job->plan.dp)                                                           \
+  XX("vpp", "%d", job->plan.vpp)                                                         \
+  XX("micro_batch", "%d", job->plan.micro_batch)                                         \
+  XX("global_batch", "%d", job->plan.global_batch)                                       \
+  XX("step_time_s", "%.9g", r->step_s)                                                   \
+  XX("tokens_per_s", "%.9g", r->tokens_per_s)                                            \
+  XX("mfu", "%.6f", r->mfu)                                                              \
+  XX("hfu", "%.6f", r->hfu)                                                              \
+  XX("memory_peak_bytes", "%.0f", r->peak_mem.total_bytes)                               \
+  XX("oom", "%d", r->oom ? 1 : 0)                                                        \
+  XX("bubble_fraction", "%.6f", r->bubble_fraction)
+
+void wl_summary_csv_header(struct npu_buf *out)
+{
+  const char *sep = "";
+#define HDR(name, fmt, expr)           \
+  npu_buf_printf(out, "%s%s", sep, name); \
+  sep = ",";
+  CSV_COLS(HDR)
+#undef HDR
+  for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, ",%s_s", wl_cat_name((enum wl_cat)c));
+  npu_buf_puts(out, ",bottleneck\n");
+}
+
+/* A CSV field: quoted when it holds a comma or a quote. */
+static void field(struct npu_buf *out, const char *s)
+{
+  if (!strpbrk(s, ",\"\n")) {
+    npu_buf_puts(out, s);
+    return;
+  }
+  npu_buf_puts(out, "\"");
+  for (; *s; s++) npu_buf_printf(out, *s == '"' ? "\"\"" : "%c", *s);
+  npu_buf_puts(out, "\"");
+}
+
+void wl_summary_csv_row(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
+{
+  char cell[512];
+  const char *sep = "";
+#define ROW(name, fmt, expr)               \
+  snprintf(cell, sizeof cell, fmt, expr); \
+  npu_buf_puts(out, sep);                  \
+  field(out, cell);                        \
+  sep = ",";
+  CSV_COLS(ROW)
+#undef ROW
+  for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, ",%.9g", r->cat_s[c]);
+  npu_buf_puts(out, ",");
+  field(out, r->bottleneck);
+  npu_buf_puts(out, "\n");
+}
