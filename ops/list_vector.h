@@ -11,6 +11,7 @@
   XX(op_cross_entropy)      \
   XX(op_adamw)              \
   XX(op_quantize)           \
-  XX(op_dequantize)
+  XX(op_dequantize)           \
+  XX(op_dropout)
 
 #endif

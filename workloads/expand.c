@@ -201,6 +201,13 @@ static void norm(struct wl_job *j, const struct shape *s, bool rc, bool fused)
     kern(j, WL_CAT_VEC, rc, "layer_norm", "rows=%d hidden=%d dtype=%s", s->Tn, s->h, s->dt);
 }
 
+/* Dropout on rows x cols (forward or backward: the same kernel), when the model has it. */
+static void dropout(struct wl_job *j, const struct shape *s, bool rc, long rows, int cols, enum wl_cat cat)
+{
+  if (j->model.dropout > 0)
+    kern(j, cat, rc, "dropout", "rows=%ld cols=%d dtype=%s p=%g", rows, cols, s->dt, j->model.dropout);
+}
+
 /* Standard attention's core: QK^T and PV as batched GEMMs, the softmax between them. */
 static void attn_core_std(struct wl_job *j, const struct shape *s, bool rc)
 {
@@ -208,6 +215,7 @@ static void attn_core_std(struct wl_job *j, const struct shape *s, bool rc)
   kern(j, WL_CAT_ATTN, rc, "grouped_gemm", "groups=%d m=%d n=%d k=%d dtype=%s", heads, heads * s->s, s->s, s->d,
        s->dt);
   kern(j, WL_CAT_ATTN, rc, "softmax", "rows=%d cols=%d dtype=%s", heads * s->s, s->s, s->dt);
+  dropout(j, s, rc, (long)heads * s->s, s->s, WL_CAT_ATTN);
   kern(j, WL_CAT_ATTN, rc, "grouped_gemm", "groups=%d m=%d n=%d k=%d dtype=%s", heads, heads * s->s, s->d, s->s,
        s->dt);
 }
@@ -233,6 +241,7 @@ static void attention_bwd(struct wl_job *j, const struct shape *s)
   const char *fmt = "groups=%d m=%d n=%d k=%d dtype=%s";
   kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
   kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->s, s->d, s->dt);
+  dropout(j, s, false, (long)heads * s->s, s->s, WL_CAT_ATTN);
   kern(j, WL_CAT_ATTN, false, "softmax", "rows=%d cols=%d dtype=%s", heads * s->s, s->s, s->dt);
   kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
   kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
@@ -268,12 +277,14 @@ static void layer_fwd(struct wl_job *j, const struct shape *s, bool rc)
   attention_fwd(j, s, rc);
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
+  dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
   gemm_fwd(j, s, rc, s->h, mlp_up_cols(j, s));
   activation(j, s, rc, false);
   gemm_fwd(j, s, rc, s->f / s->t, s->h);
   tp_reduce(j, s, rc);
+  dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
 }
 
 static void layer_bwd(struct wl_job *j, const struct shape *s)
@@ -282,7 +293,8 @@ static void layer_bwd(struct wl_job *j, const struct shape *s)
     layer_fwd(j, s, true);
   else if (j->plan.recompute == WL_RECOMPUTE_SELECTIVE && j->model.attention == WL_ATTN_STANDARD)
     attn_core_std(j, s, true);
-  /* MLP: the transposed collectives, down, activation, up */
+  /* MLP: dropout, the transposed collectives, down, activation, up */
+  dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
   sp_gather(j, s, false); /* the reduce-scatter's backward */
   gemm_bwd(j, s, s->f / s->t, s->h);
   activation(j, s, false, true);
@@ -290,6 +302,7 @@ static void layer_bwd(struct wl_job *j, const struct shape *s)
   tp_reduce(j, s, false); /* the all-gather's backward */
   norm(j, s, false, true);
   /* attention */
+  dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
   sp_gather(j, s, false);
   gemm_bwd(j, s, s->a * s->d / s->t, s->h);
   attention_bwd(j, s);
@@ -350,8 +363,10 @@ void wl_expand(struct wl_job *j)
   seg_begin(j, WL_SEG_EMBED_F);
   embed(j, &s);
   tp_reduce(j, &s, false);
+  dropout(j, &s, false, s.Tn, s.h, WL_CAT_VEC);
   seg_end(j, WL_SEG_EMBED_F);
   seg_begin(j, WL_SEG_EMBED_B);
+  dropout(j, &s, false, s.Tn, s.h, WL_CAT_VEC);
   sp_gather(j, &s, false);
   embed(j, &s);
   seg_end(j, WL_SEG_EMBED_B);

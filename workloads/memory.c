@@ -65,7 +65,8 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   bool standard = m->attention == WL_ATTN_STANDARD, selective = p->recompute == WL_RECOMPUTE_SELECTIVE;
   /* [KOR 4.1] kept whole by TP alone, 10 sbh: the inputs of the two norms (2 + 2), of the QKV
    * projection (2) and of the first MLP projection (2), and the two dropout masks (1 + 1). */
-  double act = (4 * ACT_BYTES + 2 * MASK_BYTES) * sbh / whole;
+  double mask = m->dropout > 0 ? MASK_BYTES : 0; /* models trained without dropout keep none */
+  double act = (4 * ACT_BYTES + 2 * mask) * sbh / whole;
   /* [KOR 4.1] Q and K for QK^T (4 sbh), V (2 sbh), with GQA: Q is s b q wide, K and V s b kv
    * each, so their 4 sbh share scales by kv_heads / heads. Megatron's unfused attention saves
    * K and V after repeating them to every query head [MDA], so GQA saves nothing there unless
@@ -77,8 +78,9 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   if (!selective) {
     double a = m->heads, keys = m->seq_len; /* with CP the local queries see every key */
     if (standard)
-      /* Softmax output (2), its dropout mask (1) and the dropout output (2): 5 a s^2 b [KOR]. */
-      act += (2 * ACT_BYTES + MASK_BYTES) * a * s * keys * b / t;
+      /* Softmax output (2), its dropout mask (1) and the dropout output (2): 5 a s^2 b [KOR];
+       * without dropout the softmax output alone. */
+      act += (ACT_BYTES + (mask > 0 ? ACT_BYTES + mask : 0)) * a * s * keys * b / t;
     else
       /* FlashAttention stores no score matrix, only the fp32 log-sum-exp per row and head
        * [FA2]; selective recompute of the core attention drops it too. */
@@ -204,7 +206,7 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
       /* Word embedding split over the vocabulary [MLM]; learned positions replicated. */
       dense += vocab * h / t + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * h : 0);
       /* The embedding dropout mask, s b h, sharded with SP [KOR 4.3]. */
-      acts += n * MASK_BYTES * sbh / whole;
+      acts += m->dropout > 0 ? n * MASK_BYTES * sbh / whole : 0;
     }
     if (vs == nv - 1) {
       /* Final norm; output projection split over the vocabulary; with tied embeddings the

@@ -43,6 +43,8 @@ static const struct npu_param params[] = {
          "attention kernels: flash (FlashAttention) or standard (QK^T, softmax, PV as separate kernels)"),
     BOOL("model.tied_embeddings", tied_embeddings, "false", "input embedding and output projection share weights"),
     BOOL("model.bias", bias, "false", "linear layers and norms carry biases"),
+    {"model.dropout", NPU_PT_REAL, OFF(dropout), 0, "0", NPU_PF_NONNEG, 0, 0.99, NULL,
+     "dropout probability after attention, the MLP and the embedding, and on attention scores (0: none)"},
     INT("model.moe.experts", moe.experts, "0", NPU_PF_NONNEG, "routed experts per MoE layer; 0: a dense model"),
     INT("model.moe.shared", moe.shared, "0", NPU_PF_NONNEG, "shared experts per MoE layer"),
     INT("model.moe.top_k", moe.top_k, "0", NPU_PF_NONNEG, "experts each token is routed to"),

@@ -40,6 +40,7 @@ struct wl_model {
   int attention;            /* enum wl_attn */
   bool tied_embeddings;
   bool bias;                /* linear layers carry biases (GPT-3) */
+  double dropout;           /* dropout probability (hidden, attention, embedding); 0: none */
   /* mixture of experts (experts = 0: dense); filled in by the MoE issue */
   struct {
     int experts;            /* routed experts */

@@ -339,8 +339,9 @@ Test(memory, swiglu_and_flash, .timeout = 30)
   double s = 4096, b = 1, h = 4096, f = 11008, a = 32;
   tw_close(wl_memory_layer_activations(&sw.m, &sw.p, 0) - wl_memory_layer_activations(&g.m, &g.p, 0),
            2 * s * b * f, 1e-12, "SwiGLU - GeLU");
-  /* Korthikanti's 34 sbh with the MLP's 16 sbh replaced by 6 s b f, and the scores by the LSE */
-  tw_close(wl_memory_layer_activations(&sw.m, &sw.p, 0), s * b * h * 18 + 6 * s * b * f + 4 * s * b * a, 1e-12,
+  /* Korthikanti's 34 sbh with the MLP's 16 sbh replaced by 6 s b f, the scores by the LSE, and
+   * no dropout masks (Llama trains without dropout: 2 sbh less) */
+  tw_close(wl_memory_layer_activations(&sw.m, &sw.p, 0), s * b * h * 16 + 6 * s * b * f + 4 * s * b * a, 1e-12,
            "llama2-7b layer, flash");
   tw_fini(&g);
   tw_fini(&sw);
