@@ -36,7 +36,7 @@
 
 #define EPS 1e-12
 
-enum st_state { ST_READY, ST_WAIT_RECV, ST_RUN, ST_WAIT_DP, ST_OPT, ST_WAIT_AG, ST_DONE };
+enum st_state { ST_READY, ST_WAIT_RECV, ST_RUN, ST_WAIT_GATHER, ST_WAIT_DP, ST_OPT, ST_WAIT_AG, ST_DONE };
 
 /* One pipeline transfer (all TP ranks of a stage to their counterparts). */
 struct p2p {
@@ -60,6 +60,12 @@ struct stage {
   double bucket_acc;     /* parameters of the current chunk not yet in a bucket */
   struct ic_comm *dpc;   /* the stage's DP groups, one per (tp, cp) */
   int ndpc;
+  /* ZeRO-3: the current slot as pieces (embedding, layers, head), each waiting for its
+   * parameters' all-gather, which starts when the piece before it starts (prefetch) */
+  struct piece { const struct wl_seg *seg; double params; int gather; } *pcs;
+  int npcs, pk, cap_pcs;
+  bool bwd;              /* the current slot is a backward */
+  bool last_mb;          /* ... of the last micro-batch (its gradients are reduced) */
   struct wl_stage_result *res;
 };
 
@@ -199,6 +205,39 @@ static void post_bucket(struct rp *r, struct stage *st, double n, double t)
   post_dp(r, st, r->job->plan.zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, n * 4, t);
 }
 
+/* ZeRO-3: all-gather a piece's parameters (the training type) over every DP group of the stage;
+ * returns the first instance id (the groups' instances are consecutive), or -1. */
+static int gather_params(struct rp *r, struct stage *st, double params, double t)
+{
+  int first = -1;
+  for (int g = 0; g < st->ndpc; g++) {
+    int id = start_coll(r, &st->dpc[g], IC_OP_ALLGATHER, params * 2, 0);
+    if (id < 0) return -1;
+    ic_exec_join_all(r->x, id, t);
+    if (first < 0) first = id;
+  }
+  return first;
+}
+
+static bool gathered(struct rp *r, const struct stage *st, int first)
+{
+  if (first < 0) return true;
+  for (int g = 0; g < st->ndpc; g++)
+    if (!ic_exec_done(r->x, first + g)) return false;
+  return true;
+}
+
+static void release_gather(struct rp *r, const struct stage *st, int first)
+{
+  if (first >= 0)
+    for (int g = 0; g < st->ndpc; g++) ic_exec_release(r->x, first + g);
+}
+
+static bool zero3(const struct rp *r)
+{
+  return r->job->plan.zero >= 3 && r->job->plan.dp * r->job->plan.cp > 1;
+}
+
 /* ------------------------------------------------------------------ slots */
 
 static const char *slot_name(const struct wl_slot *sl)
@@ -215,6 +254,53 @@ static void add_seg(struct stage *st, const struct wl_seg *sg, double *t)
   *t += sg->time_s;
 }
 
+static void add_piece(struct stage *st, const struct wl_seg *sg, double params)
+{
+  if (st->npcs == st->cap_pcs) {
+    st->cap_pcs = st->cap_pcs ? 2 * st->cap_pcs : 16;
+    st->pcs = npu_xrealloc(st->pcs, (size_t)st->cap_pcs * sizeof *st->pcs);
+  }
+  st->pcs[st->npcs++] = (struct piece){sg, params, -1};
+}
+
+/* ZeRO-3: start piece pk at now if its parameters have arrived, gathering the next piece's. */
+static void start_piece(struct rp *r, struct stage *st, double now)
+{
+  struct piece *pc = &st->pcs[st->pk];
+  if (!gathered(r, st, pc->gather)) {
+    st->since = now;
+    st->st = ST_WAIT_GATHER;
+    return;
+  }
+  release_gather(r, st, pc->gather);
+  pc->gather = -1;
+  if (st->pk + 1 < st->npcs) st->pcs[st->pk + 1].gather = gather_params(r, st, st->pcs[st->pk + 1].params, now);
+  double t = now;
+  add_seg(st, pc->seg, &t);
+  if (r->trace) npu_trace_add(r->trace, st->s, 0, st->bwd ? "B" : "F", now, t - now);
+  st->run_end = t;
+  st->st = ST_RUN;
+}
+
+/* ZeRO-3: the slot as pieces, the first one's gather started now. */
+static void start_slot_zero3(struct rp *r, struct stage *st, double now, bool first, bool last, int layers)
+{
+  const struct wl_job *j = r->job;
+  double emb = (double)j->model.vocab * j->model.hidden / j->plan.tp;
+  st->npcs = st->pk = 0;
+  if (!st->bwd) {
+    if (first) add_piece(st, &j->seg[WL_SEG_EMBED_F], emb);
+    for (int l = 0; l < layers; l++) add_piece(st, &j->seg[WL_SEG_LAYER_F], j->layer_params);
+    if (last) add_piece(st, &j->seg[WL_SEG_HEAD_F], emb + j->model.hidden);
+  } else {
+    if (last) add_piece(st, &j->seg[WL_SEG_HEAD_B], emb + j->model.hidden);
+    for (int l = 0; l < layers; l++) add_piece(st, &j->seg[WL_SEG_LAYER_B], j->layer_params);
+    if (first) add_piece(st, &j->seg[WL_SEG_EMBED_B], emb);
+  }
+  st->pcs[0].gather = gather_params(r, st, st->pcs[0].params, now);
+  start_piece(r, st, now);
+}
+
 /* Start slot pc at now: account its segments, post its gradient buckets, set run_end. */
 static void start_slot(struct rp *r, struct stage *st, double now)
 {
@@ -224,6 +310,12 @@ static void start_slot(struct rp *r, struct stage *st, double now)
   bool first = k == 0, last = k == r->mchunks - 1, fwd = sl->phase == WL_PH_F;
   int layers = wl_plan_chunk_layers(&j->plan, j->model.layers, r->mchunks, k);
   bool bucket = !fwd && sl->mb == (uint32_t)r->mb - 1 && j->plan.overlap_grad_reduce;
+  st->bwd = !fwd;
+  st->last_mb = sl->mb == (uint32_t)r->mb - 1;
+  if (zero3(r)) {
+    start_slot_zero3(r, st, now, first, last, layers);
+    return;
+  }
   double t = now;
   if (fwd) {
     if (first) add_seg(st, &j->seg[WL_SEG_EMBED_F], &t);
@@ -290,6 +382,14 @@ static void advance(struct rp *r, struct stage *st, double now)
     case ST_RUN: {
       if (st->run_end > now + EPS) return;
       double t = st->run_end > now ? st->run_end : now;
+      if (zero3(r)) {
+        /* ZeRO-3 reduce-scatters each piece's gradients after the last micro-batch's backward */
+        if (st->bwd && st->last_mb) post_bucket(r, st, st->pcs[st->pk].params, t);
+        if (++st->pk < st->npcs) {
+          start_piece(r, st, t);
+          break;
+        }
+      }
       struct p2p *out = slot_output(r, st, &st->prog[st->pc]);
       if (out) p2p_join(r, out, 0, t);
       st->pc++;
@@ -299,7 +399,7 @@ static void advance(struct rp *r, struct stage *st, double now)
     }
     case ST_READY: {
       if (st->pc == st->n) {
-        if (!j->plan.overlap_grad_reduce) post_bucket(r, st, j->stage_params[st->s], now);
+        if (!j->plan.overlap_grad_reduce && !zero3(r)) post_bucket(r, st, j->stage_params[st->s], now);
         st->since = now;
         st->st = ST_WAIT_DP;
         break;
@@ -329,6 +429,12 @@ static void advance(struct rp *r, struct stage *st, double now)
       st->st = ST_READY;
       break;
     }
+    case ST_WAIT_GATHER:
+      if (!gathered(r, st, st->pcs[st->pk].gather)) return;
+      st->res->cat_s[WL_CAT_DP] += now - st->since;
+      if (r->trace && now > st->since) npu_trace_add(r->trace, st->s, 2, "wait params", st->since, now - st->since);
+      start_piece(r, st, now);
+      break;
     case ST_WAIT_DP:
       if (!dp_done(r, st)) return;
       st->res->cat_s[WL_CAT_DP] += now - st->since;
@@ -340,7 +446,7 @@ static void advance(struct rp *r, struct stage *st, double now)
     case ST_OPT: {
       if (st->run_end > now + EPS) return;
       double t = st->run_end > now ? st->run_end : now;
-      if (j->plan.zero >= 1 && !j->plan.overlap_param_gather) {
+      if (j->plan.zero >= 1 && !zero3(r) && !j->plan.overlap_param_gather) {
         post_dp(r, st, IC_OP_ALLGATHER, j->stage_params[st->s] * 2, t);
         st->since = t;
         st->st = ST_WAIT_AG;
@@ -570,6 +676,7 @@ int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res
     for (int s = 0; s < r.pp; s++) {
       free(r.st[s].prog);
       free(r.st[s].ids);
+      free(r.st[s].pcs);
       for (int g = 0; g < r.st[s].ndpc; g++)
         if (r.st[s].dpc[g].size) ic_comm_release(&r.st[s].dpc[g]);
       free(r.st[s].dpc);

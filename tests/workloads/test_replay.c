@@ -153,3 +153,22 @@ Test(replay, bad_plans_name_their_keys)
   expect_error(SETS("model.preset=no-such-model"), "no-such-model");
   expect_error(SETS("plan.tpp=2"), "plan.tpp");
 }
+
+Test(replay, zero3_gathers_parameters_layer_by_layer)
+{
+  struct wl_outcome z1, z3;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.zero=1", "plan.pp=2"), 2, &z1, &d), 0);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.zero=3", "plan.pp=2"), 2, &z3, &d), 0);
+  cr_assert_eq(z1.status, 0, "%s", z1.message);
+  cr_assert_eq(z3.status, 0, "%s", z3.message);
+  /* per layer and micro-batch an all-gather before the forward and the backward: more exposed
+   * data-parallel time and a longer step, less memory */
+  cr_expect_gt(z3.cat_s[WL_CAT_DP], z1.cat_s[WL_CAT_DP]);
+  cr_expect_gt(z3.step_time_s, z1.step_time_s);
+  cr_expect_lt(z3.memory_peak_bytes, z1.memory_peak_bytes);
+  double sum = 0;
+  for (int c = 0; c < WL_CAT_COUNT; c++) sum += z3.cat_s[c];
+  cr_expect_float_eq(sum, z3.step_time_s, 1e-9 * z3.step_time_s);
+}
