@@ -9,7 +9,8 @@
  * buffering buys, including dependency cycles that span several blocks (a buffer comes back
  * every `buffers` blocks). A unit's time is T1 of its first block plus D for each further
  * block; the kernel's is the launch overhead plus the slowest unit, floored at the memory
- * roofline. Statistics compose the same way.
+ * roofline (a kernel the floor sets is labelled by its GM pipes: core__result_memory_bound).
+ * Statistics compose the same way.
  *
  * GM bandwidth per GM pipe: its port and engine rate, and an equal share of L2 and HBM among
  * the GM pipes busy at once (each unit's GM pipes counted by the share of time they are busy in
@@ -248,6 +249,19 @@ struct klass {
  * and B tiles, attention K and V blocks), which is where L2 hits come from. The first wave's
  * share is weighted once, the second's for every further wave. Reuse further apart than two
  * waves is estimated per tensor (see below); the larger of the two estimates is used.
+ *
+ * Copies a unit makes once -- in unit_begin (RMSNorm's gamma, resident for the whole unit) or
+ * unit_end, or in a block of a class that no unit runs twice (a phase of the kernel, as
+ * moe_permute's histogram store before its all-core barrier) -- are counted once per unit in both
+ * estimates, never extrapolated over the waves: a load made once per unit is not a load made
+ * every block (it made every later wave look like it re-read gamma from L2, and the histogram
+ * workspace look rewritten in L2 by every block). unit_end's copies are traced after the two
+ * waves; a once-per-unit class the two waves saw only part of counts its traced copies x (its
+ * blocks / its traced blocks).
+ *
+ * Writes follow the event fidelity's L2 (memory/l2.h): a write to a tile that is resident and
+ * already dirty is absorbed; any other write costs its HBM write (a tile read and then written in
+ * place, as AdamW's p, m and v, reaches HBM both ways).
  */
 struct tile_key {
   uint64_t addr;
@@ -259,6 +273,7 @@ struct access {
   struct tile_key key;
   uint64_t bytes;
   bool read;
+  int cls;  /* block class of the copy's block; -1: unit_begin / unit_end (once per unit) */
   int wave;
 };
 
@@ -266,6 +281,9 @@ struct trace_ctx {
   struct access **list; /* per unit */
   size_t *n, *cap;
   int wave;
+  bool once;                    /* emitting unit_begin / unit_end */
+  int cls;                      /* class of the block being emitted */
+  uint64_t *traced;             /* blocks traced per class */
   const struct core__run *run;  /* the emitting run: the sub-core a copy goes to */
   struct core__ixlog *ixlog;    /* functional runs: the real addresses of indexed copies */
   uint64_t fresh;               /* keys handed to indexed copies of unknown address */
@@ -294,12 +312,42 @@ static void sink(void *ctx, int unit, const struct core_copy *cp)
   struct access *a = &x->list[unit][x->n[unit]++];
   uint64_t bytes = ((uint64_t)g->rows * g->cols * (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype) + 7) / 8;
   uint64_t addr = cp->indexed ? indexed_key(x, unit, cp, read) : g->addr;
-  *a = (struct access){{addr, g->rows, g->cols, core_tile_ld(g), g->dtype}, bytes, read, x->wave};
+  *a = (struct access){{addr, g->rows, g->cols, core_tile_ld(g), g->dtype}, bytes, read, x->once ? -1 : x->cls, x->wave};
+}
+
+/* The kernel as the trace runs it: the same callbacks, with unit_begin's copies marked once. */
+struct trace_kernel {
+  const struct core_kernel *k;
+  struct trace_ctx *x;
+};
+
+static void trace_begin(struct core_tp *t, void *ctx)
+{
+  struct trace_kernel *w = ctx;
+  w->x->once = true;
+  w->k->unit_begin(t, w->k->ctx);
+  w->x->once = false;
+}
+
+static void trace_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  struct trace_kernel *w = ctx;
+  int c = w->k->block_class ? w->k->block_class(w->k->ctx, b) : 0;
+  w->x->cls = c;
+  w->x->traced[c]++;
+  w->k->block(t, w->k->ctx, b);
+}
+
+static uint64_t trace_block_of(void *ctx, int unit, uint64_t i)
+{
+  struct trace_kernel *w = ctx;
+  return w->k->block_of(w->k->ctx, unit, i);
 }
 
 struct tile_cache {
   struct tile_key *keys;
   uint64_t *stamp; /* bytes inserted when the tile last entered */
+  bool *dirty;     /* written since it entered */
   uint64_t mask, inserted, cap;
 };
 
@@ -314,58 +362,84 @@ static bool key_eq(const struct tile_key *a, const struct tile_key *b)
   return a->addr == b->addr && a->rows == b->rows && a->cols == b->cols && a->ld == b->ld && a->dtype == b->dtype;
 }
 
-/* Touch a tile; returns whether it was resident. */
-static bool cache_touch(struct tile_cache *c, const struct tile_key *k, uint64_t bytes)
+/* Touch a tile; returns whether L2 served it: a read, if the tile was resident; a write, if it was
+ * resident and dirty (else the write costs HBM and makes it dirty; memory/l2.h). */
+static bool cache_touch(struct tile_cache *c, const struct tile_key *k, uint64_t bytes, bool write)
 {
   uint64_t i = key_hash(k) & c->mask;
   while (c->stamp[i] && !key_eq(&c->keys[i], k)) i = (i + 1) & c->mask;
   if (c->stamp[i]) {
     uint64_t age = c->inserted - c->stamp[i];
     if (age + bytes <= c->cap) {
+      bool hit = !write || c->dirty[i];
+      if (write) c->dirty[i] = true;
       if (2 * age > c->cap) c->stamp[i] = (c->inserted += bytes); /* refresh */
-      return true;
+      return hit;
     }
   }
   c->keys[i] = *k;
   c->stamp[i] = (c->inserted += bytes);
+  c->dirty[i] = write;
   return false;
 }
 
 /* Long-range reuse the two traced waves cannot see: over the whole kernel each tensor is
- * accessed (its share of the traced accesses) x (all accesses); a tensor that fits in L2 misses
- * only its own size, one larger misses in proportion to how much of it does not fit. */
-static double tensor_fit_hits(const struct arch_chip *chip, struct mem_gm *gm, const double *per_tensor, size_t nt,
-                              double all, double traced)
+ * accessed (its share of the traced per-block accesses) x (all per-block accesses), plus its
+ * once-per-unit accesses as traced; a tensor that fits in L2 misses only its own size, one larger
+ * misses in proportion to how much of it does not fit. For writes the same count holds under the
+ * dirty-line rule: a tensor's first write of each line costs HBM, later ones are absorbed while
+ * the line stays. */
+static double tensor_fit_hits(const struct arch_chip *chip, struct mem_gm *gm, const double *per_tensor,
+                              const double *once, size_t nt, double all, double traced, double all_once)
 {
   double hits = 0;
-  for (size_t t = 0; t < nt && traced > 0; t++) {
-    double n = all * per_tensor[t] / traced, tsize = (double)mem_gm_bytes(gm, t);
+  for (size_t t = 0; t < nt; t++) {
+    double n = (traced > 0 ? all * per_tensor[t] / traced : 0) + once[t], tsize = (double)mem_gm_bytes(gm, t);
     if (n <= tsize) continue;
     double fit = tsize > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / tsize : 1;
     hits += (n - tsize) * fit;
   }
-  return all > 0 ? hits / all : 0;
+  return all + all_once > 0 ? hits / (all + all_once) : 0;
 }
 
-/* Fills the shares of GM reads and of GM writes that find their lines in L2 (writes allocate,
- * as in the event fidelity's L2: a write to resident lines stays in L2). */
+/* Fills the shares of GM reads that find their lines in L2 and of GM writes that L2 absorbs
+ * (writes allocate and make their tiles dirty, as in the event fidelity's L2, memory/l2.h: a
+ * write to a tile that is resident and dirty stays in L2, any other write reaches HBM once).
+ * nblk: the kernel's blocks per class; per_unit: the most blocks of a class one unit runs. */
 static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
-                       struct core__ixlog *ixlog, double *hit_rd, double *hit_wr, double *hit_all)
+                       struct core__ixlog *ixlog, const uint64_t *nblk, const uint64_t *per_unit, double *hit_rd,
+                       double *hit_wr, double *hit_all)
 {
   int units = k->block_dim;
+  uint64_t traced_blocks[MAX_CLASSES] = {0};
   struct trace_ctx x = {npu_xcalloc((size_t)units, sizeof *x.list), npu_xcalloc((size_t)units, sizeof *x.n),
-                        npu_xcalloc((size_t)units, sizeof *x.cap), 0, NULL, ixlog, 0};
+                        npu_xcalloc((size_t)units, sizeof *x.cap), 0, false, 0, traced_blocks, NULL, ixlog, 0};
+  struct trace_kernel tk = {k, &x};
+  struct core_kernel wk = *k;
+  wk.ctx = &tk;
+  wk.unit_begin = k->unit_begin ? trace_begin : NULL;
+  wk.unit_end = NULL; /* traced below, after the two waves */
+  wk.block = trace_block;
+  wk.block_of = k->block_of ? trace_block_of : NULL;
+  wk.block_class = NULL;
   struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC};
   struct core__run r;
-  core__run_init(&r, chip, gm, k, &o);
+  core__run_init(&r, chip, gm, &wk, &o);
   r.gm_sink = sink;
   r.gm_sink_ctx = &x;
   x.run = &r;
-  uint64_t waves = 0;
   for (int w = 0; w < 2; w++) {
     x.wave = w;
-    for (int u = 0; u < units; u++)
-      if (core__generate(&r, &r.units[u]) && w == 0) waves = 1;
+    for (int u = 0; u < units; u++) core__generate(&r, &r.units[u]);
+  }
+  if (k->unit_end) { /* once per unit that ran, whenever its last block comes */
+    x.once = true;
+    for (int u = 0; u < units; u++) {
+      if (!r.units[u].begun || r.err) continue;
+      r.tps[u].sel = k->mode == CORE_MODE_VECTOR ? CORE_SUB_AIV0 : CORE_SUB_AIC;
+      k->unit_end(&r.tps[u], k->ctx);
+    }
+    x.once = false;
   }
   core__run_release(&r);
   size_t total = 0;
@@ -375,34 +449,47 @@ static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const st
   while (size < 2 * total + 2) size <<= 1;
   c.keys = npu_xmalloc(size * sizeof *c.keys);
   c.stamp = npu_xcalloc(size, sizeof *c.stamp);
+  c.dirty = npu_xcalloc(size, sizeof *c.dirty);
   c.mask = size - 1;
   c.cap = chip->l2.size_bytes;
   c.inserted = 1;
+  /* once-per-unit classes: their traced copies count (blocks of the class / traced ones) times */
+  double once_weight[MAX_CLASSES];
+  for (int cl = 0; cl < MAX_CLASSES; cl++)
+    once_weight[cl] = per_unit[cl] <= 1 && traced_blocks[cl] ? (double)nblk[cl] / (double)traced_blocks[cl] : 0;
   double hit[2][2] = {{0, 0}, {0, 0}}, acc[2][2] = {{0, 0}, {0, 0}}; /* [write][wave] */
+  double hit_once[2] = {0, 0}, acc_once[2] = {0, 0};                 /* [write] */
   size_t nt = mem_gm_count(gm);
   double *tensor_acc[2] = {npu_xcalloc(nt + 1, sizeof(double)), npu_xcalloc(nt + 1, sizeof(double))};
+  double *tensor_once[2] = {npu_xcalloc(nt + 1, sizeof(double)), npu_xcalloc(nt + 1, sizeof(double))};
   size_t *pos = npu_xcalloc((size_t)units, sizeof *pos);
   for (size_t done = 0; done < total;) /* round robin, one copy per unit at a time */
     for (int u = 0; u < units; u++) {
       if (pos[u] == x.n[u]) continue;
       const struct access *a = &x.list[u][pos[u]++];
       done++;
-      bool h = cache_touch(&c, &a->key, a->bytes);
       int wr = !a->read;
+      bool h = cache_touch(&c, &a->key, a->bytes, wr);
+      long ti = mem_gm_index(gm, a->key.addr);
+      double once = a->cls < 0 ? 1 : once_weight[a->cls];
+      if (once > 0) {
+        acc_once[wr] += once * (double)a->bytes;
+        if (h) hit_once[wr] += once * (double)a->bytes;
+        if (ti >= 0) tensor_once[wr][ti] += once * (double)a->bytes;
+        continue;
+      }
       acc[wr][a->wave] += (double)a->bytes;
       if (h) hit[wr][a->wave] += (double)a->bytes;
-      long ti = mem_gm_index(gm, a->key.addr);
       if (ti >= 0) tensor_acc[wr][ti] += (double)a->bytes;
     }
   free(pos);
   free(c.keys);
   free(c.stamp);
+  free(c.dirty);
   for (int u = 0; u < units; u++) free(x.list[u]);
   free(x.list);
   free(x.n);
   free(x.cap);
-  (void)waves;
-  (void)k;
   /* waves of the whole kernel: blocks of the busiest unit */
   uint64_t w = 0;
   for (;; w++)
@@ -410,14 +497,19 @@ static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const st
         (k->block_of && k->block_of(k->ctx, 0, w) == UINT64_MAX))
       break;
   for (int wr = 0; wr < 2; wr++) {
-    double h1 = acc[wr][0] > 0 ? hit[wr][0] / acc[wr][0] : 0, h2 = acc[wr][1] > 0 ? hit[wr][1] / acc[wr][1] : h1;
-    double h_trace = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
+    /* (a wave without such copies -- its blocks all once per unit -- takes the other's share) */
+    double h1 = acc[wr][0] > 0 ? hit[wr][0] / acc[wr][0] : acc[wr][1] > 0 ? hit[wr][1] / acc[wr][1] : 0;
+    double h2 = acc[wr][1] > 0 ? hit[wr][1] / acc[wr][1] : h1;
+    double h_waves = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
     double all = acc[wr][0] + (w > 1 ? (double)(w - 1) * acc[wr][1] : 0), traced = acc[wr][0] + acc[wr][1];
-    double h_fit = tensor_fit_hits(chip, gm, tensor_acc[wr], nt, all, traced);
+    /* the once-per-unit copies join with their own hits, once */
+    double h_trace = all + acc_once[wr] > 0 ? (h_waves * all + hit_once[wr]) / (all + acc_once[wr]) : 0;
+    double h_fit = tensor_fit_hits(chip, gm, tensor_acc[wr], tensor_once[wr], nt, all, traced, acc_once[wr]);
     *(wr ? hit_wr : hit_rd) = h_trace > h_fit ? h_trace : h_fit;
     free(tensor_acc[wr]);
+    free(tensor_once[wr]);
   }
-  double rd = acc[0][0] + acc[0][1], wrb = acc[1][0] + acc[1][1];
+  double rd = acc[0][0] + acc[0][1] + acc_once[0], wrb = acc[1][0] + acc[1][1] + acc_once[1];
   *hit_all = rd + wrb > 0 ? (*hit_rd * rd + *hit_wr * wrb) / (rd + wrb) : 0;
 }
 
@@ -497,19 +589,23 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
    * then count each GM pipe by the share of time it is busy in the steady state of its class
    * (weighted by the blocks of the class), and the L2 hit share from the kernel's reuse.
    */
-  uint64_t nblk[MAX_CLASSES] = {0}, total_blocks = 0;
-  for (int u = 0; u < k->block_dim; u++)
+  uint64_t nblk[MAX_CLASSES] = {0}, per_unit[MAX_CLASSES] = {0}, total_blocks = 0;
+  for (int u = 0; u < k->block_dim; u++) {
+    uint64_t mine[MAX_CLASSES] = {0};
     for (uint64_t i = 0;; i++) {
       uint64_t b = block_at(k, u, i);
       if (b == UINT64_MAX) break;
-      nblk[class_of(k, b)]++;
+      int c = class_of(k, b);
+      nblk[c]++;
+      if (++mine[c] > per_unit[c]) per_unit[c] = mine[c];
       total_blocks++;
     }
+  }
   int mix_ratio = k->mode == CORE_MODE_MIX && chip->org == ARCH_ORG_SPLIT ? chip->aiv_count / chip->aic_count : 1;
   double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
   double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
   double hits[2], hit, flows = 0;
-  trace_hits(chip, gm, k, ixlog, &hits[0], &hits[1], &hit);
+  trace_hits(chip, gm, k, ixlog, nblk, per_unit, &hits[0], &hits[1], &hit);
   ixlog_destroy(ixlog);
   ixlog = NULL;
   /* first guess: every unit streams on one GM pipe */
@@ -575,11 +671,13 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   double floor_s = (double)res.hbm_bytes / hbm;
   if ((double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw > floor_s)
     floor_s = (double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw;
-  if (floor_s > tmax) tmax = floor_s;
+  bool floored = floor_s > tmax;
+  if (floored) tmax = floor_s;
   free(cls);
   res.aic_used = aic_used;
   res.aiv_used = aiv_used;
   core__result_finish(&res, chip, k->mode, tmax);
+  if (floored) core__result_memory_bound(&res); /* the memory system set the time, not a pipe */
   *out = res;
   return 0;
 }

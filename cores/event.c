@@ -2,10 +2,11 @@
  * event.c - the event fidelity's GM backend and driver: one SimGrid actor runs the whole
  * chip. Core-local instructions resolve in dataflow order (exec.c); a GM copy waits until the
  * engine's clock reaches its start, then becomes one or two SimGrid flows (L2 hits from the L2
- * host, misses from HBM) on the chip's memory platform (memory/platform.h), sharing the core's
- * port, L2 and HBM bandwidth with every other flow in flight. The actor sleeps until the
- * earliest of the next GM start and the next flow completion, so each GM copy costs two
- * engine interactions and no local instruction costs any.
+ * host, misses from HBM; for a write, the bytes absorbed by dirty lines to L2, the rest -- the
+ * write-back of the lines it makes dirty, memory/l2.h -- to HBM) on the chip's memory platform
+ * (memory/platform.h), sharing the core's port, L2 and HBM bandwidth with every other flow in
+ * flight. The actor sleeps until the earliest of the next GM start and the next flow
+ * completion, so each GM copy costs two engine interactions and no local instruction costs any.
  */
 #include <math.h>
 #include <stdio.h>
@@ -84,12 +85,15 @@ struct event_state {
   int nfl, cap;
 };
 
-/* Touch the L2 lines of a GM tile; returns the share of its bytes that were resident. A tile
- * whose address is unknown (fresh: an indexed copy of a timing-only run, see core__gm_tile)
- * touches as many lines, all new: no hits, and they age the resident lines as new lines do. */
-static double touch_tile(struct core__run *r, const struct core_tile *g, bool fresh)
+/* Touch the L2 lines of a GM tile; returns the share of its bytes that L2 serves: for a read the
+ * bytes that were resident, for a write the bytes on lines already dirty (the rest cost an HBM
+ * write: memory/l2.h). A tile whose address is unknown (fresh: an indexed copy of a timing-only
+ * run, see core__gm_tile) touches as many lines, all new: no hits, and they age the resident
+ * lines as new lines do. */
+static double touch_tile(struct core__run *r, const struct core_tile *g, bool fresh, bool write)
 {
-  uint64_t (*touch)(struct mem_l2 *, uint64_t, uint64_t) = fresh ? mem_l2_touch_fresh : mem_l2_touch;
+  uint64_t (*touch)(struct mem_l2 *, uint64_t, uint64_t) =
+      fresh ? mem_l2_touch_fresh : write ? mem_l2_write : mem_l2_touch;
   uint32_t rows = g->rows, cols = g->cols;
   uint64_t es_bits = (uint64_t)npu_dtype_bits((enum npu_dtype)g->dtype);
   uint64_t row_bytes = ((uint64_t)cols * es_bits + 7) / 8;
@@ -118,7 +122,7 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
    * fresh lines when its index is unknown (timing-only; all misses, no reuse) */
   struct core_tile g;
   bool known = core__gm_tile(r, c, cp, &g);
-  double hit = touch_tile(r, &g, !known);
+  double hit = touch_tile(r, &g, !known, !read);
   uint64_t bytes = core__gm_bytes(r->chip, in);
   uint64_t hit_bytes = (uint64_t)llround((double)bytes * hit), miss_bytes = bytes - hit_bytes;
   if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;

@@ -248,10 +248,12 @@ bool core__gm_tile(const struct core__run *r, const struct core__core *c, const 
   return true;
 }
 
-/* Release every pipe waiting at the all-core barrier. */
+/* Release every pipe waiting at the all-core barrier. The release is part of the kernel even when
+ * nothing follows it (a trailing barrier: every core waits for it before the kernel ends). */
 static void release_sync(struct core__run *r)
 {
   double t = r->sync_t + r->chip->sync.all_core_s;
+  if (t > r->end) r->end = t;
   for (int i = 0; i < r->ncores; i++) {
     struct core__core *c = &r->cores[i];
     for (int p = 0; p < CORE_PIPE_COUNT; p++) {
@@ -392,6 +394,13 @@ static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
       __attribute__((fallthrough));
     case CORE_OP_MMAD:
     case CORE_OP_VEC: {
+      if (in->op == CORE_OP_VEC && in->u.vec.scalar_from_ub) {
+        /* the scalar operand comes from UB: a V -> S sync after the vector work before it has
+         * landed (a flag, flag_cycles), then GetValue on the scalar unit (scalar_cycles), then
+         * the instruction issues (Ascend C: SetFlag/WaitFlag<V_S>, GetValue, Muls/Adds/...) */
+        if (p->data_ready > t) t = p->data_ready;
+        t += (chip->sync.flag_cycles + chip->sync.scalar_cycles) / chip->clock_hz;
+      }
       uint64_t conflict = 0;
       double end = t + core__local_time(chip, in, &conflict);
       r->res.bank_conflict_cycles += conflict;

@@ -180,6 +180,9 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
 void core__finish_result(struct core__run *r);
 void core__result_finish(struct core_result *res, const struct arch_chip *chip,
                          enum core_mode mode, double body_s);
+/* The time was set by the memory system (HBM or L2 bandwidth), not by a pipe: the bottleneck is
+ * the busiest GM pipe's (mte2_bound, mte3_bound, fixpipe_bound); launch_bound stays. */
+void core__result_memory_bound(struct core_result *res);
 void core__account(struct core__run *r, struct core__core *c, int pipe,
                    const struct core_instr *in, double start, double end);
 

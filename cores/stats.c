@@ -9,6 +9,10 @@
  *                  vec_bound, mte1/mte2/mte3/fixpipe/scalar_bound);
  *   core_underuse  otherwise, when fewer than 3/4 of the cores of the kernel's kind ran;
  *   latency_bound  otherwise: no unit is busy: dependencies and latencies dominate.
+ * When the memory system sets the time instead (the analytic fidelity's HBM / L2 roofline floor),
+ * core__result_memory_bound names the busiest GM pipe (mte2_bound for reads, mte3_bound or
+ * fixpipe_bound for writes), as the event fidelity's GM pipes, stretched by the shared bandwidth,
+ * name such a kernel.
  */
 #include <string.h>
 
@@ -111,6 +115,21 @@ void core__result_finish(struct core_result *res, const struct arch_chip *chip,
     res->bottleneck = "core_underuse";
   else
     res->bottleneck = "latency_bound";
+}
+
+void core__result_memory_bound(struct core_result *res)
+{
+  if (!strcmp(res->bottleneck, "launch_bound")) return;
+  struct { double v; const char *name; } gm[] = {
+      {res->aic_mte2_ratio, "mte2_bound"}, {res->aiv_mte2_ratio, "mte2_bound"},
+      {res->aiv_mte3_ratio, "mte3_bound"}, {res->aic_fixpipe_ratio, "fixpipe_bound"},
+  };
+  double best = -1;
+  for (size_t i = 0; i < sizeof gm / sizeof gm[0]; i++)
+    if (gm[i].v > best) {
+      best = gm[i].v;
+      res->bottleneck = gm[i].name;
+    }
 }
 
 void core__finish_result(struct core__run *r)

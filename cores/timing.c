@@ -13,6 +13,10 @@
  *          chip.vector.transcendental_cycles for exp, ln, recip, sqrt, rsqrt, div; 2 for
  *          whole-repeat reductions [A]; sort32 8 cycles per 32 elements [A]; mrgsort one
  *          proposal per cycle per list [A]. [A]: not published, assumptions of this model.
+ *          A vector instruction whose scalar operand is read from UB (scalar_from_ub) also waits,
+ *          before it starts, for a V -> S sync and the scalar read: flag_cycles + scalar_cycles
+ *          after the vector work before it has landed; that wait is the executor's (exec.c), it
+ *          is not vector busy time.
  *   scalar chip.sync.scalar_cycles per instruction, or the cycles given.
  * UB bank conflicts are evaluated on the first repeat (strides repeat the pattern) and charged
  * to every repeat.

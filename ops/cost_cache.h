@@ -23,7 +23,7 @@
 
 #include "ops/op.h"
 
-#define OP_MODEL_REVISION "npusim-model-1"
+#define OP_MODEL_REVISION "npusim-model-3"
 
 /* What a cached cost keeps of an operator run. */
 struct op_cost {

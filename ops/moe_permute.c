@@ -38,12 +38,12 @@
  *
  * The expert ids of a functional run are generated in setup() from the execution's seeded
  * generator: k distinct experts per token, uniform, or Zipf-skewed with `skew` (a few hot
- * experts, as real routers produce). Timing-only runs have no ids: their indexed copies use
- * index 0 (the model's rule), so every row goes to row 0. Byte counts and pipe times are those of
- * the real kernel, but the L2 models see one row written over and over (they key an indexed copy
- * by its base address, in functional runs too): the event fidelity then serves the stores from
- * L2 and runs faster than the HBM allows, and the analytic L2-hit statistics are off (its time,
- * set by the HBM share of the stores, is not).
+ * experts, as real routers produce). Timing-only runs have no ids: their indexed copies move data
+ * as if the index were 0 (the model's rule). Byte counts and pipe times are those of the real
+ * kernel, and the L2 models of both fidelities take each indexed store of a timing-only run to
+ * write lines nobody touched before and nobody touches again (a scatter of distinct rows, which
+ * this kernel's stores are: every output row is written once), so the stores reach HBM; a
+ * functional run gives the models the rows really written (cores/exec_int.h core__gm_tile).
  *
  * Reference: the stable counting sort on the host (exact: every output is compared bit for bit).
  */
@@ -68,7 +68,7 @@ static const struct op_param params[] = {
 /* Block classes (the analytic fidelity times one representative of each). */
 enum { C_HIST, C_HIST_TAIL0, C_HIST_TAIL1, C_BARRIER, C_PREP, C_TILE, C_TILE_TAIL0, C_TILE_TAIL1 };
 /* Flag ids. */
-enum { ID_CHUNK = 0, ID_IDS = 2, ID_ROWS = 4, ID_HIST = 6, ID_PREP = 7, ID_COUNTS = 8, ID_SYNC = 9 };
+enum { ID_CHUNK = 0, ID_IDS = 2, ID_ROWS = 4, ID_HIST = 6, ID_PREP = 7, ID_COUNTS = 8 };
 
 struct perm {
   uint32_t T, H, E, k;
@@ -415,13 +415,8 @@ static void hist_chunk(struct core_tp *t, struct perm *m, int u, uint64_t i)
   moe_vrun(t, CORE_VEC_ADD, NPU_DT_INT32, m->hist, m->hist, m->h32, m->E, 0);
 }
 
-/*
- * The unit's histogram to the GM workspace, then the all-core barrier. Before their barrier
- * markers MTE2 and MTE3 each hand a flag to V and wait for V's answer: a pipe whose last GM copy
- * completed synchronously (analytic fidelity) still has a wake-up queued, and must not reach its
- * marker before that wake-up is spent, or the executor counts its arrival twice (cores/exec.c
- * re-resolves a pipe parked at a barrier when woken).
- */
+/* The unit's histogram to the GM workspace, then the all-core barrier (which waits until the
+ * store has landed: every pipe's data must be in before it arrives). */
 static void barrier(struct core_tp *t, struct perm *m, int u)
 {
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, ID_HIST);
@@ -429,13 +424,6 @@ static void barrier(struct core_tp *t, struct perm *m, int u)
   struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_INT32, m->hist, 1, m->E, 0);
   struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_INT32, m->ws + (uint64_t)u * m->E8 * 4, 1, m->E, 0);
   core_copy(t, &g, &l);
-  static const enum core_pipe gm_pipes[2] = {CORE_PIPE_MTE2, CORE_PIPE_MTE3};
-  for (int i = 0; i < 2; i++) core_set_flag(t, gm_pipes[i], CORE_PIPE_V, ID_SYNC);
-  for (int i = 0; i < 2; i++) {
-    core_wait_flag(t, gm_pipes[i], CORE_PIPE_V, ID_SYNC);
-    core_set_flag(t, CORE_PIPE_V, gm_pipes[i], ID_SYNC);
-  }
-  for (int i = 0; i < 2; i++) core_wait_flag(t, CORE_PIPE_V, gm_pipes[i], ID_SYNC);
   core_sync_all(t);
 }
 

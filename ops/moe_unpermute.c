@@ -22,11 +22,12 @@
  *
  * Inputs for a functional run are generated in setup(): a seeded routing (uniform, or Zipf-skewed
  * with `skew`), its stable expert sort (dst_row), positive weights normalised per token, uniform
- * y and residual. Timing-only runs have no data: their gathers read row 0 (the model's rule for
- * indexed copies). The L2 models key an indexed copy by its base address (in functional runs too),
- * so they see row 0 read over and over and serve the gathers from L2: the byte counts are the
- * kernel's, but its time comes out below the HBM-bound time a real gather over distinct rows
- * takes (16384 tokens x 7168 bf16, top-8 on ascend-910b2: about 0.7 ms against 1.47 ms).
+ * y and residual. Timing-only runs have no data: their gathers move data as if they read row 0
+ * (the model's rule for indexed copies), and the L2 models of both fidelities take each of them
+ * to read lines nobody touched before and nobody touches again -- a gather of distinct rows, which
+ * this kernel's are (every row of y is read once) -- so the gathers come from HBM and the kernel
+ * runs HBM-bound (16384 tokens x 7168 bf16, top-8 on ascend-910b2: about 1.41 ms). A functional
+ * run gives the models the rows really read (cores/exec_int.h core__gm_tile).
  *
  * Reference: the sum in double over the decoded inputs; tolerance: one fp32 rounding per product
  * and per addition ((k + 2) fp32 ulps of the magnitudes involved) plus one rounding to the output

@@ -99,7 +99,7 @@ static void pipe_block(struct core_tp *t, void *ctx, uint64_t b)
                        .repeat = (uint16_t)(p->elems / 128), .dst_blk = 1, .src0_blk = 1,
                        .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8,
                        .mask = {~0ull, ~0ull}, .dst = out, .src0 = in, .src1 = in, .scalar = 2.0};
-  core_vec(t, &v);
+  for (int i = 0; i < (p->vecs > 0 ? p->vecs : 1); i++) core_vec(t, &v);
   if (!single) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, buf);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, buf);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, buf);

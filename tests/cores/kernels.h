@@ -27,6 +27,7 @@ struct tk_pipeline {         /* GM -> UB, vector muls, UB -> GM, per tile of `el
   uint32_t elems;
   int buffers;               /* 1 or 2 */
   int vec_op;                /* enum core_vec_op: muls or exp */
+  int vecs;                  /* vector instructions per tile (0: 1) */
   int dim;                   /* set by tk_pipeline_kernel */
 };
 void tk_pipeline_kernel(struct core_kernel *k, struct tk_pipeline *p, int cores, uint64_t blocks);

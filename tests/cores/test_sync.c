@@ -119,6 +119,40 @@ Test(sync, all_core_barrier_waits_for_the_latest_core)
   cr_assert(fabs(t - want) < 1e-12, "got %.12g, want %.12g", t, want);
 }
 
+static void trailing_sync_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  (void)ctx;
+  (void)b;
+  core_scalar(t, 5000); /* equal blocks: the analytic fidelity times one per class */
+  core_sync_all(t);     /* nothing after it: the kernel still ends only when the barrier releases */
+}
+
+/* A trailing all-core barrier is part of the kernel: every core waits at it (chip.sync.all_core
+ * after the latest arrival) before the kernel ends. It used to release without moving the end. */
+static void trailing_barrier(enum core_fidelity fid)
+{
+  struct core_kernel k = {.name = "trailing_sync", .mode = CORE_MODE_CUBE, .block_dim = 8, .nblocks = 8,
+                          .block = trailing_sync_block};
+  struct mem_gm *gm = mem_gm_create();
+  struct core_result r;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct core_launch_opts o = {.fidelity = fid};
+  int rc = fid == CORE_FIDELITY_EVENT ? core_launch_standalone(&sys.chip, gm, &k, &o, &r, &d)
+                                      : core_launch(&sys.chip, gm, &k, &o, &r, &d);
+  cr_assert_eq(rc, 0, "%s", d.msg);
+  mem_gm_destroy(gm);
+  double want = 5000 / sys.chip.clock_hz + sys.chip.sync.all_core_s, t = r.time_s - r.launch_s;
+  cr_assert(fabs(t - want) < 1e-12, "%s: got %.12g, want %.12g", fid == CORE_FIDELITY_EVENT ? "event" : "analytic",
+            t, want);
+}
+
+Test(sync, trailing_all_core_barrier_counts_in_kernel_time)
+{
+  trailing_barrier(CORE_FIDELITY_ANALYTIC);
+  trailing_barrier(CORE_FIDELITY_EVENT); /* one engine per process: last */
+}
+
 static void scalar_issue_block(struct core_tp *t, void *ctx, uint64_t b)
 {
   (void)ctx;
@@ -240,7 +274,7 @@ static double gm_barrier_run(bool fence, enum gm_barrier_layout layout, enum cor
 
 /* Per block, the read (setup, 32 KiB at the core's port, then the HBM latency until its data has
  * landed) is the slower of the two copies; a barrier costs chip.sync.all_core (a fence nothing)
- * after the last arrival, and the last barrier counts only if work follows it. */
+ * after the last arrival, the last one too (the kernel ends when every core has left it). */
 static double gm_barrier_want(bool fence, enum gm_barrier_layout layout)
 {
   const struct arch_chip *c = &sys.chip;
@@ -248,7 +282,7 @@ static double gm_barrier_want(bool fence, enum gm_barrier_layout layout)
   double s = fence ? 0 : c->sync.all_core_s, copies = GB_PER_CORE * (rd + c->hbm.latency_s);
   switch (layout) {
   case COPIES_BARRIER_SCALAR: return copies + GB_PER_CORE * (s + 100 / c->clock_hz);
-  case COPIES_BARRIER: return copies + (GB_PER_CORE - 1) * s;
+  case COPIES_BARRIER: return copies + GB_PER_CORE * s;
   case BARRIER_COPIES: return copies + GB_PER_CORE * s;
   }
   return 0;

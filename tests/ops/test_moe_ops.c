@@ -194,9 +194,10 @@ Test(moe_permute, deepseek_v3_timing)
   cr_assert(fabs(rd / rd_model - 1) < 1e-3, "read %g, expected %g", rd, rd_model);
   cr_assert(fabs(wr / wr_model - 1) < 1e-3, "written %g, expected %g", wr, wr_model);
   double hbm = b2.chip.hbm.bw_bytes_per_s * b2.chip.calib.hbm.value;
-  /* (the lower bound leaves room for the L2 write hits the analytic estimate grants the scatters,
-   * whose timing-only addresses all fall on row 0) */
-  cr_assert(body(&r) > 0.85 * (rd + wr) / hbm && body(&r) < 1.1 * (rd + wr) / hbm, "%g s for %g bytes", body(&r),
+  /* the scatters of a timing-only run write lines nobody touched before (their index is unknown),
+   * so they all reach HBM, as the rows of a real dispatch do: no faster than the HBM allows */
+  cr_assert((double)r.total.hbm_bytes > 0.99 * (rd + wr), "HBM %g of %g bytes", (double)r.total.hbm_bytes, rd + wr);
+  cr_assert(body(&r) > 0.99 * (rd + wr) / hbm && body(&r) < 1.1 * (rd + wr) / hbm, "%g s for %g bytes", body(&r),
             rd + wr);
 }
 
@@ -229,9 +230,10 @@ Test(moe_unpermute, errors)
          "command line: --chunk: 8192 columns of 8 rows (tile 1) need 428800 bytes of UB, has 196608");
 }
 
-/* DeepSeek-V3 combine: every expert row read once and every output row written once. (No time
- * bound: the L2 models key indexed copies by their base address, so timing-only gathers look like
- * L2 hits; see moe_unpermute.c.) */
+/* DeepSeek-V3 combine: every expert row read once and every output row written once, bound by
+ * the gathers (MTE2) at the HBM bandwidth: a timing-only gather's index is unknown, so the L2
+ * models take it to read lines nobody touched before -- from HBM, as the distinct rows of a real
+ * combine come (about 1.41 ms on ascend-910b2; see moe_unpermute.c). */
 Test(moe_unpermute, deepseek_v3_traffic)
 {
   struct op_result r = TIME("moe_unpermute", "tokens=16384", "hidden=7168", "experts=256", "topk=8");
@@ -240,4 +242,8 @@ Test(moe_unpermute, deepseek_v3_traffic)
   cr_assert(rd > T * k * row && rd < 1.01 * T * k * row, "read %g", rd);
   cr_assert(wr >= T * row && wr < 1.01 * T * row, "written %g", wr);
   cr_assert_eq(r.total.aiv_used, 48);
+  cr_assert_str_eq(r.total.bottleneck, "mte2_bound");
+  double hbm = b2.chip.hbm.bw_bytes_per_s * b2.chip.calib.hbm.value;
+  cr_assert(body(&r) > (rd + wr) / hbm && body(&r) < 1.15 * (rd + wr) / hbm, "%g s for %g bytes at %g B/s", body(&r),
+            rd + wr, hbm);
 }
