@@ -105,7 +105,7 @@ static void push(struct wl_job *j, enum wl_cat cat, bool recompute, bool coll, i
     j->cap_items = j->cap_items ? 2 * j->cap_items : 128;
     j->items = npu_xrealloc(j->items, (size_t)j->cap_items * sizeof *j->items);
   }
-  j->items[j->nitems++] = (struct wl_item){.cat = (uint8_t)cat, .recompute = recompute, .coll = coll, .index = index};
+  j->items[j->nitems++] = (struct wl_item){.cat = (uint8_t)cat, .recompute = recompute, .coll = coll, .index = index, .hide = -1};
 }
 
 /* A kernel item: op with printf-style arguments. */
@@ -139,7 +139,13 @@ static void seg_end(struct wl_job *j, enum wl_seg_kind k)
 
 /* ------------------------------------------------------------------ shapes */
 
+/* What a backward call emits: everything (a forward, or a full backward), only the input
+ * gradients (BI), or only the weight-gradient GEMMs (W). */
+enum emit { EM_ALL, EM_BI, EM_W };
+
 struct shape {
+  int mode;         /* enum emit */
+  bool fp8;         /* linear layers in fp8 (plan.dtype) */
   int T, Tn;        /* tokens of a micro-batch; rows the norms see (T / t with SP) */
   int t, h, a, g, d, f, V, s, b;
   const char *dt;
@@ -162,6 +168,8 @@ static struct shape shape_of(const struct wl_job *j)
   s.d = wl_model_head_dim(m);
   s.f = m->ffn;
   s.V = m->vocab;
+  s.mode = EM_ALL;
+  s.fp8 = p->dtype == 2;
   s.dt = p->dtype == 1 ? "fp16" : "bf16";
   s.act_bytes = (double)s.T * s.h * 2;
   return s;
@@ -179,17 +187,53 @@ static void tp_reduce(struct wl_job *j, const struct shape *s, bool rc)
   tpcoll(j, rc, j->plan.sp ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, s->act_bytes);
 }
 
+/* fp8 training (plan.fp8_recipe): the GEMM's input type and the quantization of its operand
+ * (rows x cols of the training type) before it: per-tensor scaling (an amax pass and a
+ * quantize pass), 1x128 blocks (DeepSeek-V3's activations), or MXFP8 (32-element blocks). */
+static const char *fp8_gemm_type(const struct wl_job *j)
+{
+  return j->plan.fp8_recipe == 2 ? "mxfp8" : "fp8_e4m3";
+}
+
+static void fp8_quantize(struct wl_job *j, const struct shape *s, bool rc, long rows, int cols)
+{
+  static const char *const gran[] = {"tensor", "block1x128", "block1x32"};
+  kern(j, WL_CAT_VEC, rc, "quantize", "rows=%ld cols=%d in=%s dtype=%s granularity=%s", rows, cols, s->dt,
+       j->plan.fp8_recipe == 2 ? "mxfp8" : "fp8_e4m3", gran[j->plan.fp8_recipe]);
+}
+
+/* A linear layer's GEMM m x k x n (A transposed when ta, B when tb), in the training type or fp8. */
+static void linear(struct wl_job *j, const struct shape *s, bool rc, long m, int n, long k, bool ta, bool tb)
+{
+  /* a GEMM whose quantized operand's rows are not whole scaling blocks stays in the training type */
+  int block = j->plan.fp8_recipe == 1 ? 128 : j->plan.fp8_recipe == 2 ? 32 : 1;
+  if (s->fp8 && (ta ? m : k) % block == 0) {
+    fp8_quantize(j, s, rc, ta ? k : m, (int)(ta ? m : k));
+    kern(j, WL_CAT_GEMM, rc, "gemm", "m=%ld n=%d k=%ld dtype=%s out=bf16%s%s", m, n, k, fp8_gemm_type(j),
+         ta ? " trans_a=true" : "", tb ? " trans_b=true" : "");
+    return;
+  }
+  kern(j, WL_CAT_GEMM, rc, "gemm", "m=%ld n=%d k=%ld dtype=%s%s%s", m, n, k, s->dt, ta ? " trans_a=true" : "",
+       tb ? " trans_b=true" : "");
+}
+
 /* Y = X W^T with W [n, k] as Megatron stores it: forward GEMM T x k -> n. */
 static void gemm_fwd(struct wl_job *j, const struct shape *s, bool rc, int k, int n)
 {
-  kern(j, WL_CAT_GEMM, rc, "gemm", "m=%d n=%d k=%d dtype=%s trans_b=true", s->T, n, k, s->dt);
+  linear(j, s, rc, s->T, n, k, false, true);
 }
 
-/* dX = dY W (T x n -> k) and dW = dY^T X (n x T -> k). */
+/* dX = dY W (T x n -> k: with the input gradients, BI) and dW = dY^T X (n x T -> k: W). */
 static void gemm_bwd(struct wl_job *j, const struct shape *s, int k, int n)
 {
-  kern(j, WL_CAT_GEMM, false, "gemm", "m=%d n=%d k=%d dtype=%s", s->T, k, n, s->dt);
-  kern(j, WL_CAT_GEMM, false, "gemm", "m=%d n=%d k=%d dtype=%s trans_a=true", n, k, s->T, s->dt);
+  if (s->mode != EM_W) linear(j, s, false, s->T, k, n, false, false);
+  if (s->mode != EM_BI) linear(j, s, false, n, k, s->T, true, false);
+}
+
+/* Whether a backward item other than a weight gradient is emitted now. */
+static bool bi(const struct shape *s)
+{
+  return s->mode != EM_W;
 }
 
 static void norm(struct wl_job *j, const struct shape *s, bool rc, bool fused)
@@ -220,11 +264,13 @@ static void attn_core_std(struct wl_job *j, const struct shape *s, bool rc)
        s->dt);
 }
 
+/* With context parallelism a rank's queries (s / cp, in balanced causal chunks) meet every key:
+ * the work of cp causal blocks of s / cp, costed as FlashAttention over a batch cp times larger. */
 static void attention_fwd(struct wl_job *j, const struct shape *s, bool rc)
 {
   if (j->model.attention == WL_ATTN_FLASH)
-    kern(j, WL_CAT_ATTN, rc, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=fwd", s->b,
-         s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
+    kern(j, WL_CAT_ATTN, rc, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=fwd",
+         s->b * j->plan.cp, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
   else
     attn_core_std(j, s, rc);
 }
@@ -233,7 +279,7 @@ static void attention_bwd(struct wl_job *j, const struct shape *s)
 {
   if (j->model.attention == WL_ATTN_FLASH) {
     kern(j, WL_CAT_ATTN, false, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=bwd",
-         s->b, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
+         s->b * j->plan.cp, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
     return;
   }
   /* dV = P^T dO, dP = dO V^T, softmax backward (costed as a softmax pass), dQ = dS K, dK = dS^T Q */
@@ -245,6 +291,23 @@ static void attention_bwd(struct wl_job *j, const struct shape *s)
   kern(j, WL_CAT_ATTN, false, "softmax", "rows=%d cols=%d dtype=%s", heads * s->s, s->s, s->dt);
   kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
   kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
+}
+
+/*
+ * Context parallelism: each rank holds s / cp of the sequence (balanced causal chunks), and
+ * attention needs every rank's keys and values. Megatron's ring (cp_comm_type p2p) passes
+ * K/V blocks around the CP group, cp - 1 steps each overlapped with a block of attention; it is
+ * costed as the all-gather of K and V over the CP group (the same bytes per rank), memoised
+ * like TP collectives, minus the attention kernel it overlaps (exposed only when longer). The
+ * backward sends dK, dV back: a reduce-scatter of the same size.
+ */
+static void cp_exchange(struct wl_job *j, const struct shape *s, bool bwd)
+{
+  if (j->plan.cp < 2) return;
+  double kv = 2.0 * s->b * j->model.seq_len * (s->g / s->t) * s->d * 2; /* K and V of the whole sequence */
+  int c = add_coll(j, bwd ? IC_OP_REDUCESCATTER : IC_OP_ALLGATHER, kv, WL_DIM_CP);
+  push(j, WL_CAT_CP, false, true, c);
+  j->items[j->nitems - 1].hide = j->nitems - 2; /* under the attention kernel just before it */
 }
 
 static int mlp_up_cols(const struct wl_job *j, const struct shape *s)
@@ -267,49 +330,288 @@ static void rope(struct wl_job *j, const struct shape *s, bool rc)
          s->dt);
 }
 
-/* One layer's forward; rc: as recomputation inside the backward. */
-static void layer_fwd(struct wl_job *j, const struct shape *s, bool rc)
+/*
+ * MLA (DeepSeek-V2/V3): queries through a low-rank bottleneck (down projection, RMSNorm, up
+ * projection to heads x (nope + rope)), keys and values from one compressed latent (down to
+ * kv_lora + rope, RMSNorm, up to heads x (nope + v)); the down projections are small and kept
+ * whole on every TP rank, the up projections split by heads. The core attention (query/key
+ * dimension nope + rope, value dimension v) is costed by the FlashAttention kernel at head
+ * dimension 128 with the heads scaled to the same FLOPs: heads x (qk + v) / 256.
+ */
+static int mla_fa_heads(const struct wl_job *j, const struct shape *s)
 {
+  int qh, kvh, qk, v;
+  wl_model_attn_shape(&j->model, &qh, &kvh, &qk, &v);
+  return (int)ceil((double)qh / s->t * (qk + v) / 256.0);
+}
+
+static void mla_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
+  const struct wl_model *m = &j->model;
+  int qh, kvh, qk, v, h = qh = 0;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &v);
+  h = qh / s->t;
+  if (m->mla.q_lora_rank) {
+    gemm_fwd(j, s, rc, s->h, m->mla.q_lora_rank);
+    kern(j, WL_CAT_VEC, rc, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.q_lora_rank, s->dt);
+    gemm_fwd(j, s, rc, m->mla.q_lora_rank, h * qk);
+  } else {
+    gemm_fwd(j, s, rc, s->h, h * qk);
+  }
+  gemm_fwd(j, s, rc, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
+  kern(j, WL_CAT_VEC, rc, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.kv_lora_rank, s->dt);
+  gemm_fwd(j, s, rc, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
+  kern(j, WL_CAT_VEC, rc, "rope", "tokens=%d heads=%d head_dim=%d dtype=%s", s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
+  int fh = mla_fa_heads(j, s);
+  kern(j, WL_CAT_ATTN, rc, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=128 dtype=%s pass=fwd",
+       s->b * j->plan.cp, fh, fh, s->s, s->dt);
+  cp_exchange(j, s, false);
+  gemm_fwd(j, s, rc, h * v, s->h);
+}
+
+static void mla_bwd(struct wl_job *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  int qh, kvh, qk, v;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &v);
+  int h = qh / s->t, fh = mla_fa_heads(j, s);
+  gemm_bwd(j, s, h * v, s->h);
+  if (bi(s)) {
+    kern(j, WL_CAT_ATTN, false, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=128 dtype=%s pass=bwd",
+         s->b * j->plan.cp, fh, fh, s->s, s->dt);
+    cp_exchange(j, s, true);
+    kern(j, WL_CAT_VEC, false, "rope", "tokens=%d heads=%d head_dim=%d dtype=%s", s->T, h + 1, m->mla.qk_rope_head_dim,
+         s->dt);
+  }
+  gemm_bwd(j, s, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
+  if (bi(s))
+    kern(j, WL_CAT_VEC, false, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.kv_lora_rank, s->dt);
+  gemm_bwd(j, s, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
+  if (m->mla.q_lora_rank) {
+    gemm_bwd(j, s, m->mla.q_lora_rank, h * qk);
+    if (bi(s))
+      kern(j, WL_CAT_VEC, false, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.q_lora_rank, s->dt);
+    gemm_bwd(j, s, s->h, m->mla.q_lora_rank);
+  } else {
+    gemm_bwd(j, s, s->h, h * qk);
+  }
+}
+
+/* The attention block's forward: norm, QKV, RoPE, attention (with the CP exchange), output
+ * projection; rc: as recomputation inside the backward. */
+static void attn_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
+  if (wl_model_is_mla(&j->model)) {
+    norm(j, s, rc, true);
+    sp_gather(j, s, rc);
+    mla_fwd(j, s, rc);
+    tp_reduce(j, s, rc);
+    if (j->model.sandwich_norm) norm(j, s, rc, false);
+    dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
+    return;
+  }
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
   gemm_fwd(j, s, rc, s->h, (s->a + 2 * s->g) * s->d / s->t);
   rope(j, s, rc);
   attention_fwd(j, s, rc);
+  cp_exchange(j, s, false);
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
+  if (j->model.sandwich_norm) norm(j, s, rc, false); /* Pangu Ultra: a norm after the sublayer too */
   dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
+}
+
+/* The dense MLP's forward. */
+static void mlp_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
   gemm_fwd(j, s, rc, s->h, mlp_up_cols(j, s));
   activation(j, s, rc, false);
   gemm_fwd(j, s, rc, s->f / s->t, s->h);
   tp_reduce(j, s, rc);
+  if (j->model.sandwich_norm) norm(j, s, rc, false);
   dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
+}
+
+/* One dense layer's forward; rc: as recomputation inside the backward. */
+static void layer_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
+  attn_fwd(j, s, rc);
+  mlp_fwd(j, s, rc);
+}
+
+/* The recomputation a layer's backward starts with (BI only). */
+static void recompute(struct wl_job *j, const struct shape *s, void (*fwd)(struct wl_job *, const struct shape *, bool))
+{
+  if (!bi(s)) return;
+  if (j->plan.recompute == WL_RECOMPUTE_FULL)
+    fwd(j, s, true);
+  else if (j->plan.recompute == WL_RECOMPUTE_SELECTIVE && j->model.attention == WL_ATTN_STANDARD)
+    attn_core_std(j, s, true);
+}
+
+/* The dense MLP's backward: dropout, the transposed collectives, down, activation, up. */
+static void mlp_bwd(struct wl_job *j, const struct shape *s)
+{
+  if (bi(s)) {
+    dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
+    if (j->model.sandwich_norm) norm(j, s, false, false);
+    sp_gather(j, s, false); /* the reduce-scatter's backward */
+  }
+  gemm_bwd(j, s, s->f / s->t, s->h);
+  if (bi(s)) activation(j, s, false, true);
+  gemm_bwd(j, s, s->h, mlp_up_cols(j, s));
+  if (bi(s)) {
+    tp_reduce(j, s, false); /* the all-gather's backward */
+    norm(j, s, false, true);
+  }
+}
+
+/* The attention block's backward. */
+static void attn_bwd(struct wl_job *j, const struct shape *s)
+{
+  if (bi(s)) {
+    dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
+    if (j->model.sandwich_norm) norm(j, s, false, false);
+    sp_gather(j, s, false);
+  }
+  if (wl_model_is_mla(&j->model)) {
+    mla_bwd(j, s);
+    if (bi(s)) {
+      tp_reduce(j, s, false);
+      norm(j, s, false, true);
+    }
+    return;
+  }
+  gemm_bwd(j, s, s->a * s->d / s->t, s->h);
+  if (bi(s)) {
+    attention_bwd(j, s);
+    cp_exchange(j, s, true);
+    rope(j, s, false);
+  }
+  gemm_bwd(j, s, s->h, (s->a + 2 * s->g) * s->d / s->t);
+  if (bi(s)) {
+    tp_reduce(j, s, false);
+    norm(j, s, false, true);
+  }
 }
 
 static void layer_bwd(struct wl_job *j, const struct shape *s)
 {
-  if (j->plan.recompute == WL_RECOMPUTE_FULL)
-    layer_fwd(j, s, true);
-  else if (j->plan.recompute == WL_RECOMPUTE_SELECTIVE && j->model.attention == WL_ATTN_STANDARD)
-    attn_core_std(j, s, true);
-  /* MLP: dropout, the transposed collectives, down, activation, up */
-  dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
-  sp_gather(j, s, false); /* the reduce-scatter's backward */
-  gemm_bwd(j, s, s->f / s->t, s->h);
-  activation(j, s, false, true);
-  gemm_bwd(j, s, s->h, mlp_up_cols(j, s));
-  tp_reduce(j, s, false); /* the all-gather's backward */
-  norm(j, s, false, true);
-  /* attention */
-  dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
-  sp_gather(j, s, false);
-  gemm_bwd(j, s, s->a * s->d / s->t, s->h);
-  attention_bwd(j, s);
-  rope(j, s, false);
-  gemm_bwd(j, s, s->h, (s->a + 2 * s->g) * s->d / s->t);
-  tp_reduce(j, s, false);
-  norm(j, s, false, true);
+  recompute(j, s, layer_fwd);
+  mlp_bwd(j, s);
+  attn_bwd(j, s);
+}
+
+/* ------------------------------------------------------------------ MoE layers */
+
+/*
+ * An MoE layer (Megatron's all-to-all token dispatcher): the attention block, the norm, the
+ * router GEMM (T x h x experts), gating (top-k, softmax or sigmoid, group-limited), permute
+ * (tokens sorted by expert) | dispatch all-to-all | the rank's experts | combine all-to-all |
+ * unpermute with the weighted sum, and the shared experts as a dense MLP. Tokens routed are the
+ * rank's sequence-parallel share. Backward proxies: permute's backward (a gather and sum of k
+ * rows per token) is costed by unpermute, unpermute's by permute, gating's by gating.
+ */
+static int moe_tokens(const struct shape *s)
+{
+  return s->Tn;
+}
+
+static void moe_route(struct wl_job *j, const struct shape *s, bool rc)
+{
+  const struct wl_model *m = &j->model;
+  int T = moe_tokens(s);
+  linear(j, s, rc, T, m->moe.experts, s->h, false, true); /* router */
+  kern(j, WL_CAT_VEC, rc, "moe_gating", "tokens=%d experts=%d topk=%d dtype=%s score=%s groups=%d topk_groups=%d norm=true",
+       T, m->moe.experts, m->moe.top_k, s->dt, m->moe.score == 1 ? "sigmoid" : "softmax",
+       m->moe.groups ? m->moe.groups : 1, m->moe.top_groups);
+}
+
+static void moe_permute(struct wl_job *j, const struct shape *s, bool rc, bool as_unpermute)
+{
+  const struct wl_model *m = &j->model;
+  if (as_unpermute)
+    kern(j, WL_CAT_VEC, rc, "moe_unpermute", "tokens=%d hidden=%d experts=%d topk=%d dtype=%s", moe_tokens(s), s->h,
+         m->moe.experts, m->moe.top_k, s->dt);
+  else
+    kern(j, WL_CAT_VEC, rc, "moe_permute", "tokens=%d hidden=%d experts=%d topk=%d dtype=%s", moe_tokens(s), s->h,
+         m->moe.experts, m->moe.top_k, s->dt);
+}
+
+/* The shared experts: a dense MLP of shared x expert size over the rank's tokens. */
+static struct shape shared_shape(const struct wl_job *j, const struct shape *s)
+{
+  struct shape sh = *s;
+  sh.f = j->model.moe.shared * j->model.moe.ffn;
+  return sh;
+}
+
+static void shared_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
+  if (!j->model.moe.shared) return;
+  struct shape sh = shared_shape(j, s);
+  sp_gather(j, &sh, rc);
+  gemm_fwd(j, &sh, rc, sh.h, mlp_up_cols(j, &sh));
+  activation(j, &sh, rc, false);
+  gemm_fwd(j, &sh, rc, sh.f / sh.t, sh.h);
+  tp_reduce(j, &sh, rc);
+}
+
+static void shared_bwd(struct wl_job *j, const struct shape *s)
+{
+  if (!j->model.moe.shared) return;
+  struct shape sh = shared_shape(j, s);
+  if (bi(&sh)) sp_gather(j, &sh, false);
+  gemm_bwd(j, &sh, sh.f / sh.t, sh.h);
+  if (bi(&sh)) activation(j, &sh, false, true);
+  gemm_bwd(j, &sh, sh.h, mlp_up_cols(j, &sh));
+  if (bi(&sh)) tp_reduce(j, &sh, false);
+}
+
+static void moe_pre_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
+  attn_fwd(j, s, rc);
+  norm(j, s, rc, true);
+  moe_route(j, s, rc);
+  moe_permute(j, s, rc, false);
+}
+
+static void moe_post_fwd(struct wl_job *j, const struct shape *s, bool rc)
+{
+  moe_permute(j, s, rc, true);
+  shared_fwd(j, s, rc);
+}
+
+/* A whole MoE layer's forward without the experts (recomputation of everything else). */
+static void moe_fwd_no_experts(struct wl_job *j, const struct shape *s, bool rc)
+{
+  moe_pre_fwd(j, s, rc);
+  moe_post_fwd(j, s, rc);
+}
+
+static void moe_post_bwd(struct wl_job *j, const struct shape *s)
+{
+  shared_bwd(j, s);
+  if (bi(s)) moe_permute(j, s, false, false);
+}
+
+static void moe_pre_bwd(struct wl_job *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  if (bi(s)) {
+    moe_permute(j, s, false, true);
+    kern(j, WL_CAT_VEC, false, "moe_gating", "tokens=%d experts=%d topk=%d dtype=%s score=%s groups=%d topk_groups=%d norm=true",
+         moe_tokens(s), m->moe.experts, m->moe.top_k, s->dt, m->moe.score == 1 ? "sigmoid" : "softmax",
+         m->moe.groups ? m->moe.groups : 1, m->moe.top_groups);
+  }
+  /* router gradients: dX (T x experts -> h) and dW */
+  if (s->mode != EM_W) linear(j, s, false, moe_tokens(s), s->h, m->moe.experts, false, false);
+  if (s->mode != EM_BI) linear(j, s, false, m->moe.experts, s->h, moe_tokens(s), true, false);
+  if (bi(s)) norm(j, s, false, true);
+  attn_bwd(j, s);
 }
 
 /* The embedding gather, costed as a row copy of the same bytes (an un-fused RMSNorm pass). */
@@ -329,10 +631,12 @@ static void head_fwd(struct wl_job *j, const struct shape *s)
 
 static void head_bwd(struct wl_job *j, const struct shape *s)
 {
-  kern(j, WL_CAT_VEC, false, "cross_entropy", "rows=%d vocab=%d dtype=%s", s->T, s->V / s->t, s->dt);
+  if (bi(s)) kern(j, WL_CAT_VEC, false, "cross_entropy", "rows=%d vocab=%d dtype=%s", s->T, s->V / s->t, s->dt);
   gemm_bwd(j, s, s->h, s->V / s->t);
-  tp_reduce(j, s, false);
-  norm(j, s, false, false);
+  if (bi(s)) {
+    tp_reduce(j, s, false);
+    norm(j, s, false, false);
+  }
 }
 
 /* ------------------------------------------------------------------ parameters */
@@ -373,15 +677,49 @@ void wl_expand(struct wl_job *j)
   seg_begin(j, WL_SEG_LAYER_F);
   layer_fwd(j, &s, false);
   seg_end(j, WL_SEG_LAYER_F);
-  seg_begin(j, WL_SEG_LAYER_B);
+  s.mode = EM_BI;
+  seg_begin(j, WL_SEG_LAYER_BI);
   layer_bwd(j, &s);
-  seg_end(j, WL_SEG_LAYER_B);
+  seg_end(j, WL_SEG_LAYER_BI);
+  s.mode = EM_W;
+  seg_begin(j, WL_SEG_LAYER_W);
+  layer_bwd(j, &s);
+  seg_end(j, WL_SEG_LAYER_W);
+  s.mode = EM_ALL;
+  if (j->model.moe.experts) {
+    seg_begin(j, WL_SEG_MOE_PRE_F);
+    moe_pre_fwd(j, &s, false);
+    seg_end(j, WL_SEG_MOE_PRE_F);
+    seg_begin(j, WL_SEG_MOE_POST_F);
+    moe_post_fwd(j, &s, false);
+    seg_end(j, WL_SEG_MOE_POST_F);
+    s.mode = EM_BI;
+    seg_begin(j, WL_SEG_MOE_POST_BI);
+    recompute(j, &s, moe_fwd_no_experts);
+    moe_post_bwd(j, &s);
+    seg_end(j, WL_SEG_MOE_POST_BI);
+    seg_begin(j, WL_SEG_MOE_PRE_BI);
+    moe_pre_bwd(j, &s);
+    seg_end(j, WL_SEG_MOE_PRE_BI);
+    s.mode = EM_W;
+    seg_begin(j, WL_SEG_MOE_W);
+    moe_post_bwd(j, &s);
+    moe_pre_bwd(j, &s);
+    seg_end(j, WL_SEG_MOE_W);
+    s.mode = EM_ALL;
+  }
   seg_begin(j, WL_SEG_HEAD_F);
   head_fwd(j, &s);
   seg_end(j, WL_SEG_HEAD_F);
-  seg_begin(j, WL_SEG_HEAD_B);
+  s.mode = EM_BI;
+  seg_begin(j, WL_SEG_HEAD_BI);
   head_bwd(j, &s);
-  seg_end(j, WL_SEG_HEAD_B);
+  seg_end(j, WL_SEG_HEAD_BI);
+  s.mode = EM_W;
+  seg_begin(j, WL_SEG_HEAD_W);
+  head_bwd(j, &s);
+  seg_end(j, WL_SEG_HEAD_W);
+  s.mode = EM_ALL;
   /* the optimizer: AdamW over the rank's shard of fp32 master weights (ZeRO >= 1: / dp) */
   int pp = j->plan.pp;
   j->optim = npu_xcalloc((size_t)pp, sizeof *j->optim);
@@ -398,34 +736,43 @@ void wl_expand(struct wl_job *j)
 
 /* ------------------------------------------------------------------ costing */
 
+/* Cost kernel k through the cache (the chip model at the run's fidelity). */
+static int cost_kernel(struct wl_job *j, struct op_cache *cache, struct wl_kernel *k, struct npu_diag *diag)
+{
+  const struct op_desc *d = op_find(k->op);
+  NPU_ASSERT(d != NULL);
+  /* split "a=1 b=2" into the parser's "a=1", "b=2" */
+  char buf[256], *kv[OP_MAX_PARAMS];
+  int n = 0;
+  snprintf(buf, sizeof buf, "%s", k->args);
+  for (char *tok = strtok(buf, " "); tok && n < OP_MAX_PARAMS; tok = strtok(NULL, " ")) kv[n++] = tok;
+  struct op_args a;
+  int rc = op_args_parse(d, &a, (const char *const *)kv, n, diag);
+  if (!rc) {
+    struct op_cost c;
+    rc = op_cost_get(cache, d, &a, &j->sys, (enum core_fidelity)j->run.fidelity, &c, diag);
+    if (!rc) {
+      /* inside a step kernels are queued ahead: the stream gap replaces the launch overhead */
+      k->time_s = c.time_s - c.launch_s + j->sys.chip.stream_gap_s;
+      k->flops = c.flops;
+      k->costed = true;
+      snprintf(k->bottleneck, sizeof k->bottleneck, "%s", c.bottleneck);
+    }
+  }
+  if (rc) {
+    char msg[512];
+    npu_diag_format(diag, msg, sizeof msg);
+    return npu_diag_set(diag, j->path, 0, k->op, "kernel %s %s: %s", k->op, k->args, msg), rc;
+  }
+  return 0;
+}
+
 int wl_cost_kernels(struct wl_job *j, struct op_cache *cache, struct npu_diag *diag)
 {
   for (int i = 0; i < j->nkernels; i++) {
-    struct wl_kernel *k = &j->kernels[i];
-    const struct op_desc *d = op_find(k->op);
-    NPU_ASSERT(d != NULL);
-    /* split "a=1 b=2" into the parser's "a=1", "b=2" */
-    char buf[256], *kv[OP_MAX_PARAMS];
-    int n = 0;
-    snprintf(buf, sizeof buf, "%s", k->args);
-    for (char *tok = strtok(buf, " "); tok && n < OP_MAX_PARAMS; tok = strtok(NULL, " ")) kv[n++] = tok;
-    struct op_args a;
-    int rc = op_args_parse(d, &a, (const char *const *)kv, n, diag);
-    if (!rc) {
-      struct op_cost c;
-      rc = op_cost_get(cache, d, &a, &j->sys, (enum core_fidelity)j->run.fidelity, &c, diag);
-      if (!rc) {
-        /* inside a step kernels are queued ahead: the stream gap replaces the launch overhead */
-        k->time_s = c.time_s - c.launch_s + j->sys.chip.stream_gap_s;
-        k->flops = c.flops;
-        snprintf(k->bottleneck, sizeof k->bottleneck, "%s", c.bottleneck);
-      }
-    }
-    if (rc) {
-      char msg[512];
-      npu_diag_format(diag, msg, sizeof msg);
-      return npu_diag_set(diag, j->path, 0, k->op, "kernel %s %s: %s", k->op, k->args, msg), rc;
-    }
+    if (j->kernels[i].costed) continue;
+    int rc = cost_kernel(j, cache, &j->kernels[i], diag);
+    if (rc) return rc;
   }
   return 0;
 }
@@ -442,6 +789,11 @@ static void sum_seg(const struct wl_job *j, struct wl_seg *sg)
     double t, f = 0;
     if (it->coll) {
       t = j->colls[it->index].time_s;
+      if (it->hide >= 0) {
+        const struct wl_item *h = &j->items[it->hide];
+        double under = h->coll ? j->colls[h->index].time_s : j->kernels[h->index].time_s;
+        t = t > under ? t - under : 0;
+      }
     } else {
       t = j->kernels[it->index].time_s;
       f = j->kernels[it->index].flops;
@@ -457,6 +809,82 @@ void wl_sum_segments(struct wl_job *j)
 {
   for (int k = 0; k < WL_SEG_KINDS; k++) sum_seg(j, &j->seg[k]);
   for (int s = 0; s < j->plan.pp; s++) sum_seg(j, &j->optim[s]);
+}
+
+/* Cost one kernel "op args" through the cache: its time in a step and its FLOPs. */
+static int cost_one(struct wl_job *j, struct op_cache *cache, const char *op, const char *args, double *t, double *f,
+                    struct npu_diag *diag)
+{
+  int i = add_kernel(j, op, args);
+  struct wl_kernel *k = &j->kernels[i];
+  if (!k->costed) {
+    int rc = cost_kernel(j, cache, k, diag);
+    if (rc) return rc;
+  }
+  *t += k->time_s;
+  *f += k->flops;
+  return 0;
+}
+
+/* Buckets of expert token counts: multiples of 64 on a ladder of ratio 1.05; the cost of a
+ * count is its bucket's scaled linearly (within 5%). */
+static double bucket_of(double tokens)
+{
+  double b = 64;
+  while (b < tokens) b = ceil(b * 1.05 / 64) * 64;
+  return b;
+}
+
+int wl_expert_cost(struct wl_job *j, struct op_cache *cache, double tokens, double *f_s, double *bi_s, double *w_s,
+                   double *flops, struct npu_diag *diag)
+{
+  const struct wl_model *m = &j->model;
+  double b = bucket_of(tokens > 1 ? tokens : 1), scale = tokens / b;
+  struct wl_expert_cost *e = NULL;
+  for (int i = 0; i < j->nexperts && !e; i++)
+    if (j->experts[i].tokens == b) e = &j->experts[i];
+  if (!e) {
+    if (j->nexperts == j->cap_experts) {
+      j->cap_experts = j->cap_experts ? 2 * j->cap_experts : 32;
+      j->experts = npu_xrealloc(j->experts, (size_t)j->cap_experts * sizeof *j->experts);
+    }
+    e = &j->experts[j->nexperts];
+    memset(e, 0, sizeof *e);
+    e->tokens = b;
+    int groups = m->moe.experts / j->plan.ep, f = m->moe.ffn, h = m->hidden, up = (m->act == WL_ACT_SWIGLU ? 2 : 1) * f;
+    const char *dt = j->plan.dtype == 2 ? "fp8_e4m3" : j->plan.dtype == 1 ? "fp16" : "bf16";
+    const char *vt = j->plan.dtype == 1 ? "fp16" : "bf16";
+    char a[256];
+    int rc = 0;
+    long mt = (long)b;
+    /* forward: up, activation, down */
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, up, h, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
+    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", mt, f, vt);
+    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->f_s, &e->f_flops, diag);
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, f, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
+    /* input gradients: down^T, the activation's backward (5/3 of its bytes), up^T */
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
+    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", (mt * 5 + 2) / 3, f, vt);
+    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->bi_s, &e->bi_flops, diag);
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
+    /* weight gradients: per expert tokens_e x h by tokens_e x ffn, the same FLOPs as the
+     * input-gradient GEMMs; costed by them (the grouped GEMM takes groups of rows, not of K) */
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
+    if (rc) return rc;
+    j->nexperts++;
+  }
+  *f_s = e->f_s * scale;
+  *bi_s = e->bi_s * scale;
+  *w_s = e->w_s * scale;
+  if (flops) *flops = (e->f_flops + e->bi_flops + e->w_flops) * scale;
+  return 0;
 }
 
 void wl_kernel_label(const struct wl_kernel *k, char *buf, size_t n)

@@ -18,6 +18,14 @@ void wl_expand(struct wl_job *job);
  */
 int wl_cost_kernels(struct wl_job *job, struct op_cache *cache, struct npu_diag *diag);
 
+/*
+ * The routed experts of one rank receiving `tokens` token copies in one layer and micro-batch:
+ * forward, input-gradient and weight-gradient times (costed through the cache on first use,
+ * by buckets within 5%), and their FLOPs (may be NULL).
+ */
+int wl_expert_cost(struct wl_job *job, struct op_cache *cache, double tokens, double *f_s, double *bi_s,
+                   double *w_s, double *flops, struct npu_diag *diag);
+
 /* Sum the costs of each segment's items into its time and breakdown (after kernels and
  * collectives have their times). */
 void wl_sum_segments(struct wl_job *job);

@@ -14,6 +14,7 @@
 
 static const char *const fid_names[] = {"event", "analytic", NULL};
 static const char *const cfid_names[] = {"step", "bulk", NULL};
+static const char *const network_names[] = {"flows", "formula", NULL};
 
 static const struct npu_section sections[] = {
     {"run", false, "how to simulate"},
@@ -24,6 +25,9 @@ static const struct npu_param params[] = {
      "kernel costs: analytic (closed-form tile pipeline) or event (every instruction simulated)"},
     {"run.collectives", NPU_PT_ENUM, OFF(coll_fidelity), 0, "bulk", 0, 0, 0, cfid_names,
      "collectives simulated in the step: bulk (one flow per rank and link class) or step (every algorithm step)"},
+    {"run.network", NPU_PT_ENUM, OFF(network), 0, "flows", 0, 0, 0, network_names,
+     "pipeline sends and expert all-to-alls: flows (on the platform, contending) or formula (closed form, alone on "
+     "their routes: for very large jobs)"},
     {"run.seed", NPU_PT_INT, OFF(seed), 0, "1", NPU_PF_NONNEG, 0, 0, NULL, "seed of anything random (reported)"},
     {"run.cost_cache", NPU_PT_STRING, OFF(cost_cache), sizeof(((struct wl_run *)0)->cost_cache), "", 0, 0, 0, NULL,
      "file of kernel costs kept across runs (\"\": in memory only)"},
@@ -52,6 +56,7 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
   arch_register(job->cfg, &job->sys);
   wl_model_register(job->cfg, &job->model);
   wl_plan_register(job->cfg, &job->plan);
+  wl_routing_register(job->cfg, &job->routing);
   wl_run_register(job->cfg, &job->run);
   int rc = npu_cfg_load_file(job->cfg, path, diag);
   for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(job->cfg, sets[i], diag);
@@ -63,14 +68,21 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
            NPU_ECONFIG;
   rc = wl_model_finish(job->cfg, &job->model, diag);
   if (!rc) rc = wl_plan_finish(job->cfg, &job->plan, &job->model, &job->sys, diag);
+  if (!rc && job->model.moe.experts) rc = wl_routing_finish(job->cfg, &job->routing, &job->model, diag);
   if (rc) return rc;
-  if (job->plan.dtype == 2)
-    return npu_cfg_fail(job->cfg, diag, "plan.dtype", "fp8 training comes with the MoE/fp8 issue; use bf16 or fp16"),
-           NPU_ECONFIG;
   enum npu_dtype dt = job->plan.dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16;
   if (!job->sys.chip.cube.macs_per_cycle[dt])
     return npu_cfg_fail(job->cfg, diag, "plan.dtype", "%s has no %s cube", job->sys.chip.name, npu_dtype_name(dt));
-  if (job->model.attention == WL_ATTN_FLASH) {
+  if (job->plan.dtype == 2 && !job->sys.chip.cube.macs_per_cycle[job->plan.fp8_recipe == 2 ? NPU_DT_MXFP8 : NPU_DT_FP8_E4M3])
+    return npu_cfg_fail(job->cfg, diag, "plan.dtype", "%s has no %s cube input for fp8 training (950-class and H100 "
+                        "presets do)", job->sys.chip.name, job->plan.fp8_recipe == 2 ? "mxfp8" : "fp8");
+  if (job->plan.cp > 1 && job->model.attention != WL_ATTN_FLASH)
+    return npu_cfg_fail(job->cfg, diag, "plan.cp", "context parallelism runs FlashAttention kernels (Megatron with "
+                        "Transformer Engine): set model.attention = \"flash\"");
+  if (job->model.moe.experts && job->plan.tp > 1 && !job->plan.sp)
+    return npu_cfg_fail(job->cfg, diag, "plan.sp", "an MoE model with tp > 1 needs sequence parallelism (Megatron "
+                        "requires it for expert parallelism with tensor parallelism)");
+  if (job->model.attention == WL_ATTN_FLASH && !wl_model_is_mla(&job->model)) { /* MLA: see expand.c */
     int d = wl_model_head_dim(&job->model);
     if (d != 64 && d != 128)
       return npu_cfg_fail(job->cfg, diag, "model.attention",
@@ -92,6 +104,8 @@ void wl_job_release(struct wl_job *job)
   free(job->colls);
   free(job->optim);
   free(job->stage_params);
+  free(job->experts);
+  wl_routing_release(&job->routing);
   if (job->cfg) npu_cfg_destroy(job->cfg);
   memset(job, 0, sizeof *job);
 }

@@ -22,6 +22,7 @@
 #include "interconnect/coll.h"
 #include "workloads/model.h"
 #include "workloads/plan.h"
+#include "workloads/routing.h"
 
 /* Where a rank's step time goes. Compute categories first, then exposed communication. */
 #define WL_CAT_MAP(XX)                                                        \
@@ -51,6 +52,8 @@ bool wl_cat_is_compute(enum wl_cat c);
 struct wl_run {
   int fidelity;             /* kernels: enum core_fidelity (analytic default) */
   int coll_fidelity;        /* in-situ collectives: enum ic_fidelity (bulk default) */
+  int network;              /* 0 flows: pipeline sends and EP all-to-alls as flows on the platform;
+                               1 formula: in closed form (alone on their routes) */
   int seed;                 /* for anything random (reported) */
   char cost_cache[256];     /* persistent kernel cost cache file; "" none */
   bool kernel_trace;        /* trace: one event per kernel instead of per layer */
@@ -65,9 +68,24 @@ struct wl_seg {
   int first_item, nitems;         /* its kernels and collectives, in order (job->items) */
 };
 
+/* Segments. A backward is split into BI (gradients of the inputs: what the previous stage
+ * waits for) and W (weight gradients), as zero-bubble schedules need; a full backward is BI
+ * then W. An MoE layer is cut where its expert all-to-alls happen: PRE (attention, router,
+ * permute) | dispatch | experts | combine | POST (unpermute, shared experts); its backward
+ * runs POST_BI | combine^T | experts | dispatch^T | PRE_BI, then W. */
 enum wl_seg_kind {
-  WL_SEG_EMBED_F, WL_SEG_EMBED_B, WL_SEG_LAYER_F, WL_SEG_LAYER_B, WL_SEG_HEAD_F, WL_SEG_HEAD_B,
+  WL_SEG_EMBED_F, WL_SEG_EMBED_B,
+  WL_SEG_LAYER_F, WL_SEG_LAYER_BI, WL_SEG_LAYER_W,
+  WL_SEG_MOE_PRE_F, WL_SEG_MOE_POST_F, WL_SEG_MOE_POST_BI, WL_SEG_MOE_PRE_BI, WL_SEG_MOE_W,
+  WL_SEG_HEAD_F, WL_SEG_HEAD_BI, WL_SEG_HEAD_W,
   WL_SEG_KINDS
+};
+
+/* The routed experts' compute on one rank for a number of received token copies (bucketed). */
+struct wl_expert_cost {
+  double tokens;                  /* token copies the bucket was costed for */
+  double f_s, bi_s, w_s;          /* forward, input-gradient and weight-gradient time */
+  double f_flops, bi_flops, w_flops;
 };
 
 /* One kernel or memoised collective of a segment. */
@@ -76,6 +94,7 @@ struct wl_item {
   bool recompute;     /* done again for recomputation (counts in HFU, not MFU) */
   bool coll;          /* a collective (index into colls) rather than a kernel (kernels) */
   int index;
+  int hide;           /* >= 0: this collective overlaps item `hide`; only its excess counts */
 };
 
 /* A distinct kernel (operator + canonical arguments) and its cost. */
@@ -84,7 +103,7 @@ struct wl_kernel {
   char args[256];
   double time_s, flops;
   char bottleneck[24];
-  int uses;            /* items referring to it, over one step of one rank of each stage */
+  bool costed;
 };
 
 /* A distinct collective on a TP-like group, costed alone on its links (memoised). */
@@ -103,6 +122,7 @@ struct wl_job {
   struct wl_model model;
   struct wl_plan plan;
   struct wl_run run;
+  struct wl_routing_cfg routing;  /* MoE token routing (the "routing" section) */
   int devices, microbatches;
   /* expansion */
   struct wl_item *items;
@@ -112,6 +132,8 @@ struct wl_job {
   struct wl_coll *colls;
   int ncolls, cap_colls;
   struct wl_seg seg[WL_SEG_KINDS];
+  struct wl_expert_cost *experts; /* by bucket (see expand.h) */
+  int nexperts, cap_experts;
   struct wl_seg *optim;           /* per stage: the optimizer step */
   double *stage_params;           /* per stage: parameters one rank holds (TP-sharded, before ZeRO) */
   double layer_params;            /* one layer's parameters on one rank (TP-sharded) */

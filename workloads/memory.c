@@ -20,8 +20,36 @@
  *          matrix from Q, K, V, the output and the fp32 row log-sum-exp L.
  *   [ZB]   Qi et al. 2024, "Zero Bubble Pipeline Parallelism" (ICLR): ZB-H1 peaks at 1F1B's
  *          activation memory.
- *   [DSV3] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv:2412.19437) Table 2:
- *          DualPipe keeps 2x the parameters and PP + 1 micro-batches of activations.
+ *   [DSV3] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv:2412.19437): Table 2,
+ *          DualPipe keeps 2x the parameters and PP + 1 micro-batches of activations; Sec. 3.3,
+ *          fp8 training caches the activations of the linear layers in fp8 and dispatches the
+ *          tokens to the experts in fp8; embedding, output head, gating, norms and attention
+ *          stay in higher precision.
+ *   [DPS]  workloads/schedule.c: DualPipe's program per rank (deepseek-ai/DualPipe
+ *          dualpipe.py), rank r holding model chunks r and pp-1-r.
+ *   [MLA]  Megatron-LM megatron/core/transformer/multi_latent_attention.py and
+ *          models/gpt/gpt_layer_specs.py (MLASelfAttention with Transformer Engine): the down
+ *          projections W_dq and W_dkv are "duplicated" linears (whole on every TP rank), run on
+ *          the rank's sequence shard with SP; the latents go through TE LayerNormColumnParallel
+ *          linears (the latent norm fused into W_uq, W_ukv), which keep the latent (the norm's
+ *          input) and the normalised latent (the GEMM's input); the up projections give Q
+ *          (heads x (nope + rope)), K (heads x (nope + rope), the rotary part shared by the
+ *          heads) and V (heads x v), which the core attention keeps.
+ *   [MOE]  Megatron-LM megatron/core/transformer/moe: the router keeps fp32 scores of every
+ *          expert; the all-to-all dispatcher gathers the tokens over the TP group before the
+ *          experts (expert TP = TP); the grouped MLP keeps its input, the fc1 output and, with
+ *          the probabilities applied in the fused weighted SwiGLU (experts.py,
+ *          weighted_bias_swiglu_impl), the probability of each token copy and the fc2 input,
+ *          not the expert output; expert parameters shard over EP x expert TP, their gradients
+ *          and optimizer states over the expert data-parallel group dp x cp / ep.
+ *   [TE]   NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
+ *          layernorm_linear.py: with fp8 a linear layer keeps its input quantised to fp8 for the
+ *          weight gradient (1 byte per element; a fused norm keeps its own input in the
+ *          training precision), and caches the fp8 weight (rowwise and columnwise copies)
+ *          across the micro-batches of a step; attention/dot_product_attention/
+ *          context_parallel.py (AttnFuncWithCPAndKVP2P): ring attention passes K/V blocks
+ *          around the CP group, the backward through two buffers each holding a K/V block and
+ *          its gradient.
  *   [MLM]  Megatron-LM conventions: vocabulary-parallel embedding and output layer, learned
  *          position embeddings and norms replicated over TP, the last stage keeps its own copy
  *          of tied word embeddings, 2-byte P2P tensors of s b h (/ t with SP).
@@ -31,13 +59,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/diag.h"
 #include "common/err.h"
+#include "workloads/schedule.h"
 
 #define W_BYTES 2.0    /* bf16/fp16 weights [MDO] */
 #define G_BYTES 4.0    /* fp32 gradient buffer, main_grad [MDO] */
 #define OPT_BYTES 12.0 /* fp32 master weights + Adam m + v [MDO] */
 #define ACT_BYTES 2.0  /* activations in the training precision [KOR] */
 #define MASK_BYTES 1.0 /* dropout masks, one byte per element [KOR] */
+#define FP8_BYTES 1.0  /* an fp8 element [TE] */
+#define PLAN_FP8 2     /* plan.dtype of fp8 training (plan.h: 0 bf16, 1 fp16, 2 fp8) */
+
+static bool fp8(const struct wl_plan *p)
+{
+  return p->dtype == PLAN_FP8;
+}
+
+/* Bytes per element of an activation kept only as the input of a linear layer's GEMM: fp8 in
+ * fp8 training [TE] [DSV3], else the training precision. */
+static double gemm_in(const struct wl_plan *p)
+{
+  return fp8(p) ? FP8_BYTES : ACT_BYTES;
+}
+
+/* Megatron's expert tensor parallelism (--expert-tensor-parallel-size), by default = tp [MOE]. */
+static double expert_tp(const struct wl_plan *p)
+{
+  return p->tp;
+}
 
 /* Divisor of the activations TP alone leaves whole: t with sequence parallelism [KOR]. */
 static double whole_div(const struct wl_plan *p)
@@ -48,35 +98,59 @@ static double whole_div(const struct wl_plan *p)
 /* Bytes per token of an MLP's inner tensors of size f (summed over the TP group).
  * GeLU [KOR]: the GeLU input and output, 2 x 2f (= 16 h at f = 4h, their "8sbh + 8sbh").
  * SwiGLU: the fused gate-and-up output (2f wide, the SwiGLU input) and the SwiGLU output (the
- * down projection's input, f wide): 2 x 3f. */
-static double mlp_inner_bytes(const struct wl_model *m, double f)
+ * down projection's input, f wide): 2 x 3f. With fp8 the activation's input stays in the
+ * training precision (kept by the activation) and its output, the down projection's input, is
+ * kept in fp8 [TE]: 5f (SwiGLU), 3f (GeLU). */
+static double mlp_inner_bytes(const struct wl_model *m, const struct wl_plan *p, double f)
 {
-  return ACT_BYTES * (m->act == WL_ACT_SWIGLU ? 3 : 2) * f;
+  return ACT_BYTES * (m->act == WL_ACT_SWIGLU ? 2 : 1) * f + gemm_in(p) * f;
 }
 
 double wl_memory_layer_activations(const struct wl_model *m, const struct wl_plan *p, int l)
 {
   double s = (double)m->seq_len / p->cp, b = p->micro_batch, h = m->hidden, t = p->tp;
-  double whole = whole_div(p), sbh = s * b * h;
+  double whole = whole_div(p), sbh = s * b * h, g = gemm_in(p);
   /* Full recompute: only the layer input, 2 sbh, sharded by SP [KOR Table 2]. */
   if (p->recompute == WL_RECOMPUTE_FULL) return ACT_BYTES * sbh / whole;
 
-  double hd = wl_model_head_dim(m), q = (double)m->heads * hd, kv = (double)m->kv_heads * hd;
+  int qh, kvh, qk, vd;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &vd);
+  double q = (double)qh * qk, k = (double)kvh * qk, v = (double)kvh * vd, o = (double)qh * vd;
   bool standard = m->attention == WL_ATTN_STANDARD, selective = p->recompute == WL_RECOMPUTE_SELECTIVE;
+  bool mla = wl_model_is_mla(m), moe = wl_model_layer_is_moe(m, l);
   /* [KOR 4.1] kept whole by TP alone, 10 sbh: the inputs of the two norms (2 + 2), of the QKV
-   * projection (2) and of the first MLP projection (2), and the two dropout masks (1 + 1). */
+   * projection (2) and of the first MLP projection (2), and the two dropout masks (1 + 1).
+   * The sandwich norm's two output norms keep their inputs too (2 + 2). */
   double mask = m->dropout > 0 ? MASK_BYTES : 0; /* models trained without dropout keep none */
-  double act = (4 * ACT_BYTES + 2 * mask) * sbh / whole;
+  double act = ((m->sandwich_norm ? 4 : 2) * ACT_BYTES + 2 * mask) * sbh / whole;
+  /* The attention's input, kept by the QKV projection; under MLA by both down projections (or
+   * the query projection and W_dkv) [MLA]: one tensor shared in bf16, an fp8 copy each with fp8
+   * [TE]. */
+  act += (mla && fp8(p) ? 2 * g : g) * sbh / whole;
+  /* The MLP's input, kept by its first projection; in an MoE layer by the router, a bf16 GEMM
+   * [DSV3] [MOE], and with fp8 also as the shared experts' fp8 copy. */
+  if (!moe) act += g * sbh / whole;
+  else act += (ACT_BYTES + (fp8(p) && m->moe.shared ? g : 0)) * sbh / whole;
+  /* MLA latents [MLA]: each latent (the norm's input) and its normalised copy (the up
+   * projection's GEMM input), on the rank's sequence shard with SP, whole without. */
+  if (mla) act += (ACT_BYTES + g) * s * b * ((double)m->mla.q_lora_rank + m->mla.kv_lora_rank) / whole;
+  /* QK norm: the query and key before the norm. */
+  if (m->qk_norm) act += ACT_BYTES * s * b * (q + k) / t;
   /* [KOR 4.1] Q and K for QK^T (4 sbh), V (2 sbh), with GQA: Q is s b q wide, K and V s b kv
-   * each, so their 4 sbh share scales by kv_heads / heads. Megatron's unfused attention saves
-   * K and V after repeating them to every query head [MDA], so GQA saves nothing there unless
-   * the core attention is recomputed (its inputs are then the unrepeated K and V). */
-  double kv_saved = standard && !selective ? q : kv;
-  act += ACT_BYTES * s * b * (q + 2 * kv_saved) / t;
-  /* The attention output, input of the output projection (2 sbh) [KOR]. */
-  act += ACT_BYTES * s * b * q / t;
+   * each, so their 4 sbh share scales by kv_heads / heads; under MLA Q and K are heads x qk
+   * wide and V heads x v [MLA]. Megatron's unfused attention saves K and V after repeating them
+   * to every query head [MDA], so GQA saves nothing there unless the core attention is
+   * recomputed (its inputs are then the unrepeated K and V). The core attention stays in the
+   * training precision with fp8 [DSV3]. */
+  bool repeat = standard && !selective;
+  act += ACT_BYTES * s * b * (q + (repeat ? (double)qh * qk : k) + (repeat ? o : v)) / t;
+  /* The attention output, input of the output projection (2 sbh) [KOR]: FlashAttention keeps
+   * it for its own backward and the projection uses that copy (Megatron sets the projection to
+   * save the original input with fp8 [MLA]); the unfused attention's output is the projection's
+   * GEMM input alone. */
+  act += (standard ? g : ACT_BYTES) * s * b * o / t;
   if (!selective) {
-    double a = m->heads, keys = m->seq_len; /* with CP the local queries see every key */
+    double a = qh, keys = m->seq_len; /* with CP the local queries see every key */
     if (standard)
       /* Softmax output (2), its dropout mask (1) and the dropout output (2): 5 a s^2 b [KOR];
        * without dropout the softmax output alone. */
@@ -86,25 +160,25 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
        * [FA2]; selective recompute of the core attention drops it too. */
       act += 4.0 * s * b * a / t;
   }
-  if (!wl_model_layer_is_moe(m, l)) return act + s * b * mlp_inner_bytes(m, m->ffn) / t;
+  if (!moe) return act + s * b * mlp_inner_bytes(m, p, m->ffn) / t;
 
-  /* MoE layer (approximation; the MoE issue refines it): router probabilities in fp32 on the
-   * rank's tokens; the dispatched tokens (expert input) and the expert outputs (kept for the
-   * probability-weighted combine), top_k copies of each token (x capacity factor when tokens
-   * are padded to capacity), gathered over the TP group as Megatron's token dispatcher does;
-   * the experts' inner tensors, sharded over TP; the shared experts as a dense MLP. */
-  double tokens = s * b, k = m->moe.top_k, cf = m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1;
+  /* MoE layer [MOE]: the router's fp32 scores of every expert on the rank's tokens; per token
+   * copy routed to an expert (top_k per token, x capacity factor when padded to capacity;
+   * gathered over the TP group, so not divided by t): the expert's input (fp8 with fp8,
+   * dispatched in fp8 [DSV3]), its fp32 probability, and the expert MLP's inner tensors split
+   * over expert TP; the shared experts as a dense MLP of shared x moe.ffn. */
+  double tokens = s * b, copies = tokens * m->moe.top_k * (m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1);
   act += 4.0 * tokens * m->moe.experts / whole;
-  act += 2 * ACT_BYTES * tokens * k * cf * h;
-  act += tokens * k * cf * mlp_inner_bytes(m, m->moe.ffn) / t;
-  act += tokens * m->moe.shared * mlp_inner_bytes(m, m->moe.ffn) / t;
+  act += copies * (g * h + 4.0);
+  act += copies * mlp_inner_bytes(m, p, m->moe.ffn) / expert_tp(p);
+  act += tokens * m->moe.shared * mlp_inner_bytes(m, p, m->moe.ffn) / t;
   return act;
 }
 
-/* Norm parameters (weight, and bias for LayerNorm or biased models), as model.c counts them. */
-static double norm_params(const struct wl_model *m)
+/* Matrices of an MLP of inner size f on one TP rank (what fp8 GEMMs run on). */
+static double mlp_rank_matrices(const struct wl_model *m, double f, double t)
 {
-  return (m->norm == WL_NORM_LAYER || m->bias ? 2.0 : 1.0) * m->hidden;
+  return (m->act == WL_ACT_SWIGLU ? 3 : 2) * m->hidden * f / t;
 }
 
 /* Parameters of an MLP of inner size f on one TP rank: the matrices and the column-parallel
@@ -112,53 +186,94 @@ static double norm_params(const struct wl_model *m)
 static double mlp_rank_params(const struct wl_model *m, double f, double t)
 {
   double mats = m->act == WL_ACT_SWIGLU ? 3 : 2;
-  return mats * m->hidden * f / t + (m->bias ? (mats - 1) * f / t + m->hidden : 0);
+  return mlp_rank_matrices(m, f, t) + (m->bias ? (mats - 1) * f / t + m->hidden : 0);
+}
+
+/* Per-element parameters of a norm (weight, and bias for LayerNorm or biased models), as
+ * model.c counts them. */
+static double norm_width(const struct wl_model *m)
+{
+  return m->norm == WL_NORM_LAYER || m->bias ? 2.0 : 1.0;
+}
+
+/* Attention parameters on one TP rank: all of them, and the matrices alone in *mats.
+ * Without MLA: Q, K, V and output projections split over TP, biases of the column-parallel
+ * QKV split, the output bias and QK norms (head_dim wide) replicated [MLM]. MLA [MLA]: W_dq,
+ * W_dkv and the latent norms whole on every TP rank; W_uq (or W_q), W_ukv and W_o split. */
+static double attn_rank_params(const struct wl_model *m, double t, double *mats)
+{
+  double h = m->hidden;
+  int qh, kvh, qk, vd;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &vd);
+  double q = (double)qh * qk;
+  if (wl_model_is_mla(m)) {
+    double ql = m->mla.q_lora_rank, kl = m->mla.kv_lora_rank;
+    double whole = (ql > 0 ? h * ql : 0) + h * (kl + m->mla.qk_rope_head_dim);
+    double split = (ql > 0 ? ql * q : h * q) + kl * qh * (double)(m->mla.qk_nope_head_dim + vd) + (double)qh * vd * h;
+    *mats = whole + split / t;
+    return *mats + norm_width(m) * (ql + kl);
+  }
+  double kv = (double)kvh * qk;
+  *mats = (h * (q + 2 * kv) + q * h) / t;
+  return *mats + (m->bias ? (q + 2 * kv) / t + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
 }
 
 /* Parameters of layer l on one rank: dense ones (sharded over dp x cp by ZeRO) and routed
- * experts (sharded over the expert data-parallel group dp x cp / ep). Norms and the router are
- * replicated over TP; experts split over EP, and over TP as Megatron's default expert TP = tp. */
-static void layer_rank_params(const struct wl_model *m, const struct wl_plan *p, int l, double *dense,
-                              double *expert)
+ * experts (sharded over the expert data-parallel group dp x cp / ep), and of each the matrices
+ * fp8 GEMMs use (the router excepted [DSV3]). Norms (2 per layer, 4 with the sandwich norm)
+ * and the router are replicated over TP; experts split over EP and expert TP [MOE]. */
+struct rank_params {
+  double dense, expert;           /* parameters */
+  double dense_mats, expert_mats; /* of which linear-layer matrices */
+};
+
+static void layer_rank_params(const struct wl_model *m, const struct wl_plan *p, int l, struct rank_params *r)
 {
-  double t = p->tp, h = m->hidden, hd = wl_model_head_dim(m);
-  double q = (double)m->heads * hd, kv = (double)m->kv_heads * hd;
-  double attn = (h * (q + 2 * kv) + q * h) / t + (m->bias ? (q + 2 * kv) / t + h : 0);
-  *dense = attn + 2 * norm_params(m);
-  *expert = 0;
+  double t = p->tp, h = m->hidden, mats;
+  r->dense = attn_rank_params(m, t, &mats) + (m->sandwich_norm ? 4 : 2) * norm_width(m) * h;
+  r->dense_mats = mats;
+  r->expert = r->expert_mats = 0;
   if (!wl_model_layer_is_moe(m, l)) {
-    *dense += mlp_rank_params(m, m->ffn, t);
+    r->dense += mlp_rank_params(m, m->ffn, t);
+    r->dense_mats += mlp_rank_matrices(m, m->ffn, t);
     return;
   }
-  *dense += m->moe.shared * mlp_rank_params(m, m->moe.ffn, t) + h * m->moe.experts;
-  *expert = (double)m->moe.experts / p->ep * mlp_rank_params(m, m->moe.ffn, t);
+  r->dense += m->moe.shared * mlp_rank_params(m, m->moe.ffn, t) + h * m->moe.experts;
+  r->dense_mats += m->moe.shared * mlp_rank_matrices(m, m->moe.ffn, t);
+  double local = (double)m->moe.experts / p->ep;
+  r->expert = local * mlp_rank_params(m, m->moe.ffn, expert_tp(p));
+  r->expert_mats = local * mlp_rank_matrices(m, m->moe.ffn, expert_tp(p));
 }
 
-/* A virtual pipeline stage a rank holds, and how many of its micro-batches are in flight. */
+/* A virtual pipeline stage a rank holds, how many of its micro-batches are in flight at the
+ * rank's peak, and what one micro-batch of it keeps (activations, logits). */
 struct held {
   int vstage;
   double n;
+  double act, logits;
 };
 
-/* The virtual stages rank `stage` holds and their micro-batches in flight at its peak;
- * returns how many, and the number of virtual stages of the whole pipeline in *nv. */
+/* The virtual stages rank `stage` holds and their micro-batches in flight at its peak (DualPipe:
+ * a first split, refined by dualpipe_inflight once the activations are known); returns how
+ * many, and the number of virtual stages of the whole pipeline in *nv. */
 static int held_stages(const struct wl_plan *p, int stage, struct held *out, int *nv)
 {
   int pp = p->pp, v = p->vpp, mb = wl_plan_microbatches(p);
   if (p->schedule == WL_SCHED_DUALPIPE && pp > 1) {
-    /* [DSV3] rank r runs stage r of one direction and stage pp-1-r of the other: twice the
-     * parameters, pp + 1 micro-batches of activations, split evenly over the two. */
+    /* [DSV3] [DPS] rank r runs model chunk r for the micro-batches fed in at rank 0 and chunk
+     * pp-1-r for those fed in at rank pp-1: both chunks' parameters, pp + 1 micro-batches of
+     * activations, here split evenly over the two. */
     *nv = pp;
-    out[0] = (struct held){stage, (pp + 1) / 2.0};
+    out[0] = (struct held){stage, (pp + 1) / 2.0, 0, 0};
     if (pp - 1 - stage == stage) {
       out[0].n = pp + 1;
       return 1;
     }
-    out[1] = (struct held){pp - 1 - stage, (pp + 1) / 2.0};
+    out[1] = (struct held){pp - 1 - stage, (pp + 1) / 2.0, 0, 0};
     return 2;
   }
   *nv = pp * v;
-  for (int c = 0; c < v; c++) out[c] = (struct held){c * pp + stage, 0};
+  for (int c = 0; c < v; c++) out[c] = (struct held){c * pp + stage, 0, 0, 0};
   if (p->schedule == WL_SCHED_INTERLEAVED) {
     /* [MSC] the warm-up forwards, then one more before the first backward; forward k runs
      * chunk (k mod pp v) / pp. At stage 0 this holds (v pp + pp - 1) chunks of L / (pp v) layers,
@@ -175,6 +290,37 @@ static int held_stages(const struct wl_plan *p, int stage, struct held *out, int
   return v;
 }
 
+/* DualPipe [DPS]: walk the rank's program (a forward takes one micro-batch of its chunk, a full
+ * backward or a weight-gradient step releases it; in an overlapped F&B pair the forward comes
+ * first) and keep the per-chunk counts where the activations held (with the logits) peak.
+ * Leaves the even split when the schedule cannot be built for this shape. */
+static void dualpipe_inflight(const struct wl_plan *p, int stage, struct held *held, int nheld)
+{
+  if (nheld != 2) return;
+  struct wl_slot *slots = NULL;
+  size_t n = 0;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  if (wl_schedule_build(WL_SCHED_DUALPIPE, p->pp, 1, wl_plan_microbatches(p), stage, &slots, &n, &d) != 0) return;
+  double cnt[2] = {0, 0}, best = -1, bestn[2] = {0, 0};
+  for (size_t i = 0; i < n; i++) {
+    int c = slots[i].chunk, k = wl_schedule_model_chunk(WL_SCHED_DUALPIPE, p->pp, 1, stage, c);
+    int h = held[0].vstage == k ? 0 : 1;
+    NPU_ASSERT(held[h].vstage == k);
+    if (slots[i].phase == WL_PH_F) cnt[h] += 1;
+    else if (slots[i].phase == WL_PH_B || slots[i].phase == WL_PH_W) cnt[h] -= 1;
+    double bytes = cnt[0] * (held[0].act + held[0].logits) + cnt[1] * (held[1].act + held[1].logits);
+    if (bytes > best) {
+      best = bytes;
+      bestn[0] = cnt[0];
+      bestn[1] = cnt[1];
+    }
+  }
+  free(slots);
+  held[0].n = bestn[0];
+  held[1].n = bestn[1];
+}
+
 void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stage, struct wl_mem *out)
 {
   NPU_ASSERT(stage >= 0 && stage < p->pp);
@@ -185,48 +331,63 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   double t = p->tp, h = m->hidden, vocab = m->vocab, whole = whole_div(p);
   double s = (double)m->seq_len / p->cp, b = p->micro_batch, sbh = s * b * h;
 
-  double dense = 0, expert = 0, acts = 0, logits = 0, inflight = 0, layer_max = 0;
+  struct rank_params rp = {0, 0, 0, 0};
+  double layer_max = 0;
   bool has_embedding = false;
   for (int i = 0; i < nheld; i++)
     if (held[i].vstage == 0) has_embedding = true;
   for (int i = 0; i < nheld; i++) {
     int vs = held[i].vstage;
-    double n = held[i].n;
-    inflight += n;
     int first = wl_plan_chunk_first_layer(p, m->layers, nv, vs), count = wl_plan_chunk_layers(p, m->layers, nv, vs);
     for (int l = first; l < first + count; l++) {
-      double d, e;
-      layer_rank_params(m, p, l, &d, &e);
-      dense += d;
-      expert += e;
-      if (d + e > layer_max) layer_max = d + e;
-      acts += n * wl_memory_layer_activations(m, p, l);
+      struct rank_params r;
+      layer_rank_params(m, p, l, &r);
+      rp.dense += r.dense;
+      rp.expert += r.expert;
+      rp.dense_mats += r.dense_mats;
+      rp.expert_mats += r.expert_mats;
+      if (r.dense + r.expert > layer_max) layer_max = r.dense + r.expert;
+      held[i].act += wl_memory_layer_activations(m, p, l);
     }
     if (vs == 0) {
       /* Word embedding split over the vocabulary [MLM]; learned positions replicated. */
-      dense += vocab * h / t + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * h : 0);
+      rp.dense += vocab * h / t + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * h : 0);
       /* The embedding dropout mask, s b h, sharded with SP [KOR 4.3]. */
-      acts += m->dropout > 0 ? n * MASK_BYTES * sbh / whole : 0;
+      held[i].act += m->dropout > 0 ? MASK_BYTES * sbh / whole : 0;
     }
     if (vs == nv - 1) {
       /* Final norm; output projection split over the vocabulary; with tied embeddings the
-       * last stage keeps its own copy unless it also holds the embedding [MLM]. */
-      dense += norm_params(m) + (m->tied_embeddings && has_embedding ? 0 : vocab * h / t);
+       * last stage keeps its own copy unless it also holds the embedding [MLM]. The output
+       * layer stays in the training precision with fp8 [DSV3]. */
+      rp.dense += norm_width(m) * h + (m->tied_embeddings && has_embedding ? 0 : vocab * h / t);
       /* The final norm's input and the output projection's input, 2 + 2 sbh (/ t with SP),
        * and the fp32 logits for the cross-entropy, 4 s b V / t [KOR 4.3]. */
-      acts += n * 2 * ACT_BYTES * sbh / whole;
-      logits += n * 4.0 * s * b * vocab / t;
+      held[i].act += 2 * ACT_BYTES * sbh / whole;
+      held[i].logits += 4.0 * s * b * vocab / t;
     }
+  }
+  if (p->schedule == WL_SCHED_DUALPIPE && p->pp > 1) dualpipe_inflight(p, stage, held, nheld);
+  double acts = 0, logits = 0, inflight = 0;
+  for (int i = 0; i < nheld; i++) {
+    acts += held[i].n * held[i].act;
+    logits += held[i].n * held[i].logits;
+    inflight += held[i].n;
   }
   free(held);
 
   /* ZeRO [ZERO] over the data-parallel group including CP (Megatron shards the distributed
    * optimizer over dp x cp); routed experts over the expert data-parallel group dp x cp / ep. */
   double d_dp = (double)p->dp * p->cp, e_dp = d_dp / p->ep;
+  double dense = rp.dense, expert = rp.expert;
   memset(out, 0, sizeof *out);
   out->stage = stage;
   out->inflight = (int)(inflight + 0.5);
   out->weights_bytes = W_BYTES * (p->zero >= 3 ? dense / d_dp + expert / e_dp : dense + expert);
+  /* fp8: the weights stay in the training precision (the fp32 master copy is the optimizer's);
+   * each linear layer caches its fp8 weight, rowwise and columnwise, for the step [TE]
+   * (sharded as the weights are under ZeRO-3). */
+  double mats = p->zero >= 3 ? rp.dense_mats / d_dp + rp.expert_mats / e_dp : rp.dense_mats + rp.expert_mats;
+  if (fp8(p)) out->weights_bytes += 2 * FP8_BYTES * mats;
   out->grads_bytes = G_BYTES * (p->zero >= 2 ? dense / d_dp + expert / e_dp : dense + expert);
   out->optimizer_bytes = OPT_BYTES * (p->zero >= 1 ? dense / d_dp + expert / e_dp : dense + expert);
   out->activations_bytes = acts;
@@ -242,6 +403,14 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   if (p->sp && p->tp > 1) comm += ACT_BYTES * sbh;
   /* ZeRO-3 gathers a layer's parameters before use: the layer running and the one prefetched. */
   if (p->zero >= 3 && d_dp > 1) comm += 2 * W_BYTES * layer_max;
+  /* Context parallelism, ring attention [TE]: K/V blocks of the local sequence chunk travel
+   * around the CP group. The forward holds two (the one in use, the one arriving); the
+   * backward two buffers, each a K/V block and its gradient: 4 blocks at the peak. */
+  if (p->cp > 1) {
+    int kvh, qk, vd;
+    wl_model_attn_shape(m, NULL, &kvh, &qk, &vd);
+    comm += 4 * ACT_BYTES * s * b * kvh * (double)(qk + vd) / t;
+  }
   out->comm_bytes = comm;
 
   out->total_bytes = out->weights_bytes + out->grads_bytes + out->optimizer_bytes + out->activations_bytes +

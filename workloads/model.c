@@ -20,6 +20,7 @@ static const char *const norm_names[] = {"rmsnorm", "layernorm", NULL};
 static const char *const act_names[] = {"swiglu", "gelu", NULL};
 static const char *const pos_names[] = {"rope", "learned", NULL};
 static const char *const attn_names[] = {"flash", "standard", NULL};
+static const char *const score_names[] = {"softmax", "sigmoid", NULL};
 
 static const struct npu_section sections[] = {
     {"model", false, "the transformer being trained"},
@@ -45,6 +46,19 @@ static const struct npu_param params[] = {
     BOOL("model.bias", bias, "false", "linear layers and norms carry biases"),
     {"model.dropout", NPU_PT_REAL, OFF(dropout), 0, "0", NPU_PF_NONNEG, 0, 0.99, NULL,
      "dropout probability after attention, the MLP and the embedding, and on attention scores (0: none)"},
+    BOOL("model.sandwich_norm", sandwich_norm, "false",
+         "sandwich norm: a norm on each sublayer's output before the residual add as well as on its input "
+         "(Pangu Ultra)"),
+    BOOL("model.qk_norm", qk_norm, "false", "a norm on each head's query and key before attention (Qwen3)"),
+    INT("model.mla.q_lora_rank", mla.q_lora_rank, "0", NPU_PF_NONNEG,
+        "MLA query compression rank (W_dq, a norm, W_uq); 0: queries projected directly"),
+    INT("model.mla.kv_lora_rank", mla.kv_lora_rank, "0", NPU_PF_NONNEG,
+        "MLA key/value latent rank; > 0 turns multi-head latent attention (DeepSeek-V2/V3) on"),
+    INT("model.mla.qk_nope_head_dim", mla.qk_nope_head_dim, "0", NPU_PF_NONNEG,
+        "MLA query/key head dimension without rotary positions"),
+    INT("model.mla.qk_rope_head_dim", mla.qk_rope_head_dim, "0", NPU_PF_NONNEG,
+        "MLA query/key head dimension with rotary positions (the key's shared by all heads)"),
+    INT("model.mla.v_head_dim", mla.v_head_dim, "0", NPU_PF_NONNEG, "MLA value head dimension"),
     INT("model.moe.experts", moe.experts, "0", NPU_PF_NONNEG, "routed experts per MoE layer; 0: a dense model"),
     INT("model.moe.shared", moe.shared, "0", NPU_PF_NONNEG, "shared experts per MoE layer"),
     INT("model.moe.top_k", moe.top_k, "0", NPU_PF_NONNEG, "experts each token is routed to"),
@@ -54,6 +68,10 @@ static const struct npu_param params[] = {
     INT("model.moe.top_groups", moe.top_groups, "0", NPU_PF_NONNEG, "groups a token may use"),
     {"model.moe.capacity_factor", NPU_PT_REAL, OFF(moe.capacity_factor), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
      "expert capacity as a multiple of the mean load (tokens over it are dropped); 0: dropless"},
+    ENUM("model.moe.score", moe.score, "softmax", score_names,
+         "router score function: softmax over the experts or sigmoid per expert (DeepSeek-V3)"),
+    INT("model.moe.layer_freq", moe.layer_freq, "1", NPU_PF_POSITIVE,
+        "after the dense layers, layer l (from 0) is an MoE layer when l % layer_freq = 0; 1: every one"),
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
@@ -77,13 +95,41 @@ void wl_model_register(struct npu_cfg *cfg, struct wl_model *m)
   npu_cfg_add_preset_dir(cfg, wl_model_preset_dir());
 }
 
+static int mla_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag)
+{
+  if (!m->mla.kv_lora_rank) {
+    if (m->mla.q_lora_rank || m->mla.qk_nope_head_dim || m->mla.qk_rope_head_dim || m->mla.v_head_dim)
+      return npu_cfg_fail(cfg, diag, "model.mla.kv_lora_rank", "MLA keys are set but model.mla.kv_lora_rank is 0");
+    return 0;
+  }
+  if (m->mla.qk_nope_head_dim + m->mla.qk_rope_head_dim <= 0)
+    return npu_cfg_fail(cfg, diag, "model.mla.qk_nope_head_dim",
+                        "MLA needs a query/key head dimension (qk_nope_head_dim + qk_rope_head_dim > 0)");
+  if (!m->mla.v_head_dim) return npu_cfg_fail(cfg, diag, "model.mla.v_head_dim", "MLA needs the value head dimension");
+  if (m->head_dim)
+    return npu_cfg_fail(cfg, diag, "model.head_dim",
+                        "with MLA the head dimensions are model.mla.qk_nope_head_dim, qk_rope_head_dim and "
+                        "v_head_dim: leave model.head_dim at 0");
+  if (m->kv_heads && m->kv_heads != m->heads)
+    return npu_cfg_fail(cfg, diag, "model.kv_heads",
+                        "MLA up-projects keys and values for every one of the %d heads: kv_heads must be %d (or 0)",
+                        m->heads, m->heads);
+  if (m->bias) return npu_cfg_fail(cfg, diag, "model.bias", "MLA layers are modelled without biases");
+  if (m->qk_norm)
+    return npu_cfg_fail(cfg, diag, "model.qk_norm", "MLA normalises its latents, not the heads: no model.qk_norm");
+  m->kv_heads = m->heads;
+  return 0;
+}
+
 int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag)
 {
+  int rc = mla_finish(cfg, m, diag);
+  if (rc) return rc;
   if (!m->kv_heads) m->kv_heads = m->heads;
   if (m->heads % m->kv_heads)
     return npu_cfg_fail(cfg, diag, "model.kv_heads", "%d query heads do not share %d key/value heads evenly",
                         m->heads, m->kv_heads);
-  if (!m->head_dim && m->hidden % m->heads)
+  if (!wl_model_is_mla(m) && !m->head_dim && m->hidden % m->heads)
     return npu_cfg_fail(cfg, diag, "model.heads", "hidden %d is not a multiple of %d heads (set model.head_dim)",
                         m->hidden, m->heads);
   if (m->moe.experts) {
@@ -99,20 +145,62 @@ int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *di
       return npu_cfg_fail(cfg, diag, "model.moe.groups",
                           "%d experts in %d groups, %d of them per token: groups must divide the experts and "
                           "top_groups be 1..groups", m->moe.experts, m->moe.groups, m->moe.top_groups);
-  } else if (m->moe.top_k || m->moe.shared || m->moe.ffn) {
+    if (m->moe.groups && m->moe.top_k > m->moe.top_groups * (m->moe.experts / m->moe.groups))
+      return npu_cfg_fail(cfg, diag, "model.moe.top_k",
+                          "top_k %d exceeds the %d experts of the %d groups a token may use", m->moe.top_k,
+                          m->moe.top_groups * (m->moe.experts / m->moe.groups), m->moe.top_groups);
+    if (!m->moe.groups && m->moe.top_groups)
+      return npu_cfg_fail(cfg, diag, "model.moe.top_groups", "top_groups needs model.moe.groups");
+  } else if (m->moe.top_k || m->moe.shared || m->moe.ffn || m->moe.dense_layers || m->moe.groups ||
+             m->moe.top_groups || m->moe.capacity_factor > 0 || m->moe.layer_freq > 1) {
     return npu_cfg_fail(cfg, diag, "model.moe.experts", "MoE keys are set but model.moe.experts is 0");
   }
   return 0;
 }
 
+bool wl_model_is_mla(const struct wl_model *m)
+{
+  return m->mla.kv_lora_rank > 0;
+}
+
 int wl_model_head_dim(const struct wl_model *m)
 {
+  if (wl_model_is_mla(m)) return m->mla.qk_nope_head_dim + m->mla.qk_rope_head_dim;
   return m->head_dim ? m->head_dim : m->hidden / m->heads;
+}
+
+void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, int *qk_dim, int *v_dim)
+{
+  bool mla = wl_model_is_mla(m);
+  int qk = wl_model_head_dim(m);
+  if (q_heads) *q_heads = m->heads;
+  if (kv_heads) *kv_heads = mla || !m->kv_heads ? m->heads : m->kv_heads;
+  if (qk_dim) *qk_dim = qk;
+  if (v_dim) *v_dim = mla ? m->mla.v_head_dim : qk;
 }
 
 bool wl_model_layer_is_moe(const struct wl_model *m, int l)
 {
-  return m->moe.experts > 0 && l >= m->moe.dense_layers;
+  int freq = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+  return m->moe.experts > 0 && l >= m->moe.dense_layers && l % freq == 0;
+}
+
+int wl_model_moe_layers(const struct wl_model *m)
+{
+  int n = 0;
+  for (int l = 0; l < m->layers; l++) n += wl_model_layer_is_moe(m, l);
+  return n;
+}
+
+/* Parameters per element of a norm: weight, and bias for LayerNorm or biased models. */
+static double norm_width(const struct wl_model *m)
+{
+  return m->norm == WL_NORM_LAYER || m->bias ? 2.0 : 1.0;
+}
+
+static double norm_params(const struct wl_model *m)
+{
+  return norm_width(m) * m->hidden;
 }
 
 /* Parameters of an MLP of inner size f (biases only when `bias`). */
@@ -122,22 +210,42 @@ static double mlp_params(const struct wl_model *m, double f, bool bias)
   return mats * m->hidden * f + (bias && m->bias ? (mats - 1) * f + m->hidden : 0);
 }
 
-static double attn_params(const struct wl_model *m, bool bias)
+/* Attention parameters; `matmul`: only the weight matrices, else also biases and the norms inside
+ * attention (MLA's latent norms, QK norms).
+ * MLA, as DeepSeek-V3's config.json and modeling code (and its report, Sec. 2.1.1) shape it:
+ * W_dq h x q_lora, the q latent norm, W_uq q_lora x heads (nope + rope) (or W_q h x heads
+ * (nope + rope) without query compression), W_dkv h x (kv_lora + rope) (kv_a_proj_with_mqa:
+ * the latent and the shared rotary key), the kv latent norm, W_ukv kv_lora x heads (nope + v),
+ * W_o heads v x h. */
+static double attn_params(const struct wl_model *m, bool matmul)
 {
-  double hd = wl_model_head_dim(m), q = (double)m->heads * hd, kv = (double)m->kv_heads * hd;
-  return (double)m->hidden * (q + 2 * kv) + q * m->hidden + (bias && m->bias ? q + 2 * kv + m->hidden : 0);
+  double h = m->hidden;
+  int qh, kvh, qk, vd;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &vd);
+  if (wl_model_is_mla(m)) {
+    double ql = m->mla.q_lora_rank, kl = m->mla.kv_lora_rank, q = (double)qh * qk;
+    double p = ql > 0 ? h * ql + ql * q : h * q;
+    p += h * (kl + m->mla.qk_rope_head_dim) + kl * qh * (double)(m->mla.qk_nope_head_dim + vd) + (double)qh * vd * h;
+    if (!matmul) p += norm_width(m) * (ql + kl);
+    return p;
+  }
+  double q = (double)qh * qk, kv = (double)kvh * qk;
+  double p = h * (q + 2 * kv) + q * h;
+  if (!matmul) p += (m->bias ? q + 2 * kv + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
+  return p;
 }
 
-static double norm_params(const struct wl_model *m)
+/* Norms of a layer: before attention and the MLP, and with the sandwich norm after each too. */
+static double layer_norm_params(const struct wl_model *m)
 {
-  return (m->norm == WL_NORM_LAYER || m->bias ? 2.0 : 1.0) * m->hidden;
+  return (m->sandwich_norm ? 4 : 2) * norm_params(m);
 }
 
 /* Layer parameters; `active`: count only the experts a token uses; `matmul`: only the weight
- * matrices (what model FLOPs count). */
+ * matrices (what model FLOPs count; the router is one). */
 static double layer_params(const struct wl_model *m, int l, bool active, bool matmul)
 {
-  double p = attn_params(m, !matmul) + (matmul ? 0 : 2 * norm_params(m));
+  double p = attn_params(m, matmul) + (matmul ? 0 : layer_norm_params(m));
   if (!wl_model_layer_is_moe(m, l)) return p + mlp_params(m, m->ffn, !matmul);
   double experts = active ? m->moe.top_k : m->moe.experts;
   return p + (experts + m->moe.shared) * mlp_params(m, m->moe.ffn, !matmul) + (double)m->hidden * m->moe.experts;
@@ -173,7 +281,10 @@ double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half)
 {
   double mat = (double)m->vocab * m->hidden; /* output projection */
   for (int l = 0; l < m->layers; l++) mat += layer_params(m, l, true, true);
-  double attn = 12.0 * m->layers * (double)m->seq_len * (double)m->heads * wl_model_head_dim(m);
+  int qh, qk, vd;
+  wl_model_attn_shape(m, &qh, NULL, &qk, &vd);
+  /* per token, layer and query head: QK^T 2 seq qk, PV 2 seq v; backward twice the forward */
+  double attn = 6.0 * m->layers * (double)m->seq_len * qh * (double)(qk + vd);
   if (causal_half) attn /= 2;
   return tokens * (6 * mat + attn);
 }

@@ -1,6 +1,7 @@
 /*
- * model.h - the model being trained: a decoder-only transformer (dense, or MoE from the
- * "Training replay, MoE" issue on), described by the "model" section of a scenario.
+ * model.h - the model being trained: a decoder-only transformer, dense or mixture-of-experts,
+ * with multi-head, grouped-query or multi-head latent attention (MLA, DeepSeek-V2/V3),
+ * described by the "model" section of a scenario.
  *
  * Presets live in scenarios/models/NAME.cfg (`model = { preset = "llama2-7b"; }`); every key
  * is in workloads/model.c's table and docs/SCENARIOS.md. Derived figures (parameter counts,
@@ -22,6 +23,9 @@ enum wl_pos { WL_POS_ROPE, WL_POS_LEARNED };
 /* flash: FlashAttention kernels (no s x s matrix in memory); standard: QK^T and PV as batched
  * GEMMs with the softmax in between (Megatron before FlashAttention). */
 enum wl_attn { WL_ATTN_FLASH, WL_ATTN_STANDARD };
+/* MoE router score function: softmax over the experts (Mixtral, Qwen3) or a sigmoid per expert
+ * (DeepSeek-V3, Pangu Ultra MoE). */
+enum wl_score { WL_SCORE_SOFTMAX, WL_SCORE_SIGMOID };
 
 struct wl_model {
   char name[WL_NAME_MAX];
@@ -41,7 +45,23 @@ struct wl_model {
   bool tied_embeddings;
   bool bias;                /* linear layers carry biases (GPT-3) */
   double dropout;           /* dropout probability (hidden, attention, embedding); 0: none */
-  /* mixture of experts (experts = 0: dense); filled in by the MoE issue */
+  bool sandwich_norm;       /* a norm on each sublayer's output too, before the residual add
+                               (Pangu Ultra's depth-scaled sandwich norm): 4 norms per layer */
+  bool qk_norm;             /* a norm on each head's query and key (Qwen3): weights of head_dim */
+  /* multi-head latent attention (DeepSeek-V2/V3), on when kv_lora_rank > 0. Queries: x W_dq
+   * (h -> q_lora_rank), norm, W_uq (-> heads x (nope + rope)), or x W_q directly when
+   * q_lora_rank = 0; keys and values: x W_dkv (h -> kv_lora_rank + rope, the rope part a key
+   * shared by all heads), norm of the kv_lora_rank latent, W_ukv (-> heads x (nope + v)); W_o
+   * (heads x v -> h). Attention runs on heads query and key/value heads of qk = nope + rope and
+   * v = v_head_dim. */
+  struct {
+    int q_lora_rank;        /* 0: no query compression */
+    int kv_lora_rank;       /* > 0: MLA */
+    int qk_nope_head_dim;
+    int qk_rope_head_dim;
+    int v_head_dim;
+  } mla;
+  /* mixture of experts (experts = 0: dense) */
   struct {
     int experts;            /* routed experts */
     int shared;             /* shared experts */
@@ -50,6 +70,9 @@ struct wl_model {
     int dense_layers;       /* the first layers stay dense */
     int groups, top_groups; /* group-limited routing (DeepSeek-V3); 0: none */
     double capacity_factor; /* 0: dropless */
+    int score;              /* enum wl_score */
+    int layer_freq;         /* after the dense layers, layer l is MoE when l % layer_freq == 0
+                               (Megatron --moe-layer-freq, Hugging Face moe_layer_freq); 1: all */
   } moe;
 };
 
@@ -59,26 +82,40 @@ const struct npu_table *wl_model_table(void);
 const char *wl_model_preset_dir(void);
 /* Register the table and preset directory with a loader; zeroes m first. */
 void wl_model_register(struct npu_cfg *cfg, struct wl_model *m);
-/* Cross-field checks after loading (heads divisible by kv_heads, ...). 0 or NPU_ECONFIG. */
+/* Cross-field checks after loading (heads divisible by kv_heads, MLA dimensions, MoE keys, ...);
+ * sets kv_heads (= heads when 0, and always for MLA). 0 or NPU_ECONFIG. */
 int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag);
 
-/* Head dimension (head_dim, or hidden / heads). */
+/* Whether the attention is MLA (model.mla.kv_lora_rank > 0). */
+bool wl_model_is_mla(const struct wl_model *m);
+/* Head dimension of queries and keys: head_dim, or hidden / heads; MLA: nope + rope. The value
+ * dimension can differ under MLA: use wl_model_attn_shape. */
 int wl_model_head_dim(const struct wl_model *m);
-/* Whether layer l (0-based) is an MoE layer. */
+/* The core attention's shape: query heads, key/value heads, query/key head dimension, value head
+ * dimension. Without MLA: heads, kv_heads, head_dim, head_dim; MLA: heads, heads,
+ * qk_nope_head_dim + qk_rope_head_dim, v_head_dim. Any pointer may be NULL. */
+void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, int *qk_dim, int *v_dim);
+/* Whether layer l (0-based) is an MoE layer: l >= moe.dense_layers and l % moe.layer_freq == 0. */
 bool wl_model_layer_is_moe(const struct wl_model *m, int l);
+/* Number of MoE layers. */
+int wl_model_moe_layers(const struct wl_model *m);
 
 /* Parameters: of one layer (l), of the embedding(s) and final norm, and in all. */
 double wl_model_layer_params(const struct wl_model *m, int l);
 double wl_model_embedding_params(const struct wl_model *m);
 double wl_model_params(const struct wl_model *m);
-/* Parameters a token activates (MoE: top_k + shared experts only). */
+/* Parameters a token activates (MoE: top_k + shared experts only; both embeddings counted, as
+ * Mistral and Qwen count them). */
 double wl_model_active_params(const struct wl_model *m);
 
 /*
  * Model FLOPs of one training step over `tokens` tokens of sequence seq (forward + backward,
  * no recomputation): 6 x active matmul parameters per token (embeddings count only through
- * the output projection) + attention 12 x layers x seq x (heads x head_dim) per token (halved
- * when causal_half is true, as FlashAttention and Megatron's newer formula count it).
+ * the output projection; the MoE router, h x experts, is a matmul; MLA's down- and
+ * up-projections at their real shapes) + attention: per token and layer, QK^T 2 seq qk and
+ * PV 2 seq v per query head, x 3 for forward and backward, i.e. 6 x layers x seq x heads x
+ * (qk + v) = 12 x layers x seq x heads x head_dim without MLA (halved when causal_half is true,
+ * as FlashAttention and Megatron's newer formula count it).
  * For GPT-3-shaped dense models this is Korthikanti et al.'s
  * 72 B s l h^2 (1 + s / 6h + V / 12lh) when causal_half is false.
  */

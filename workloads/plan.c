@@ -18,6 +18,7 @@
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1", "dualpipe", NULL};
 static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
+static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
 static const char *const dim_names[WL_DIM_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
 
 static const struct npu_section sections[] = {
@@ -49,6 +50,9 @@ static const struct npu_param params[] = {
     {"plan.bucket_params", NPU_PT_REAL, OFF(bucket_params), 0, "40000000", NPU_PF_POSITIVE, 0, 0, NULL,
      "gradient bucket size for the data-parallel reduction, parameters (Megatron DDP: 40M)"},
     ENUM("plan.dtype", dtype, "bf16", dtype_names, "training precision: bf16 or fp16 mixed precision (fp8 on fp8 chips)"),
+    ENUM("plan.fp8_recipe", fp8_recipe, "block", fp8_recipe_names,
+         "fp8 scaling with plan.dtype = fp8: tensor (per-tensor amax), block (1x128 activation blocks, DeepSeek-V3), "
+         "mxfp8 (32-element blocks, E8M0 scales)"),
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,

@@ -45,7 +45,8 @@ struct wl_plan {
   bool overlap_grad_reduce; /* DP gradient reduction overlapped with backward */
   bool overlap_param_gather;/* ZeRO parameter all-gathers overlapped with compute */
   double bucket_params;     /* gradient bucket size, parameters */
-  int dtype;                /* training dtype (bf16, fp16; fp8 in the MoE issue) */
+  int dtype;                /* training dtype: 0 bf16, 1 fp16, 2 fp8 (linear layers; bf16 elsewhere) */
+  int fp8_recipe;           /* fp8 scaling: 0 per tensor, 1 blocks (1x128 activations), 2 MXFP8 */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */

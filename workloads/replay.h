@@ -19,6 +19,7 @@
 
 /* Per replay rank (pipeline stage) results. */
 struct wl_stage_result {
+  int stage, ep;                 /* pipeline stage and EP index of this replay rank */
   double end_s;                  /* when its step work ended (optimizer and gathers done) */
   double cat_s[WL_CAT_COUNT];    /* step time split; sums to the step time */
   double flops, model_flops;     /* per rank of the stage */
@@ -35,8 +36,11 @@ struct wl_result {
   double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
   int slowest_stage;
   double bubble_fraction;        /* bubble / step on the slowest stage */
-  struct wl_stage_result *stages;
-  int nstages;
+  struct wl_stage_result *stages;  /* per replay rank: stage x EP index */
+  int nstages, ep;
+  /* MoE routing over the step: mean over layers and micro-batches of max/mean kept token
+   * copies per expert and per EP rank, and the share of copies dropped by the capacity */
+  double moe_max_mean_expert, moe_max_mean_rank, moe_dropped_fraction;
   struct wl_mem peak_mem;        /* largest rank */
   bool oom;                      /* peak above the chip's HBM */
   char bottleneck[256];

@@ -54,11 +54,18 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
                  r->peak_mem.grads_bytes / GIB, r->peak_mem.optimizer_bytes / GIB, r->peak_mem.activations_bytes / GIB,
                  r->peak_mem.inflight, r->peak_mem.logits_bytes / GIB, r->peak_mem.comm_bytes / GIB,
                  (double)job->sys.chip.hbm.size_bytes / GIB, r->oom ? "  OUT OF MEMORY" : "");
-  npu_buf_printf(out, "  breakdown (per stage, %% of the step)\n    stage ");
+  if (job->model.moe.experts)
+    npu_buf_printf(out, "  experts        load max/mean %.2f per expert, %.2f per EP rank (mean over layers and "
+                        "micro-batches); %.2f%% of token copies dropped; exposed all-to-all %.3g s\n",
+                   r->moe_max_mean_expert, r->moe_max_mean_rank, 100 * r->moe_dropped_fraction, r->cat_s[WL_CAT_EP]);
+  bool ep = r->ep > 1;
+  npu_buf_printf(out, "  breakdown (per %s, %% of the step)\n    %s ", ep ? "stage and EP rank" : "stage",
+                 ep ? "stage.ep" : "   stage");
   for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, " %9s", wl_cat_name((enum wl_cat)c));
   npu_buf_printf(out, "\n");
   for (int s = 0; s < r->nstages; s++) {
-    npu_buf_printf(out, "    %5d ", s);
+    if (ep) npu_buf_printf(out, "    %5d.%-3d", r->stages[s].stage, r->stages[s].ep);
+    else npu_buf_printf(out, "    %8d ", s);
     for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, " %9.1f", 100 * r->stages[s].cat_s[c] / r->step_s);
     npu_buf_printf(out, "\n");
   }
@@ -105,6 +112,15 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_key(&j, "bottleneck");
   npu_json_string(&j, r->bottleneck);
   num(&j, "bubble_fraction", r->bubble_fraction);
+  if (job->model.moe.experts) {
+    npu_json_key(&j, "moe");
+    npu_json_object_begin(&j);
+    num(&j, "load_max_over_mean_expert", r->moe_max_mean_expert);
+    num(&j, "load_max_over_mean_ep_rank", r->moe_max_mean_rank);
+    num(&j, "dropped_fraction", r->moe_dropped_fraction);
+    num(&j, "exposed_all_to_all_s", r->cat_s[WL_CAT_EP]);
+    npu_json_object_end(&j);
+  }
   npu_json_key(&j, "breakdown_s");
   npu_json_object_begin(&j);
   for (int c = 0; c < WL_CAT_COUNT; c++) num(&j, wl_cat_name((enum wl_cat)c), r->cat_s[c]);
@@ -129,6 +145,10 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   for (int s = 0; s < r->nstages; s++) {
     const struct wl_stage_result *sr = &r->stages[s];
     npu_json_object_begin(&j);
+    npu_json_key(&j, "stage");
+    npu_json_int(&j, sr->stage);
+    npu_json_key(&j, "ep_rank");
+    npu_json_int(&j, sr->ep);
     num(&j, "end_s", sr->end_s);
     num(&j, "memory_bytes", sr->mem.total_bytes);
     npu_json_key(&j, "breakdown_s");
@@ -191,7 +211,9 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   XX("hfu", "%.6f", r->hfu)                                                              \
   XX("memory_peak_bytes", "%.0f", r->peak_mem.total_bytes)                               \
   XX("oom", "%d", r->oom ? 1 : 0)                                                        \
-  XX("bubble_fraction", "%.6f", r->bubble_fraction)
+  XX("bubble_fraction", "%.6f", r->bubble_fraction)                                     \
+  XX("moe_load_max_over_mean_expert", "%.6f", r->moe_max_mean_expert)                    \
+  XX("moe_dropped_fraction", "%.6f", r->moe_dropped_fraction)
 
 void wl_summary_csv_header(struct npu_buf *out)
 {

@@ -1,7 +1,9 @@
 /*
  * test_memory.c - per-rank memory: Korthikanti et al. 2022's per-layer activations (Table 2)
  * and per-GPU memory (Fig. 1), ZeRO sharding, micro-batches in flight per schedule, parameter
- * placement over pipeline stages, the GQA / SwiGLU / FlashAttention extensions.
+ * placement over pipeline stages, the GQA / SwiGLU / FlashAttention extensions; MoE (experts
+ * over EP and expert TP, expert data parallelism), MLA, QK and sandwich norms, DualPipe,
+ * context parallelism and fp8, each against a closed form.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -385,4 +387,291 @@ Test(memory, peak_is_the_largest_stage, .timeout = 30)
   wl_memory_stage(&w.m, &w.p, peak.stage, &mem);
   cr_assert_eq(mem.total_bytes, peak.total_bytes);
   tw_fini(&w);
+}
+
+/* ---- MoE, MLA, norms, DualPipe, CP, fp8 ------------------------------------------------- */
+
+#define ACT 2.0 /* bytes of a bf16 activation */
+
+/* Routed experts split over EP and expert TP (= tp); their gradients and optimizer states shard
+ * over the expert data-parallel group dp x cp / ep, the rest over dp x cp. Mixtral on 16 ranks:
+ * tp 2, cp 2, dp 4, ep 4: expert data parallelism 2, dense 8. */
+Test(memory, moe_experts_shard_over_ep_and_expert_tp, .timeout = 30)
+{
+  double h = 4096, q = 4096, kv = 1024, f = 14336, E = 8, V = 32000, L = 32, t = 2;
+  /* per rank: attention / t, 2 norms and the router replicated, 8/4 experts / t, embedding
+   * and output projection / t, final norm */
+  double dense = L * ((h * (q + 2 * kv) + q * h) / t + 2 * h + h * E) + 2 * V * h / t + h;
+  double expert = L * (E / 4) * 3 * h * f / t;
+  for (int zero = 0; zero <= 3; zero++) {
+    char zs[32];
+    snprintf(zs, sizeof zs, "plan.zero=%d", zero);
+    const char *sets[] = {"plan.tp=2", "plan.cp=2", "plan.ep=4", "plan.global_batch=8", zs, NULL};
+    struct tw w;
+    tw_load(&w, "mixtral-8x7b", 16, sets);
+    cr_assert_eq(w.p.dp, 4);
+    struct wl_mem mem;
+    wl_memory_stage(&w.m, &w.p, 0, &mem);
+    double d = 8, e = 2; /* dp x cp, dp x cp / ep */
+    tw_close(mem.weights_bytes, 2 * (zero >= 3 ? dense / d + expert / e : dense + expert), 1e-12, "weights");
+    tw_close(mem.grads_bytes, 4 * (zero >= 2 ? dense / d + expert / e : dense + expert), 1e-12, "gradients");
+    tw_close(mem.optimizer_bytes, 12 * (zero >= 1 ? dense / d + expert / e : dense + expert), 1e-12, "optimizer");
+    tw_fini(&w);
+  }
+}
+
+/* An MoE layer keeps [MOE]: the router's fp32 scores (4 s b E, / t with SP), per token copy
+ * (top_k x capacity factor per token, gathered over TP) the expert input (2 h) and its fp32
+ * probability (4), and the expert MLP's fc1 output and fc2 input (6 f / t); not the expert
+ * output. Mixtral, sequence 4096, flash attention, no recompute. */
+Test(memory, moe_layer_activations, .timeout = 30)
+{
+  double s = 4096, b = 1, h = 4096, q = 4096, kv = 1024, a = 32, E = 8, k = 2, f = 14336;
+  struct {
+    const char *tp, *sp, *cf;
+    double t, whole, cf_v;
+  } rows[] = {
+      {"plan.tp=1", "plan.sp=false", "model.moe.capacity_factor=0", 1, 1, 1},
+      {"plan.tp=2", "plan.sp=true", "model.moe.capacity_factor=0", 2, 2, 1},
+      {"plan.tp=2", "plan.sp=false", "model.moe.capacity_factor=1.25", 2, 1, 1.25},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *sets[] = {rows[i].tp, rows[i].sp, rows[i].cf, "model.seq_len=4096", "plan.global_batch=4", NULL};
+    struct tw w;
+    tw_load(&w, "mixtral-8x7b", (int)rows[i].t, sets);
+    double t = rows[i].t, W = rows[i].whole, copies = s * b * k * rows[i].cf_v;
+    double want = (2 + 1 + 1) * ACT * s * b * h / W         /* 2 norm inputs, attention and router input */
+                  + ACT * s * b * (q + 2 * kv) / t + ACT * s * b * q / t /* Q, K, V; attention output */
+                  + 4 * s * b * a / t                            /* LSE */
+                  + 4 * s * b * E / W                            /* router scores */
+                  + copies * (ACT * h + 4)                       /* expert input, probability */
+                  + copies * 6 * f / t;                          /* fc1 output 2f, fc2 input f */
+    char what[64];
+    snprintf(what, sizeof what, "Mixtral layer, row %zu", i);
+    tw_close(wl_memory_layer_activations(&w.m, &w.p, 5), want, 1e-12, what);
+    tw_fini(&w);
+  }
+}
+
+/* MLA [MLA]: the attention input (kept by both down projections, one bf16 tensor), each latent
+ * and its normalised copy (2 + 2 bytes x (q_lora + kv_lora), / t with SP), Q and K of heads x 192,
+ * V of heads x 128, the attention output heads x 128, the LSE. DeepSeek-V3 on tp 8, sequence
+ * parallel; layer 0 dense (f = 18432), layer 3 MoE (256 experts, 8 per token, 1 shared). */
+Test(memory, mla_layer_activations, .timeout = 30)
+{
+  double s = 4096, b = 1, h = 7168, a = 128, ql = 1536, kl = 512, t = 8;
+  for (int sp = 0; sp < 2; sp++) {
+    const char *sets[] = {"plan.tp=8", sp ? "plan.sp=true" : "plan.sp=false", "plan.global_batch=1", NULL};
+    struct tw w;
+    tw_load(&w, "deepseek-v3", 8, sets);
+    double W = sp ? t : 1;
+    double attn = (2 + 1 + 1) * ACT * s * b * h / W + (ACT + ACT) * s * b * (ql + kl) / W +
+                  ACT * s * b * a * (192 + 192 + 128) / t + ACT * s * b * a * 128 / t + 4 * s * b * a / t;
+    tw_close(wl_memory_layer_activations(&w.m, &w.p, 0), attn + s * b * 6 * 18432 / t, 1e-12, "MLA dense layer");
+    double moe = attn + 4 * s * b * 256 / W + s * b * 8 * (ACT * h + 4) + s * b * 8 * 6 * 2048 / t +
+                 s * b * 1 * 6 * 2048 / t;
+    tw_close(wl_memory_layer_activations(&w.m, &w.p, 3), moe, 1e-12, "MLA MoE layer");
+    tw_fini(&w);
+  }
+  /* no query compression: the q latent and its norm are gone */
+  const char *sets[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", NULL};
+  const char *noq[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", "model.mla.q_lora_rank=0", NULL};
+  struct tw w, wq;
+  tw_load(&w, "deepseek-v3", 8, sets);
+  tw_load(&wq, "deepseek-v3", 8, noq);
+  tw_close(wl_memory_layer_activations(&w.m, &w.p, 0) - wl_memory_layer_activations(&wq.m, &wq.p, 0),
+           2 * ACT * s * b * ql / t, 1e-12, "q latent");
+  tw_fini(&w);
+  tw_fini(&wq);
+}
+
+/* MLA parameters on a TP rank [MLA]: W_dq, W_dkv and the latent norms whole on every rank,
+ * W_uq, W_ukv, W_o split. DeepSeek-V3 on tp 8 and ep 8 (dp 8). */
+Test(memory, mla_down_projections_whole_on_every_tp_rank, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8", "plan.ep=8", "plan.global_batch=8", NULL};
+  struct tw w;
+  tw_load(&w, "deepseek-v3", 64, sets);
+  struct wl_mem mem;
+  wl_memory_stage(&w.m, &w.p, 0, &mem);
+  double h = 7168, a = 128, ql = 1536, kl = 512, V = 129280, t = 8;
+  double whole = h * ql + h * (kl + 64) + ql + kl + 2 * h, split = ql * a * 192 + kl * a * 256 + a * 128 * h;
+  double attn = whole + split / t;
+  double dense = 3 * (attn + 3 * h * 18432 / t) + 58 * (attn + 3 * h * 2048 / t + 256 * h) + 2 * V * h / t + h;
+  double expert = 58 * (256 / 8) * 3 * h * 2048 / t;
+  tw_close(mem.weights_bytes, 2 * (dense + expert), 1e-12, "DeepSeek-V3 weights on a tp 8, ep 8 rank");
+  tw_fini(&w);
+}
+
+/* With tp = pp = ep = 1 a rank holds the whole model, as model.c counts it. */
+Test(memory, one_rank_holds_the_model, .timeout = 30)
+{
+  static const char *const models[] = {"mixtral-8x7b",     "deepseek-v3",      "qwen3-30b-a3b",
+                                       "qwen3-235b-a22b", "pangu-ultra-135b", "pangu-ultra-moe"};
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    const char *sets[] = {"plan.global_batch=1", NULL};
+    struct tw w;
+    tw_load(&w, models[i], 1, sets);
+    struct wl_mem mem;
+    wl_memory_stage(&w.m, &w.p, 0, &mem);
+    tw_close(mem.weights_bytes / 2, wl_model_params(&w.m), 1e-12, models[i]);
+    tw_fini(&w);
+  }
+}
+
+/* Sandwich norm: two more norm inputs per layer (2 + 2 s b h, / t with SP) and two more norms
+ * of h, replicated over TP. Pangu Ultra on tp 8 with SP. */
+Test(memory, sandwich_norm_keeps_the_sublayer_outputs, .timeout = 30)
+{
+  const char *on[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", NULL};
+  const char *off[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", "model.sandwich_norm=false", NULL};
+  struct tw a, b;
+  tw_load(&a, "pangu-ultra-135b", 8, on);
+  tw_load(&b, "pangu-ultra-135b", 8, off);
+  double s = 4096, h = 12288;
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 0) - wl_memory_layer_activations(&b.m, &b.p, 0),
+           2 * ACT * s * h / 8, 1e-12, "two output norms' inputs");
+  struct wl_mem ma, mb;
+  wl_memory_stage(&a.m, &a.p, 0, &ma);
+  wl_memory_stage(&b.m, &b.p, 0, &mb);
+  tw_close(ma.weights_bytes - mb.weights_bytes, 2 * 2 * h * 94, 1e-12, "two norms per layer on every TP rank");
+  tw_fini(&a);
+  tw_fini(&b);
+}
+
+/* QK norm keeps the query and key before the norm: 2 s b (q + kv) / t. Qwen3-30B-A3B, tp 4. */
+Test(memory, qk_norm_keeps_query_and_key, .timeout = 30)
+{
+  const char *on[] = {"plan.tp=4", "plan.global_batch=1", NULL};
+  const char *off[] = {"plan.tp=4", "plan.global_batch=1", "model.qk_norm=false", NULL};
+  struct tw a, b;
+  tw_load(&a, "qwen3-30b-a3b", 4, on);
+  tw_load(&b, "qwen3-30b-a3b", 4, off);
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 0) - wl_memory_layer_activations(&b.m, &b.p, 0),
+           ACT * 4096 * (32 * 128 + 4 * 128) / 4, 1e-12, "query and key before the norm");
+  tw_fini(&a);
+  tw_fini(&b);
+}
+
+/* DualPipe [DSV3] [DPS]: rank r holds model chunks r and pp-1-r, both chunks' parameters (twice a
+ * 1F1B stage's), and pp + 1 micro-batches: pp - r of chunk r and r + 1 of chunk pp-1-r, as the
+ * schedule's program has them at its peak. Llama 2 7B, pp 4, 8 micro-batches. */
+Test(memory, dualpipe_holds_two_chunks, .timeout = 30)
+{
+  const char *dual[] = {"plan.pp=4", "plan.global_batch=8", "plan.schedule=dualpipe", NULL};
+  const char *one[] = {"plan.pp=4", "plan.global_batch=8", NULL};
+  struct tw w, w1;
+  tw_load(&w, "llama2-7b", 4, dual);
+  tw_load(&w1, "llama2-7b", 4, one);
+  double s = 4096, b = 1, h = 4096, V = 32000, layer = wl_model_layer_params(&w.m, 0);
+  double act = wl_memory_layer_activations(&w.m, &w.p, 0);
+  struct wl_mem mem, mem1;
+  for (int r = 0; r < 4; r++) {
+    wl_memory_stage(&w.m, &w.p, r, &mem);
+    wl_memory_stage(&w1.m, &w1.p, r, &mem1);
+    cr_assert_eq(mem.inflight, 5, "rank %d holds pp + 1", r);
+    bool ends = r == 0 || r == 3;
+    /* 16 layers; the ends hold the embedding, the final norm and the output projection */
+    tw_close(mem.weights_bytes, 2 * (16 * layer + (ends ? 2 * V * h + h : 0)), 1e-12, "both chunks' weights");
+    if (!ends) tw_close(mem.weights_bytes, 2 * mem1.weights_bytes, 1e-12, "twice a 1F1B stage");
+    /* chunk r: pp - r micro-batches; chunk pp-1-r: r + 1; the head chunk (3) adds its inputs and logits */
+    double n_head = r == 0 ? 1 : r == 3 ? 4 - 3 : 0;
+    double want = 5 * 8 * act + n_head * 2 * ACT * s * b * h;
+    tw_close(mem.activations_bytes, want, 1e-12, "activations");
+    tw_close(mem.logits_bytes, n_head * 4 * s * b * V, 1e-12, "logits");
+  }
+  tw_fini(&w);
+  tw_fini(&w1);
+}
+
+/* Context parallelism divides the sequence a rank's activations hold (exactly, with
+ * FlashAttention), and ring attention adds K/V buffers [TE]: in the backward two buffers, each
+ * a K/V block of the local chunk and its gradient, 4 x 2 (s / cp) b kv_heads (qk + v) / t. */
+Test(memory, context_parallel_divides_activations_and_adds_kv_blocks, .timeout = 30)
+{
+  static const struct { const char *model; double kvh, qk_v; int tp; } rows[] = {
+      {"llama2-7b", 32, 256, 1}, {"llama3-8b", 8, 256, 1}, {"deepseek-v3", 128, 192 + 128, 8}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char tp[32];
+    snprintf(tp, sizeof tp, "plan.tp=%d", rows[i].tp);
+    const char *cp1[] = {tp, "plan.cp=1", "plan.global_batch=8", NULL};
+    const char *cp2[] = {tp, "plan.cp=2", "plan.global_batch=8", NULL};
+    struct tw a, b;
+    tw_load(&a, rows[i].model, 8 * rows[i].tp, cp1);
+    tw_load(&b, rows[i].model, 8 * rows[i].tp, cp2);
+    cr_assert_eq(a.p.dp * a.p.cp, b.p.dp * b.p.cp);
+    for (int l = 0; l < 4; l += 3)
+      tw_close(wl_memory_layer_activations(&b.m, &b.p, l), wl_memory_layer_activations(&a.m, &a.p, l) / 2, 1e-12,
+               rows[i].model);
+    struct wl_mem ma, mb;
+    wl_memory_stage(&a.m, &a.p, 0, &ma);
+    wl_memory_stage(&b.m, &b.p, 0, &mb);
+    double s = a.m.seq_len / 2.0;
+    tw_close(mb.comm_bytes - ma.comm_bytes, 4 * ACT * s * rows[i].kvh * rows[i].qk_v / rows[i].tp, 1e-12,
+             "ring-attention K/V blocks");
+    tw_fini(&a);
+    tw_fini(&b);
+  }
+}
+
+/* fp8 training [TE] [DSV3]: linear layers keep their inputs in fp8 (1 byte) where no other op
+ * keeps them in bf16; each linear layer caches fp8 weights (rowwise + columnwise, 2 bytes per
+ * matrix parameter) next to the bf16 weights; gradients, optimizer, logits unchanged. */
+Test(memory, fp8_keeps_gemm_inputs_in_fp8, .timeout = 30)
+{
+  double s = 4096, b = 1, h = 4096, f = 11008;
+  const char *bf[] = {"plan.global_batch=1", NULL};
+  const char *f8[] = {"plan.global_batch=1", "plan.dtype=fp8", NULL};
+  const char *bf_std[] = {"plan.global_batch=1", "model.attention=standard", NULL};
+  const char *f8_std[] = {"plan.global_batch=1", "plan.dtype=fp8", "model.attention=standard", NULL};
+  struct tw a, c;
+  tw_load(&a, "llama2-7b", 1, bf);
+  tw_load(&c, "llama2-7b", 1, f8);
+  /* QKV input, fc1 input, fc2 input: s b (h + h + f) bytes saved; FlashAttention's output stays */
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 0) - wl_memory_layer_activations(&c.m, &c.p, 0),
+           s * b * (2 * h + f), 1e-12, "llama2-7b layer, fp8");
+  struct wl_mem ma, mc;
+  wl_memory_stage(&a.m, &a.p, 0, &ma);
+  wl_memory_stage(&c.m, &c.p, 0, &mc);
+  tw_close(mc.weights_bytes - ma.weights_bytes, 2 * 32 * (4 * h * h + 3 * h * f), 1e-12, "fp8 weight copies");
+  cr_assert_eq(mc.grads_bytes, ma.grads_bytes);
+  cr_assert_eq(mc.optimizer_bytes, ma.optimizer_bytes);
+  cr_assert_eq(mc.logits_bytes, ma.logits_bytes);
+  tw_fini(&a);
+  tw_fini(&c);
+
+  /* the unfused attention's output is the projection's input alone: fp8 too */
+  tw_load(&a, "llama2-7b", 1, bf_std);
+  tw_load(&c, "llama2-7b", 1, f8_std);
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 0) - wl_memory_layer_activations(&c.m, &c.p, 0),
+           s * b * (3 * h + f), 1e-12, "standard attention, fp8");
+  tw_fini(&a);
+  tw_fini(&c);
+
+  /* MoE (Mixtral, no shared expert): the router keeps its bf16 input; dispatched tokens and the
+   * experts' fc2 inputs in fp8, 2 copies per token */
+  const char *mbf[] = {"plan.global_batch=1", "model.seq_len=4096", NULL};
+  const char *mf8[] = {"plan.global_batch=1", "model.seq_len=4096", "plan.dtype=fp8", NULL};
+  tw_load(&a, "mixtral-8x7b", 1, mbf);
+  tw_load(&c, "mixtral-8x7b", 1, mf8);
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 0) - wl_memory_layer_activations(&c.m, &c.p, 0),
+           s * b * h + s * b * 2 * (h + 14336), 1e-12, "Mixtral layer, fp8");
+  tw_fini(&a);
+  tw_fini(&c);
+
+  /* MLA (DeepSeek-V3, tp 8, SP): the attention input feeds two GEMMs (two fp8 copies = one
+   * bf16), the normalised latents in fp8; dense layer: fc1 and fc2 inputs in fp8; MoE layer:
+   * the router's bf16 input plus the shared expert's fp8 copy, 8 dispatched copies in fp8 */
+  const char *dbf[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", NULL};
+  const char *df8[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", "plan.dtype=fp8", NULL};
+  tw_load(&a, "deepseek-v3", 8, dbf);
+  tw_load(&c, "deepseek-v3", 8, df8);
+  double hd = 7168, lat = 1536 + 512, t = 8;
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 0) - wl_memory_layer_activations(&c.m, &c.p, 0),
+           s * b * hd / t + s * b * lat / t + s * b * 18432 / t, 1e-12, "DeepSeek-V3 dense layer, fp8");
+  tw_close(wl_memory_layer_activations(&a.m, &a.p, 3) - wl_memory_layer_activations(&c.m, &c.p, 3),
+           -s * b * hd / t + s * b * lat / t + s * b * 8 * hd + s * b * 8 * 2048 / t + s * b * 2048 / t, 1e-12,
+           "DeepSeek-V3 MoE layer, fp8");
+  tw_fini(&a);
+  tw_fini(&c);
 }

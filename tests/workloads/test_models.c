@@ -1,6 +1,8 @@
 /*
  * test_models.c - every model preset loads through the cfg loader, names itself, and has the
- * published parameter count; model FLOPs follow Korthikanti et al.'s formula for GPT shapes.
+ * published parameter count (and active count for MoE); model FLOPs follow Korthikanti et al.'s
+ * formula for GPT shapes and MLA's real shapes; MLA, sandwich and QK norms, MoE layer
+ * placement and the model checks.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -20,31 +22,49 @@
  *        Korthikanti et al. 2022 Table 3 (22B). Exact: their formula
  *        P = 12 l h^2 (1 + 13 / 12h + (V + s) / 12lh), plus the final LayerNorm (2h) that the
  *        formula leaves out.
- *   Llama: the safetensors parameter counts on the Hugging Face model pages of meta-llama.
+ *   Llama, Mixtral, Qwen3: the safetensors parameter counts on the Hugging Face model pages
+ *        (meta-llama, mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B).
+ *   Mixtral: 46.7B total, 12.9B active (Jiang et al. 2024, "Mixtral of Experts"; Mistral AI).
+ *   DeepSeek-V3: 671B total, 37B active (DeepSeek-V3 Technical Report, abstract and Table 1;
+ *        the main model without its 14B multi-token prediction module).
+ *   Qwen3: 30.5B / 3.3B and 235B / 22B (Qwen3 Technical Report, Table 2).
+ *   Pangu Ultra: 135B (Yin et al. 2025, abstract). Pangu Ultra MoE: 718B total, 39B active
+ *        (Tang et al. 2025, abstract); the 39B counts the parameters a token uses without the
+ *        input embedding (39.19B; with it 40.37B, +3.5%), so it is compared that way.
  */
+enum { EXACT_GPT = 1, EXACT_COUNT, EXACT_NONE };
 static const struct {
   const char *name;
-  double published; /* as printed by the source */
-  double exact;     /* exact count; 0: the GPT formula */
+  double published;    /* as printed by the source */
+  int exact_kind;      /* EXACT_GPT: the GPT formula; EXACT_COUNT: `exact`; EXACT_NONE */
+  double exact;        /* exact count */
+  double active;       /* published active parameters (MoE); 0: dense, all active */
+  bool active_no_input_embedding; /* the source counts active parameters without the input embedding */
 } sizes[] = {
-    {"gpt3-1.7b", 1.7e9, 0},
-    {"gpt3-3.6b", 3.6e9, 0},
-    {"gpt3-7.5b", 7.5e9, 0},
-    {"gpt3-18b", 18.4e9, 0},
-    {"gpt3-39b", 39.1e9, 0},
-    {"gpt3-76b", 76.1e9, 0},
-    {"gpt3-145b", 145.6e9, 0},
-    {"gpt3-310b", 310.1e9, 0},
-    {"gpt3-530b", 529.6e9, 0},
-    {"gpt3-1t", 1008.0e9, 0},
-    {"gpt3-22b", 22e9, 0},
-    {"gpt3-175b", 174.6e9, 0},
-    {"llama2-7b", 6.74e9, 6738415616.0},
-    {"llama2-13b", 13.0e9, 13015864320.0},
-    {"llama2-70b", 69.0e9, 68976648192.0},
-    {"llama3-8b", 8.03e9, 8030261248.0},
-    {"llama3-70b", 70.6e9, 70553706496.0},
-    {"llama3-405b", 405.9e9, 405853388800.0},
+    {"gpt3-1.7b", 1.7e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-3.6b", 3.6e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-7.5b", 7.5e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-18b", 18.4e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-39b", 39.1e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-76b", 76.1e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-145b", 145.6e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-310b", 310.1e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-530b", 529.6e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-1t", 1008.0e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-22b", 22e9, EXACT_GPT, 0, 0, false},
+    {"gpt3-175b", 174.6e9, EXACT_GPT, 0, 0, false},
+    {"llama2-7b", 6.74e9, EXACT_COUNT, 6738415616.0, 0, false},
+    {"llama2-13b", 13.0e9, EXACT_COUNT, 13015864320.0, 0, false},
+    {"llama2-70b", 69.0e9, EXACT_COUNT, 68976648192.0, 0, false},
+    {"llama3-8b", 8.03e9, EXACT_COUNT, 8030261248.0, 0, false},
+    {"llama3-70b", 70.6e9, EXACT_COUNT, 70553706496.0, 0, false},
+    {"llama3-405b", 405.9e9, EXACT_COUNT, 405853388800.0, 0, false},
+    {"mixtral-8x7b", 46.7e9, EXACT_COUNT, 46702792704.0, 12.9e9, false},
+    {"deepseek-v3", 671e9, EXACT_NONE, 0, 37e9, false},
+    {"qwen3-30b-a3b", 30.5e9, EXACT_COUNT, 30532122624.0, 3.3e9, false},
+    {"qwen3-235b-a22b", 235e9, EXACT_COUNT, 235093634560.0, 22e9, false},
+    {"pangu-ultra-135b", 135e9, EXACT_NONE, 0, 0, false},
+    {"pangu-ultra-moe", 718e9, EXACT_NONE, 0, 39e9, true},
 };
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
@@ -83,6 +103,7 @@ Test(models, every_preset_has_its_published_size, .timeout = 30)
   char **names;
   size_t n;
   preset_names(&names, &n);
+  printf("\nmodel presets: parameters vs published (B)\n");
   for (size_t i = 0; i < n; i++) {
     size_t k;
     for (k = 0; k < NSIZES; k++)
@@ -93,15 +114,31 @@ Test(models, every_preset_has_its_published_size, .timeout = 30)
     load_preset(names[i], &cfg, &m);
     cr_assert_str_eq(m.name, names[i], "the preset file names itself");
     cr_assert(m.title[0], "%s has a title", names[i]);
-    double p = wl_model_params(&m);
+    double p = wl_model_params(&m), a = wl_model_active_params(&m);
     char what[128];
     snprintf(what, sizeof what, "%s parameters vs published", names[i]);
     tw_close(p, sizes[k].published, 0.03, what);
     snprintf(what, sizeof what, "%s parameters vs exact count", names[i]);
-    tw_close(p, sizes[k].exact ? sizes[k].exact : gpt_formula(&m), 1e-12, what);
-    cr_assert_eq(wl_model_active_params(&m), p, "%s: dense, every parameter active", names[i]);
+    if (sizes[k].exact_kind == EXACT_GPT) tw_close(p, gpt_formula(&m), 1e-12, what);
+    if (sizes[k].exact_kind == EXACT_COUNT) tw_close(p, sizes[k].exact, 1e-12, what);
+    if (!sizes[k].active) {
+      cr_assert_eq(m.moe.experts, 0, "%s: an MoE preset needs its published active count", names[i]);
+      cr_assert_eq(a, p, "%s: dense, every parameter active", names[i]);
+    } else {
+      cr_assert_gt(m.moe.experts, 0, "%s", names[i]);
+      double cmp = sizes[k].active_no_input_embedding ? a - (double)m.vocab * m.hidden : a;
+      snprintf(what, sizeof what, "%s active parameters vs published", names[i]);
+      tw_close(cmp, sizes[k].active, 0.03, what);
+      printf("%-18s %9.3f vs %7.1f (%+.2f%%)   active %7.3f vs %5.1f (%+.2f%%)\n", names[i], p / 1e9,
+             sizes[k].published / 1e9, 100 * (p / sizes[k].published - 1), cmp / 1e9, sizes[k].active / 1e9,
+             100 * (cmp / sizes[k].active - 1));
+    }
+    if (!sizes[k].active)
+      printf("%-18s %9.3f vs %7.1f (%+.2f%%)\n", names[i], p / 1e9, sizes[k].published / 1e9,
+             100 * (p / sizes[k].published - 1));
     npu_cfg_destroy(cfg);
   }
+  fflush(stdout);
   npu_cfg_free_names(names, n);
 }
 
@@ -193,4 +230,208 @@ Test(models, gpt_flops_follow_korthikanti, .timeout = 30)
   }
   cr_assert_eq(checked, 12);
   npu_cfg_free_names(names, n);
+}
+
+/* Load a preset with "KEY=VALUE" overrides; returns the status, the message in msg. */
+static int load_with(const char *name, const char *const *sets, struct npu_cfg **cfg, struct wl_model *m, char *msg,
+                     size_t n)
+{
+  struct npu_diag d;
+  char buf[256];
+  npu_diag_clear(&d);
+  *cfg = npu_cfg_create();
+  wl_model_register(*cfg, m);
+  snprintf(buf, sizeof buf, "model.preset=%s", name);
+  int rc = npu_cfg_set(*cfg, buf, &d);
+  for (int i = 0; sets && sets[i] && rc == 0; i++) rc = npu_cfg_set(*cfg, sets[i], &d);
+  if (rc == 0) rc = npu_cfg_finish(*cfg, &d);
+  if (rc == 0) rc = wl_model_finish(*cfg, m, &d);
+  npu_diag_format(&d, msg, n);
+  return rc;
+}
+
+static void load_ok(const char *name, const char *const *sets, struct npu_cfg **cfg, struct wl_model *m)
+{
+  char msg[2048];
+  int rc = load_with(name, sets, cfg, m, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s: %s", name, msg);
+}
+
+/* MLA attention parameters of DeepSeek-V3 (report Sec. 2.1.1 and 4.2, config.json):
+ * W_dq h x 1536, q norm 1536, W_uq 1536 x 128 (128 + 64), W_dkv h x (512 + 64), kv norm 512,
+ * W_ukv 512 x 128 (128 + 128), W_o 128 x 128 x h. */
+static double dsv3_attn(const struct wl_model *m, bool norms)
+{
+  double h = m->hidden, a = m->heads, ql = 1536, kl = 512, n = 128, r = 64, v = 128;
+  return h * ql + ql * a * (n + r) + h * (kl + r) + kl * a * (n + v) + a * v * h + (norms ? ql + kl : 0);
+}
+
+Test(models, mla_parameters_follow_deepseek_v3_shapes, .timeout = 30)
+{
+  struct npu_cfg *cfg;
+  struct wl_model m;
+  load_preset("deepseek-v3", &cfg, &m);
+  cr_assert(wl_model_is_mla(&m));
+  int qh, kvh, qk, vd;
+  wl_model_attn_shape(&m, &qh, &kvh, &qk, &vd);
+  cr_assert(qh == 128 && kvh == 128 && qk == 192 && vd == 128, "attention shape %d %d %d %d", qh, kvh, qk, vd);
+  cr_assert_eq(wl_model_head_dim(&m), 192);
+  cr_assert_eq(m.kv_heads, 128, "MLA: a key and value per head");
+  cr_assert_eq(m.moe.score, WL_SCORE_SIGMOID);
+  double h = m.hidden, V = m.vocab, expert = 3 * h * 2048;
+  double dense = dsv3_attn(&m, true) + 2 * h + 3 * h * 18432;
+  double moe = dsv3_attn(&m, true) + 2 * h + (256 + 1) * expert + 256 * h;
+  tw_close(wl_model_layer_params(&m, 0), dense, 1e-12, "dense layer 0");
+  tw_close(wl_model_layer_params(&m, 2), dense, 1e-12, "dense layer 2");
+  tw_close(wl_model_layer_params(&m, 3), moe, 1e-12, "MoE layer 3");
+  tw_close(wl_model_params(&m), 3 * dense + 58 * moe + 2 * V * h + h, 1e-12, "DeepSeek-V3 total");
+  tw_close(wl_model_active_params(&m), 3 * dense + 58 * (moe - 248 * expert) + 2 * V * h + h, 1e-12,
+           "DeepSeek-V3 active: 8 routed + 1 shared experts");
+  npu_cfg_destroy(cfg);
+
+  /* without query compression: W_q h x heads (nope + rope) replaces W_dq, the norm and W_uq */
+  const char *noq[] = {"model.mla.q_lora_rank=0", NULL};
+  load_ok("deepseek-v3", noq, &cfg, &m);
+  tw_close(wl_model_layer_params(&m, 0),
+           dense - (h * 1536 + 1536 + 1536 * 128 * 192.0) + h * 128 * 192.0, 1e-12, "MLA without q_lora_rank");
+  npu_cfg_destroy(cfg);
+}
+
+/* Model FLOPs with MLA: 6 x the active matmul parameters (MLA's five matrices at their shapes,
+ * the router, the output projection) + attention 6 L s a (qk + v) per token, QK^T on 192-wide
+ * and PV on 128-wide heads. */
+Test(models, mla_flops_use_real_shapes, .timeout = 30)
+{
+  struct npu_cfg *cfg;
+  struct wl_model m;
+  load_preset("deepseek-v3", &cfg, &m);
+  double h = m.hidden, V = m.vocab, L = m.layers, s = m.seq_len, a = m.heads, T = 4096.0 * 1920;
+  double dense = dsv3_attn(&m, false) + 3 * h * 18432;
+  double moe = dsv3_attn(&m, false) + (8 + 1) * 3 * h * 2048 + 256 * h; /* the router counts */
+  double mat = V * h + 3 * dense + 58 * moe;
+  double attn = 6 * L * s * a * (192 + 128);
+  tw_close(wl_model_flops(&m, T, false), T * (6 * mat + attn), 1e-12, "DeepSeek-V3 model FLOPs");
+  tw_close(wl_model_flops(&m, T, false) - wl_model_flops(&m, T, true), T * attn / 2, 1e-9, "causal half");
+  npu_cfg_destroy(cfg);
+
+  /* without MLA the attention term is Korthikanti's 12 L s a d */
+  load_preset("llama3-8b", &cfg, &m);
+  double flops = wl_model_flops(&m, 1, false) - wl_model_flops(&m, 1, true);
+  tw_close(flops, 6.0 * m.layers * m.seq_len * m.heads * 128, 1e-12, "llama3-8b attention, halved");
+  int qh, kvh, qk, vd;
+  wl_model_attn_shape(&m, &qh, &kvh, &qk, &vd);
+  cr_assert(qh == 32 && kvh == 8 && qk == 128 && vd == 128);
+  npu_cfg_destroy(cfg);
+}
+
+/* MoE layers: after moe.dense_layers, every layer_freq-th (Megatron/Hugging Face: l % freq == 0). */
+Test(models, moe_layer_placement, .timeout = 30)
+{
+  struct npu_cfg *cfg;
+  struct wl_model m;
+  load_preset("deepseek-v3", &cfg, &m);
+  cr_assert_eq(wl_model_moe_layers(&m), 58);
+  cr_assert(!wl_model_layer_is_moe(&m, 2) && wl_model_layer_is_moe(&m, 3) && wl_model_layer_is_moe(&m, 60));
+  npu_cfg_destroy(cfg);
+  const char *freq2[] = {"model.moe.layer_freq=2", NULL};
+  load_ok("deepseek-v3", freq2, &cfg, &m);
+  cr_assert_eq(wl_model_moe_layers(&m), 29, "layers 4, 6, .., 60");
+  cr_assert(!wl_model_layer_is_moe(&m, 3) && wl_model_layer_is_moe(&m, 4) && !wl_model_layer_is_moe(&m, 5));
+  double h = m.hidden, dense = wl_model_layer_params(&m, 0);
+  tw_close(wl_model_layer_params(&m, 5), dense, 1e-12, "an odd layer is dense");
+  tw_close(wl_model_layer_params(&m, 4), dense - 3 * h * 18432 + 257 * 3 * h * 2048 + 256 * h, 1e-12, "MoE layer 4");
+  npu_cfg_destroy(cfg);
+
+  static const char *const all_moe[] = {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b"};
+  for (int i = 0; i < 3; i++) {
+    load_preset(all_moe[i], &cfg, &m);
+    cr_assert_eq(wl_model_moe_layers(&m), m.layers, "%s: every layer MoE", all_moe[i]);
+    cr_assert_eq(m.moe.score, WL_SCORE_SOFTMAX, "%s", all_moe[i]);
+    npu_cfg_destroy(cfg);
+  }
+}
+
+/* Active parameters drop the routed experts a token does not use: (E - k) expert MLPs per MoE
+ * layer. */
+Test(models, active_parameters_count_the_routed_top_k, .timeout = 30)
+{
+  static const struct { const char *name; double e, k, f; } moe[] = {
+      {"mixtral-8x7b", 8, 2, 14336}, {"qwen3-30b-a3b", 128, 8, 768}, {"qwen3-235b-a22b", 128, 8, 1536},
+      {"deepseek-v3", 256, 8, 2048}, {"pangu-ultra-moe", 256, 8, 2048}};
+  for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
+    struct npu_cfg *cfg;
+    struct wl_model m;
+    load_preset(moe[i].name, &cfg, &m);
+    double unused = wl_model_moe_layers(&m) * (moe[i].e - moe[i].k) * 3 * (double)m.hidden * moe[i].f;
+    tw_close(wl_model_active_params(&m), wl_model_params(&m) - unused, 1e-12, moe[i].name);
+    npu_cfg_destroy(cfg);
+  }
+}
+
+/* Pangu Ultra's sandwich norm adds two norms per layer; Qwen3's QK norm two of head_dim. */
+Test(models, sandwich_and_qk_norms, .timeout = 30)
+{
+  struct npu_cfg *cfg;
+  struct wl_model m;
+  load_preset("pangu-ultra-135b", &cfg, &m);
+  cr_assert(m.sandwich_norm);
+  double h = m.hidden, L = m.layers, V = m.vocab, q = 96 * 128.0, kv = 8 * 128.0, f = 28672;
+  double layer = h * (q + 2 * kv) + q * h + 4 * h + 3 * h * f;
+  tw_close(wl_model_params(&m), L * layer + 2 * V * h + h, 1e-12, "Pangu Ultra closed form");
+  double with = wl_model_params(&m), flops = wl_model_flops(&m, 1, false);
+  npu_cfg_destroy(cfg);
+  const char *off[] = {"model.sandwich_norm=false", NULL};
+  load_ok("pangu-ultra-135b", off, &cfg, &m);
+  tw_close(with - wl_model_params(&m), 2 * h * L, 1e-12, "two output norms per layer");
+  cr_assert_eq(flops, wl_model_flops(&m, 1, false), "norms are no matmul");
+  npu_cfg_destroy(cfg);
+
+  load_preset("qwen3-235b-a22b", &cfg, &m);
+  cr_assert(m.qk_norm);
+  with = wl_model_params(&m);
+  flops = wl_model_flops(&m, 1, false);
+  npu_cfg_destroy(cfg);
+  const char *noqk[] = {"model.qk_norm=false", NULL};
+  load_ok("qwen3-235b-a22b", noqk, &cfg, &m);
+  tw_close(with - wl_model_params(&m), 2 * 128.0 * 94, 1e-12, "q_norm and k_norm of head_dim per layer");
+  cr_assert_eq(flops, wl_model_flops(&m, 1, false), "norms are no matmul");
+  npu_cfg_destroy(cfg);
+
+  load_preset("pangu-ultra-moe", &cfg, &m);
+  cr_assert(m.sandwich_norm && wl_model_is_mla(&m));
+  double p = wl_model_params(&m);
+  npu_cfg_destroy(cfg);
+  load_ok("pangu-ultra-moe", off, &cfg, &m);
+  tw_close(p - wl_model_params(&m), 2.0 * m.hidden * m.layers, 1e-12, "Pangu Ultra MoE sandwich norms");
+  npu_cfg_destroy(cfg);
+}
+
+/* Cross-field checks name the key at fault. */
+Test(models, checks_refuse_inconsistent_mla_and_moe_keys, .timeout = 30)
+{
+  static const struct { const char *preset, *set, *key; } bad[] = {
+      {"deepseek-v3", "model.head_dim=128", "model.head_dim"},
+      {"deepseek-v3", "model.kv_heads=8", "model.kv_heads"},
+      {"deepseek-v3", "model.mla.v_head_dim=0", "model.mla.v_head_dim"},
+      {"deepseek-v3", "model.bias=true", "model.bias"},
+      {"deepseek-v3", "model.qk_norm=true", "model.qk_norm"},
+      {"deepseek-v3", "model.moe.top_k=200", "model.moe.top_k"},
+      {"llama2-7b", "model.mla.v_head_dim=128", "model.mla.kv_lora_rank"},
+      {"llama2-7b", "model.moe.layer_freq=2", "model.moe.experts"},
+      {"llama2-7b", "model.moe.dense_layers=1", "model.moe.experts"},
+      {"mixtral-8x7b", "model.moe.top_groups=2", "model.moe.top_groups"},
+      {"mixtral-8x7b", "model.moe.score=tanh", "model.moe.score"},
+      {"mixtral-8x7b", "model.moe.layer_freq=0", "model.moe.layer_freq"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *sets[] = {bad[i].set, NULL};
+    struct npu_cfg *cfg;
+    struct wl_model m;
+    char msg[2048];
+    int rc = load_with(bad[i].preset, sets, &cfg, &m, msg, sizeof msg);
+    cr_assert_neq(rc, 0, "%s with %s loads", bad[i].preset, bad[i].set);
+    cr_assert(strstr(msg, bad[i].key) != NULL, "%s with %s: '%s' does not name %s", bad[i].preset, bad[i].set, msg,
+              bad[i].key);
+    npu_cfg_destroy(cfg);
+  }
 }

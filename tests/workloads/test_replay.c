@@ -54,7 +54,8 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
   replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16"));
   int m = j.microbatches, L = j.model.layers;
   double want = m * (j.seg[WL_SEG_EMBED_F].time_s + L * j.seg[WL_SEG_LAYER_F].time_s + j.seg[WL_SEG_HEAD_F].time_s +
-                     j.seg[WL_SEG_HEAD_B].time_s + L * j.seg[WL_SEG_LAYER_B].time_s + j.seg[WL_SEG_EMBED_B].time_s) +
+                     j.seg[WL_SEG_HEAD_BI].time_s + j.seg[WL_SEG_HEAD_W].time_s +
+                     L * (j.seg[WL_SEG_LAYER_BI].time_s + j.seg[WL_SEG_LAYER_W].time_s) + j.seg[WL_SEG_EMBED_B].time_s) +
                 j.optim[0].time_s;
   /* plus the gradient reduction still running when the backward ends (dp 8), nothing else */
   double dp = r.cat_s[WL_CAT_DP];
@@ -76,13 +77,13 @@ Test(replay, one_f_one_b_bubble_is_pp_minus_one_slots)
    * that the transfers take only their latency */
   replay(&j, &r, SETS("plan.pp=4", "plan.global_batch=16", "model.vocab=1024", "node.link.bandwidth=100TBps"));
   int L = j.model.layers / 4, m = j.microbatches;
-  double F = L * j.seg[WL_SEG_LAYER_F].time_s, B = L * j.seg[WL_SEG_LAYER_B].time_s;
-  double want = 3 * (F + B), head = j.seg[WL_SEG_HEAD_F].time_s + j.seg[WL_SEG_HEAD_B].time_s;
+  double F = L * j.seg[WL_SEG_LAYER_F].time_s, B = L * (j.seg[WL_SEG_LAYER_BI].time_s + j.seg[WL_SEG_LAYER_W].time_s);
+  double want = 3 * (F + B), head = j.seg[WL_SEG_HEAD_F].time_s + j.seg[WL_SEG_HEAD_BI].time_s + j.seg[WL_SEG_HEAD_W].time_s;
   double got = r.stages[0].cat_s[WL_CAT_BUBBLE] + r.stages[0].cat_s[WL_CAT_PP];
   cr_expect(got >= 0.97 * want && got <= 1.05 * want + m * head, "stage 0 waits %.6g s, closed form %.6g s (+ %d x %.3g s)",
             got, want, m, head);
   for (int s = 0; s < 4; s++)
-    cr_expect_float_eq(sum_cats(r.stages[s].cat_s), r.step_s, 1e-9 * r.step_s, "stage %d breakdown", s);
+    cr_expect_float_eq(sum_cats(r.stages[s].cat_s), r.step_s, 1e-9 * r.step_s, "stage %d breakdown %.9g of %.9g", s, sum_cats(r.stages[s].cat_s), r.step_s);
   wl_result_release(&r);
   wl_job_release(&j);
 }
@@ -171,4 +172,58 @@ Test(replay, zero3_gathers_parameters_layer_by_layer)
   double sum = 0;
   for (int c = 0; c < WL_CAT_COUNT; c++) sum += z3.cat_s[c];
   cr_expect_float_eq(sum, z3.step_time_s, 1e-9 * z3.step_time_s);
+}
+
+#define SCN_MOE NPUSIM_SOURCE_DIR "/tests/workloads/data/tiny_moe.cfg"
+
+Test(replay, skewed_routing_makes_hot_experts_and_stragglers)
+{
+  struct wl_outcome u, z, c;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN_MOE, SETS("routing.distribution=uniform"), 1, &u, &d), 0);
+  cr_assert_eq(wl_run_isolated(SCN_MOE, SETS("routing.distribution=zipf", "routing.skew=1.5"), 2, &z, &d), 0);
+  cr_assert_eq(wl_run_isolated(SCN_MOE, SETS("routing.distribution=zipf", "routing.skew=1.5",
+                                             "model.moe.capacity_factor=1.0"), 3, &c, &d), 0);
+  cr_assert_eq(u.status, 0, "%s", u.message);
+  cr_assert_eq(z.status, 0, "%s", z.message);
+  cr_assert_eq(c.status, 0, "%s", c.message);
+  cr_expect_gt(z.cat_s[WL_CAT_EP], u.cat_s[WL_CAT_EP], "exposed all-to-all: uniform %g s, skewed %g s",
+               u.cat_s[WL_CAT_EP], z.cat_s[WL_CAT_EP]);
+  cr_expect_gt(z.step_time_s, u.step_time_s);
+  /* a capacity of 1.0 drops the hot experts' excess and brings the step back down */
+  cr_expect_lt(c.step_time_s, z.step_time_s);
+  double sum = 0;
+  for (int i = 0; i < WL_CAT_COUNT; i++) sum += z.cat_s[i];
+  cr_expect_float_eq(sum, z.step_time_s, 1e-9 * z.step_time_s);
+}
+
+Test(replay, zero_bubble_and_dualpipe_shrink_the_bubble)
+{
+  const char *base[] = {"plan.pp=4", "plan.global_batch=16", "model.vocab=1024", "node.link.bandwidth=100TBps"};
+  struct wl_outcome o[3];
+  const char *sched[] = {"plan.schedule=1f1b", "plan.schedule=zb_h1", "plan.schedule=dualpipe"};
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  for (int i = 0; i < 3; i++) {
+    const char *sets[] = {base[0], base[1], base[2], base[3], sched[i], NULL};
+    cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, 5, &o[i], &d), 0);
+    cr_assert_eq(o[i].status, 0, "%s: %s", sched[i], o[i].message);
+  }
+  cr_expect_lt(o[1].bubble_fraction, o[0].bubble_fraction, "zb_h1 %g, 1f1b %g", o[1].bubble_fraction,
+               o[0].bubble_fraction);
+  cr_expect_lt(o[1].step_time_s, o[0].step_time_s);
+  cr_expect_lt(o[2].step_time_s, o[0].step_time_s, "dualpipe %g s, 1f1b %g s", o[2].step_time_s, o[0].step_time_s);
+}
+
+Test(replay, context_parallelism_exchanges_keys_and_values)
+{
+  struct wl_outcome a;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.cp=2", "plan.pp=1", "model.seq_len=4096"), 3, &a, &d), 0);
+  cr_assert_eq(a.status, 0, "%s", a.message);
+  double sum = 0;
+  for (int i = 0; i < WL_CAT_COUNT; i++) sum += a.cat_s[i];
+  cr_expect_float_eq(sum, a.step_time_s, 1e-9 * a.step_time_s);
 }
