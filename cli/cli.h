@@ -26,6 +26,15 @@ extern const struct npu_cmd npu_cmd_kernel;
 extern const struct npu_cmd npu_cmd_collective;
 extern const struct npu_cmd npu_cmd_run;
 extern const struct npu_cmd npu_cmd_validate;
+extern const struct npu_cmd npu_cmd_sweep;
+extern const struct npu_cmd npu_cmd_merge;
+extern const struct npu_cmd npu_cmd_report;
+extern const struct npu_cmd npu_cmd_plot;
+
+/* Batch runs (cli/cmd_sweep.c): `npusim run A.cfg B.cfg ... --csv OUT.csv`, one CSV row per
+ * scenario, each in its own process. cmd_run.c hands over when cli_run_is_batch says so. */
+bool cli_run_is_batch(int argc, char **argv);
+int cli_run_batch(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag);
 
 /* Options shared by commands that load a hardware description. */
 struct cli_sets {

@@ -31,6 +31,9 @@ static const char usage[] =
     "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream)\n"
     "  --set K=V    override a scenario key (repeatable), e.g. --set plan.tp=4\n"
     "\n"
+    "npusim run A.cfg B.cfg ... --csv OUT.csv [-j N] [--timeout S] [--set K=V]...: a batch, one\n"
+    "CSV row per scenario (status, the metrics of summary.csv), each run in its own process.\n"
+    "\n"
     "Keys: docs/SCENARIOS.md. Exit status 2 for bad input, naming file:line and the key.\n";
 
 static int ensure_dir(const char *dir, struct npu_diag *diag)
@@ -69,6 +72,10 @@ static int write_outputs(const char *dir, const struct wl_job *job, const struct
 
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
+#ifdef NPUSIM_HAVE_SWEEP
+  /* several scenarios, or --csv: a batch run, one CSV row per scenario (cli/cmd_sweep.c) */
+  if (cli_run_is_batch(argc, argv)) return cli_run_batch(argc, argv, out, diag);
+#endif
   const char *path = NULL, *dir = NULL;
   bool want_trace = false;
   struct cli_sets sets = {0};

@@ -22,6 +22,12 @@ static const struct npu_cmd *const commands[] = {
     &npu_cmd_run,
     &npu_cmd_validate,
 #endif
+#ifdef NPUSIM_HAVE_SWEEP
+    &npu_cmd_sweep,
+    &npu_cmd_merge,
+    &npu_cmd_report,
+    &npu_cmd_plot,
+#endif
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -10,6 +10,8 @@ packages=(
   libgsl-dev          # GSL: seeded random generators, statistics
   libconfig-dev       # libconfig: scenario and preset files
   libcriterion-dev    # Criterion: the test framework
+  libopenmpi-dev      # Open MPI: sweeps spread over ranks (mpirun -n K npusim sweep); optional to build
+  openmpi-bin         # mpirun, for the MPI sweep test
 )
 
 missing=()
