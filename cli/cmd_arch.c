@@ -357,40 +357,14 @@ static int list(int argc, char **argv, struct npu_buf *out, struct npu_diag *dia
   return rc;
 }
 
-static const char *type_text(const struct npu_param *p)
-{
-  switch (p->type) {
-  case NPU_PT_INT: return "integer";
-  case NPU_PT_REAL: return "number";
-  case NPU_PT_BOOL: return "boolean";
-  case NPU_PT_STRING: return "string";
-  case NPU_PT_ENUM: return "choice";
-  case NPU_PT_FREQUENCY: return "frequency";
-  case NPU_PT_BANDWIDTH: return "bandwidth";
-  case NPU_PT_TIME: return "time";
-  case NPU_PT_SIZE: return "size";
-  case NPU_PT_FLOP_RATE: return "FLOP rate";
-  }
-  return "?";
-}
-
 static int keys(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   if (argc > 2) return cli_bad_arg(diag, "arch keys", argv[2]);
-  const struct npu_table *t = arch_table();
-  npu_buf_puts(out, "| key | type | default | meaning |\n|---|---|---|---|\n");
-  for (size_t i = 0; i < t->nparams; i++) {
-    const struct npu_param *p = &t->params[i];
-    npu_buf_printf(out, "| `%s` | %s", p->name, type_text(p));
-    if (p->type == NPU_PT_ENUM) {
-      npu_buf_puts(out, ":");
-      for (size_t k = 0; p->enums[k]; k++) npu_buf_printf(out, "%s%s", k ? "," : " ", p->enums[k]);
-    }
-    if (p->def)
-      npu_buf_printf(out, " | `%s` | %s |\n", p->def[0] ? p->def : "\"\"", p->desc);
-    else
-      npu_buf_printf(out, " | required | %s |\n", p->desc);
-  }
+  struct npu_cfg *cfg = npu_cfg_create();
+  struct arch_system sys;
+  arch_register(cfg, &sys);
+  npu_cfg_write_keys(cfg, out);
+  npu_cfg_destroy(cfg);
   return 0;
 }
 

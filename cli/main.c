@@ -21,6 +21,7 @@ static const struct npu_cmd *const commands[] = {
 #ifdef NPUSIM_HAVE_RUN
     &npu_cmd_run,
     &npu_cmd_validate,
+    &npu_cmd_keys,
 #endif
 #ifdef NPUSIM_HAVE_SWEEP
     &npu_cmd_sweep,

@@ -1133,3 +1133,37 @@ void npu_cfg_free_names(char **names, size_t n)
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
 }
+
+static const char *type_text(const struct npu_param *p)
+{
+  switch (p->type) {
+  case NPU_PT_INT: return "integer";
+  case NPU_PT_REAL: return "number";
+  case NPU_PT_BOOL: return "boolean";
+  case NPU_PT_STRING: return "string";
+  case NPU_PT_ENUM: return "choice";
+  case NPU_PT_FREQUENCY: return "frequency";
+  case NPU_PT_BANDWIDTH: return "bandwidth";
+  case NPU_PT_TIME: return "time";
+  case NPU_PT_SIZE: return "size";
+  case NPU_PT_FLOP_RATE: return "FLOP rate";
+  }
+  return "?";
+}
+
+void npu_cfg_write_keys(const struct npu_cfg *cfg, struct npu_buf *out)
+{
+  npu_buf_puts(out, "| key | type | default | meaning |\n|---|---|---|---|\n");
+  for (size_t i = 0; i < cfg->nentries; i++) {
+    const struct npu_param *p = cfg->entries[i].p;
+    npu_buf_printf(out, "| `%s` | %s", p->name, type_text(p));
+    if (p->type == NPU_PT_ENUM) {
+      npu_buf_puts(out, ":");
+      for (size_t k = 0; p->enums[k]; k++) npu_buf_printf(out, "%s%s", k ? "," : " ", p->enums[k]);
+    }
+    if (p->def)
+      npu_buf_printf(out, " | `%s` | %s |\n", p->def[0] ? p->def : "\"\"", p->desc);
+    else
+      npu_buf_printf(out, " | required | %s |\n", p->desc);
+  }
+}

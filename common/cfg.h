@@ -138,6 +138,13 @@ const struct npu_origin *npu_cfg_origin(const struct npu_cfg *cfg, const char *k
 int npu_cfg_fail(const struct npu_cfg *cfg, struct npu_diag *diag, const char *key,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/*
+ * Write every registered key, in registration order, as a Markdown table: key, type (with the
+ * choices of an enum), default ("required" when none) and meaning. The scenario reference
+ * (docs/SCENARIOS.md) is generated from this.
+ */
+void npu_cfg_write_keys(const struct npu_cfg *cfg, struct npu_buf *out);
+
 /* The parameter called key, or NULL. */
 const struct npu_param *npu_cfg_param(const struct npu_cfg *cfg, const char *key);
 

@@ -643,21 +643,38 @@ static void head_bwd(struct wl_job *j, const struct shape *s)
 
 /* Parameters one rank of `stage` holds: its layers, the embedding on the first stage, the
  * final norm and output projection on the last (TP-sharded; norms replicated). */
-static double stage_params(const struct wl_job *j, int stage)
+void wl_layer_rank_params(const struct wl_job *j, int l, double *dense, double *expert)
+{
+  const struct wl_model *m = &j->model;
+  double all = wl_model_layer_params(m, l) / j->plan.tp, routed = 0;
+  if (wl_model_layer_is_moe(m, l) && j->plan.ep > 1) /* ep 1: experts TP-split and replicated like the rest */
+    routed = (m->act == WL_ACT_SWIGLU ? 3 : 2) * (double)m->hidden * (double)m->moe.ffn * m->moe.experts;
+  *dense = all - routed / j->plan.tp;
+  if (*dense < 0) *dense = 0;
+  *expert = routed / j->plan.ep;
+}
+
+/* One rank's parameters of a pipeline stage: non-expert (returned) and routed experts (*eparams). */
+static double stage_params(const struct wl_job *j, int stage, double *eparams)
 {
   const struct wl_model *m = &j->model;
   const struct wl_plan *p = &j->plan;
-  double per = 0;
-  int chunks = wl_schedule_chunks((enum wl_schedule)p->schedule, p->vpp), mc = p->pp * chunks;
+  double per = 0, ex = 0, emb = (double)m->vocab * m->hidden / p->tp;
+  /* the model's chunks: pp x vpp (DualPipe: pp, each rank holding chunks s and pp - 1 - s) */
+  int chunks = wl_schedule_chunks((enum wl_schedule)p->schedule, p->vpp), mc = p->pp * p->vpp;
   for (int c = 0; c < chunks; c++) {
     int k = wl_schedule_model_chunk((enum wl_schedule)p->schedule, p->pp, p->vpp, stage, c);
     int first = wl_plan_chunk_first_layer(p, m->layers, mc, k), n = wl_plan_chunk_layers(p, m->layers, mc, k);
-    for (int l = first; l < first + n; l++) per += wl_model_layer_params(m, l);
+    for (int l = first; l < first + n; l++) {
+      double d, e;
+      wl_layer_rank_params(j, l, &d, &e);
+      per += d;
+      ex += e;
+    }
+    if (k == 0) per += emb + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden / p->tp : 0);
+    if (k == mc - 1) per += emb + m->hidden / p->tp; /* output projection (a copy when tied) + final norm */
   }
-  per /= p->tp;
-  double emb = (double)m->vocab * m->hidden / p->tp;
-  if (stage == 0) per += emb + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden : 0);
-  if (stage == p->pp - 1) per += emb + m->hidden; /* output projection (a copy when tied) + final norm */
+  *eparams = ex;
   return per;
 }
 
@@ -724,10 +741,14 @@ void wl_expand(struct wl_job *j)
   int pp = j->plan.pp;
   j->optim = npu_xcalloc((size_t)pp, sizeof *j->optim);
   j->stage_params = npu_xcalloc((size_t)pp, sizeof *j->stage_params);
+  j->stage_eparams = npu_xcalloc((size_t)pp, sizeof *j->stage_eparams);
   j->layer_params = wl_model_layer_params(&j->model, 0) / j->plan.tp;
+  double dpcp = (double)j->plan.dp * j->plan.cp, edp = dpcp / j->plan.ep;
   for (int st = 0; st < pp; st++) {
-    j->stage_params[st] = stage_params(j, st);
-    double n = j->stage_params[st] / (j->plan.zero >= 1 ? j->plan.dp * j->plan.cp : 1);
+    j->stage_params[st] = stage_params(j, st, &j->stage_eparams[st]);
+    /* ZeRO >= 1: dense master weights shard over dp x cp, experts over their data-parallel group */
+    double n = j->plan.zero >= 1 ? j->stage_params[st] / dpcp + j->stage_eparams[st] / edp
+                                 : j->stage_params[st] + j->stage_eparams[st];
     j->optim[st].first_item = j->nitems;
     kern(j, WL_CAT_OPTIM, false, "adamw", "n=%.0f grad=fp32 param=%s", ceil(n), s.dt);
     j->optim[st].nitems = 1;

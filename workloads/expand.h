@@ -12,6 +12,11 @@
 /* Build job->items, kernels, colls and the segments' item lists (no costs yet). */
 void wl_expand(struct wl_job *job);
 
+/* One rank's parameters of layer l: the non-expert part (TP-sharded) in *dense, the routed
+ * experts (experts / ep of them, whole) in *expert (0 for a dense layer, and with ep 1, where the
+ * experts are TP-split and replicated over dp x cp like the rest). */
+void wl_layer_rank_params(const struct wl_job *job, int l, double *dense, double *expert);
+
 /*
  * Cost every distinct kernel through the cache (the chip model at job->run.fidelity). Returns
  * 0, or an error with diag naming the kernel (a shape the chip cannot run).

@@ -47,7 +47,7 @@ bool wl_job_is_training(const struct wl_job *job)
   return npu_cfg_section_present(job->cfg, "model");
 }
 
-int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, int nsets, struct npu_diag *diag)
+void wl_job_init(struct wl_job *job, const char *path)
 {
   memset(job, 0, sizeof *job);
   snprintf(job->path, sizeof job->path, "%s", path);
@@ -58,6 +58,11 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
   wl_plan_register(job->cfg, &job->plan);
   wl_routing_register(job->cfg, &job->routing);
   wl_run_register(job->cfg, &job->run);
+}
+
+int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, int nsets, struct npu_diag *diag)
+{
+  wl_job_init(job, path);
   int rc = npu_cfg_load_file(job->cfg, path, diag);
   for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(job->cfg, sets[i], diag);
   if (!rc) rc = npu_cfg_finish(job->cfg, diag);
@@ -104,6 +109,7 @@ void wl_job_release(struct wl_job *job)
   free(job->colls);
   free(job->optim);
   free(job->stage_params);
+  free(job->stage_eparams);
   free(job->experts);
   wl_routing_release(&job->routing);
   if (job->cfg) npu_cfg_destroy(job->cfg);

@@ -135,12 +135,19 @@ struct wl_job {
   struct wl_expert_cost *experts; /* by bucket (see expand.h) */
   int nexperts, cap_experts;
   struct wl_seg *optim;           /* per stage: the optimizer step */
-  double *stage_params;           /* per stage: parameters one rank holds (TP-sharded, before ZeRO) */
+  double *stage_params;           /* per stage: non-expert parameters one rank holds (TP-sharded, before
+                                     ZeRO), replicated over dp x cp */
+  double *stage_eparams;          /* per stage: routed-expert parameters one rank holds (experts / ep),
+                                     replicated over the expert data-parallel group */
   double layer_params;            /* one layer's parameters on one rank (TP-sharded) */
 };
 
 /* Register the "run" section's table (target: struct wl_run), zeroing it first. */
 void wl_run_register(struct npu_cfg *cfg, struct wl_run *run);
+
+/* Set up job's loader with every table of a training scenario (system, model, plan, routing,
+ * run) and nothing loaded; wl_job_load() starts with this. Release with wl_job_release(). */
+void wl_job_init(struct wl_job *job, const char *path);
 
 /*
  * Load and check a scenario: path, then overrides "KEY=VALUE" in order. Returns 0, or

@@ -9,6 +9,7 @@
 
 #include "common/dtype.h"
 #include "common/err.h"
+#include "workloads/schedule.h"
 
 #define OFF(f) offsetof(struct wl_plan, f)
 #define INT(name, field, def, flags, desc) {name, NPU_PT_INT, OFF(field), 0, def, flags, 0, 0, NULL, desc}
@@ -33,9 +34,9 @@ static const struct npu_param params[] = {
     INT("plan.ep", ep, "1", NPU_PF_POSITIVE, "expert-parallel size (MoE; divides dp x cp)"),
     INT("plan.vpp", vpp, "1", NPU_PF_POSITIVE, "model chunks per pipeline rank (interleaved schedule); 1: none"),
     INT("plan.first_stage_layers", first_layers, "0", NPU_PF_NONNEG,
-        "layers of the first pipeline stage (Megatron --decoder-first-pipeline-num-layers); 0: an even split"),
+        "layers of the first pipeline stage, or of its first model chunk with vpp > 1 (Megatron --decoder-first-pipeline-num-layers); 0: an even split"),
     INT("plan.last_stage_layers", last_layers, "0", NPU_PF_NONNEG,
-        "layers of the last pipeline stage (--decoder-last-pipeline-num-layers); 0: an even split"),
+        "layers of the last pipeline stage, or of its last model chunk with vpp > 1 (--decoder-last-pipeline-num-layers); 0: an even split"),
     BOOL("plan.sp", sp, "false", "sequence parallelism: norms and dropout sharded over the TP group"),
     INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
     ENUM("plan.recompute", recompute, "none", recompute_names,
@@ -198,15 +199,18 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
                         m->heads, m->kv_heads);
   if (m->ffn % p->tp || (m->moe.ffn && m->moe.ffn % p->tp))
     return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the MLP size %d", p->tp, m->ffn);
-  if ((p->first_layers || p->last_layers) && (p->vpp > 1 || p->pp < 2))
+  if ((p->first_layers || p->last_layers) && p->pp < 2)
     return npu_cfg_fail(cfg, diag, p->first_layers ? "plan.first_stage_layers" : "plan.last_stage_layers",
-                        "uneven first or last stages need pp >= 2 and no virtual stages");
+                        "uneven first or last stages need pp >= 2");
   if (p->first_layers || p->last_layers) {
-    int rest = m->layers - p->first_layers - p->last_layers, mid = p->pp - (p->first_layers ? 1 : 0) - (p->last_layers ? 1 : 0);
+    /* with virtual stages, the first and last model chunks (on the first and last ranks) */
+    int mc = p->pp * p->vpp;
+    int rest = m->layers - p->first_layers - p->last_layers, mid = mc - (p->first_layers ? 1 : 0) - (p->last_layers ? 1 : 0);
     if (rest <= 0 || (mid ? rest % mid : rest))
       return npu_cfg_fail(cfg, diag, p->first_layers ? "plan.first_stage_layers" : "plan.last_stage_layers",
-                          "%d layers minus the first (%d) and last (%d) stages' do not split evenly over the other %d "
-                          "stages", m->layers, p->first_layers, p->last_layers, mid);
+                          "%d layers minus the first (%d) and last (%d) %s' do not split evenly over the other %d %s",
+                          m->layers, p->first_layers, p->last_layers, p->vpp > 1 ? "chunks" : "stages", mid,
+                          p->vpp > 1 ? "model chunks (pp x vpp)" : "stages");
   } else if (m->layers % (p->pp * p->vpp)) {
     return npu_cfg_fail(cfg, diag, p->vpp > 1 ? "plan.vpp" : "plan.pp",
                         "%d layers do not split into pp %d x vpp %d equal chunks (or set plan.first_stage_layers / "
@@ -235,5 +239,10 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
   } else if (p->ep != 1) {
     return npu_cfg_fail(cfg, diag, "plan.ep", "expert parallelism needs an MoE model (model.moe.experts)");
   }
+  /* the schedule's own shape rules (DualPipe: even pp and micro-batches), located in the file */
+  struct npu_diag sd;
+  npu_diag_clear(&sd);
+  if (wl_schedule_check((enum wl_schedule)p->schedule, p->pp, p->vpp, mb, &sd))
+    return npu_cfg_fail(cfg, diag, sd.key, "%s", sd.msg);
   return 0;
 }

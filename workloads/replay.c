@@ -641,20 +641,14 @@ static void build_slot(struct rp *r, struct rank *rk, const struct wl_slot *sl, 
   int l0 = wl_plan_chunk_first_layer(&j->plan, j->model.layers, r->mchunks, k);
   bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && mb == r->mb - 1 && j->plan.overlap_grad_reduce && !z3;
   double emb = (double)j->model.vocab * j->model.hidden / j->plan.tp, head = emb + j->model.hidden;
-  double mats = j->model.act == WL_ACT_SWIGLU ? 3 : 2;
   int np = n + (first ? 1 : 0) + (last ? 1 : 0);
   for (int q = 0; q < np; q++) {
     int pos = fwd ? q : np - 1 - q; /* position in layer order (the embedding first) */
     bool is_emb = first && pos == 0, is_head = last && pos == np - 1;
     int layer = l0 + pos - (first ? 1 : 0);
     bool is_moe = !is_emb && !is_head && wl_model_layer_is_moe(&j->model, layer);
-    double params = is_emb ? emb : is_head ? head : wl_model_layer_params(&j->model, layer) / j->plan.tp, eparams = 0;
-    if (is_moe) { /* the routed experts: experts / ep of them on this rank, the rest is dense */
-      double routed = mats * j->model.hidden * (double)j->model.moe.ffn * j->model.moe.experts;
-      params -= routed / j->plan.tp;
-      eparams = routed / j->plan.ep;
-      if (params < 0) params = 0;
-    }
+    double params = is_emb ? emb : head, eparams = 0;
+    if (!is_emb && !is_head) wl_layer_rank_params(j, layer, &params, &eparams); /* experts / ep on this rank */
     if (z3) {
       struct step *g = add_step(rk, K_GATHER, WL_CAT_DP);
       g->params = params + eparams * j->plan.ep / (j->plan.dp * j->plan.cp); /* experts: over their own group */
@@ -803,6 +797,10 @@ static void run_steps(struct rp *r, struct rank *rk, double now)
       return;
     }
     case K_A2A: {
+      if (r->E < 2) { /* ep 1: every expert is local, the tokens stay */
+        rk->sk++;
+        break;
+      }
       int h = join_a2a(r, rk, s->layer, s->mb, s->which, now, NULL);
       rk->sk++;
       if (h < 0) return;
@@ -883,6 +881,7 @@ static void advance(struct rp *r, struct rank *rk, double now)
       if (rk->pc == rk->n) {
         if (!j->plan.overlap_grad_reduce && !zero3(r)) {
           post_bucket(r, rk, j->stage_params[rk->s], now);
+          post_ebucket(r, rk, j->stage_eparams[rk->s], now);
         }
         rk->since = now;
         rk->st = ST_WAIT_DP;
@@ -939,6 +938,12 @@ static void advance(struct rp *r, struct rank *rk, double now)
         int h = join_shared(r, rk, key_of(KEY_PGATHER, (uint64_t)rk->s, 0, 0), IC_OP_ALLGATHER,
                             j->stage_params[rk->s] * 2, &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
         wait_later(rk, h);
+        if (r->edp > 1 && j->stage_eparams[rk->s] > 0) { /* experts: over their data-parallel group */
+          h = join_shared(r, rk, key_of(KEY_PGATHER, (uint64_t)rk->s, (uint64_t)rk->e, 1), IC_OP_ALLGATHER,
+                          j->stage_eparams[rk->s] * 2, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp,
+                          1, JOIN_ALL, t, NULL);
+          wait_later(rk, h);
+        }
         rk->since = t;
         rk->st = ST_WAIT_AG;
       } else {

@@ -43,7 +43,7 @@ static int einval(struct npu_diag *diag, const char *key, const char *fmt, ...)
 }
 
 /* The shape checks of schedule.h. */
-static int check_shape(enum wl_schedule kind, int pp, int vpp, int mb, struct npu_diag *diag)
+int wl_schedule_check(enum wl_schedule kind, int pp, int vpp, int mb, struct npu_diag *diag)
 {
   NPU_ASSERT(kind >= 0 && kind < WL_SCHED_COUNT);
   const char *name = wl_schedule_name(kind);
@@ -238,7 +238,7 @@ int wl_schedule_build(enum wl_schedule kind, int pp, int vpp, int mb, int stage,
 {
   *out = NULL;
   *n = 0;
-  int rc = check_shape(kind, pp, vpp, mb, diag);
+  int rc = wl_schedule_check(kind, pp, vpp, mb, diag);
   if (rc) return rc;
   NPU_ASSERT(stage >= 0 && stage < pp);
   struct prog p = {0};
@@ -335,7 +335,7 @@ int wl_schedule_ascii(enum wl_schedule kind, int pp, int vpp, int mb, char **out
                       struct npu_diag *diag)
 {
   *out = NULL;
-  int rc = check_shape(kind, pp, vpp, mb, diag);
+  int rc = wl_schedule_check(kind, pp, vpp, mb, diag);
   if (rc) return rc;
   if (mb > 36)
     return einval(diag, "plan.global_batch", "the timeline draws at most %d micro-batches, got %d", 36, mb);

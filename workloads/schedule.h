@@ -70,6 +70,10 @@ int wl_schedule_build(enum wl_schedule kind, int pp, int vpp, int mb, int stage,
 int wl_schedule_model_chunk(enum wl_schedule kind, int pp, int vpp, int stage, int c);
 
 /* Local chunks per rank: vpp for interleaved, 2 for dualpipe, else 1. */
+/* Whether the schedule can run pp stages with vpp chunks each and mb micro-batches: 0, or
+ * NPU_EINVAL with diag naming the plan key at fault (no file). */
+int wl_schedule_check(enum wl_schedule kind, int pp, int vpp, int mb, struct npu_diag *diag);
+
 int wl_schedule_chunks(enum wl_schedule kind, int vpp);
 
 /*

@@ -140,7 +140,7 @@ Test(cli, scenario_reference_lists_every_key)
 {
   char *doc = ts_read(NPUSIM_SOURCE_DIR "/docs/SCENARIOS.md");
   cr_assert(doc != NULL);
-  struct run_result r = ts_npusim("arch", "keys", NULL);
+  struct run_result r = ts_npusim("keys", NULL);
   cr_assert_eq(r.status, 0);
   int n = 0;
   for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {

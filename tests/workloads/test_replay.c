@@ -130,17 +130,22 @@ Test(replay, more_data_parallel_ranks_keep_the_step_and_raise_throughput)
   cr_expect(a.mfu > 0.05 && a.mfu < 1 && b.mfu > 0.05 && b.mfu < 1, "mfu %g %g", a.mfu, b.mfu);
 }
 
-static void expect_error(const char *const *sets, const char *key)
+static void expect_error_in(const char *file, const char *const *sets, const char *key)
 {
   struct wl_job j;
   struct npu_diag d;
   npu_diag_clear(&d);
-  int rc = wl_job_load(&j, SCN "tiny.cfg", sets, nsets(sets), &d);
+  int rc = wl_job_load(&j, file, sets, nsets(sets), &d);
   char msg[1024];
   npu_diag_format(&d, msg, sizeof msg);
   cr_expect_neq(rc, 0, "no error for %s", sets[0]);
   cr_expect(strstr(msg, key) != NULL, "'%s' does not name %s", msg, key);
   wl_job_release(&j);
+}
+
+static void expect_error(const char *const *sets, const char *key)
+{
+  expect_error_in(SCN "tiny.cfg", sets, key);
 }
 
 Test(replay, bad_plans_name_their_keys)
@@ -226,4 +231,23 @@ Test(replay, context_parallelism_exchanges_keys_and_values)
   double sum = 0;
   for (int i = 0; i < WL_CAT_COUNT; i++) sum += a.cat_s[i];
   cr_expect_float_eq(sum, a.step_time_s, 1e-9 * a.step_time_s);
+}
+
+/* The MoE and long-context plan errors: EP that does not divide the experts or the devices, CP
+ * that does not divide the sequence, DualPipe without an even number of stages or of
+ * micro-batches. */
+Test(replay, bad_moe_and_long_context_plans_name_their_keys)
+{
+  expect_error_in(SCN "tiny_moe.cfg", SETS("plan.ep=3"), "plan.ep");          /* 16 experts */
+  expect_error_in(SCN "tiny_moe.cfg", SETS("plan.ep=16"), "plan.ep");         /* dp x cp = 8 */
+  expect_error_in(SCN "tiny_moe.cfg", SETS("model.moe.experts=12", "plan.ep=8"), "plan.ep");
+  expect_error_in(SCN "tiny_moe.cfg", SETS("plan.cp=2", "model.seq_len=1023"), "plan.cp");
+  expect_error_in(SCN "tiny.cfg", SETS("plan.ep=2"), "plan.ep");              /* a dense model */
+  /* 4 stages, 3 micro-batches per pipeline (global batch 6 over dp 2): odd */
+  expect_error_in(SCN "tiny_moe.cfg", SETS("plan.pp=4", "plan.ep=2", "plan.schedule=\"dualpipe\"", "plan.global_batch=6"),
+                  "even number");
+  expect_error_in(SCN "tiny_moe.cfg", SETS("plan.pp=1", "plan.schedule=\"dualpipe\""), "must be even");
+  /* the located form: file and line of the key at fault */
+  expect_error_in(SCN "tiny_moe.cfg", SETS("plan.pp=4", "plan.ep=2", "plan.micro_batch=2", "plan.schedule=\"dualpipe\""),
+                  "tiny_moe.cfg:17: plan.global_batch");
 }
