@@ -15,8 +15,7 @@
 #include "common/json.h"
 #include "common/units.h"
 #include "interconnect/run.h"
-
-#define STEP_MAX_RANKS 512 /* --fidelity defaults to step up to this many ranks */
+#include "micro/micro.h"
 
 static const char usage[] =
     "usage: npusim collective --op OP --bytes SIZE[:MAX] --arch NAME|FILE\n"
@@ -173,100 +172,6 @@ static int load_arch(struct npu_cfg **cfg, struct arch_system *sys, const char *
   return rc;
 }
 
-/* The CLI's uneven AllToAllV pattern for S bytes on p ranks (see usage). */
-static double *alltoallv_matrix(int p, double bytes)
-{
-  double *m = npu_xcalloc((size_t)p * p, sizeof *m);
-  double c = bytes / p;
-  for (int i = 0; i < p; i++)
-    for (int j = 0; j < p; j++)
-      if (i != j) m[(size_t)i * p + j] = 2 * c * (1 + (i + j) % p) / (p + 1);
-  return m;
-}
-
-static void human(char *buf, size_t n, double v)
-{
-  snprintf(buf, n, "%.2f", v);
-}
-
-static void write_result_json(struct npu_json *j, const struct ic_run *r, int p)
-{
-  double algbw = ic_algbw_bytes_per_s(r->coll.bytes, r->result.time_s);
-  double factor = ic_busbw_factor(r->coll.op, p);
-  npu_json_key(j, "bytes");
-  npu_json_number(j, r->coll.bytes);
-  npu_json_key(j, "time_s");
-  npu_json_number(j, r->result.time_s);
-  npu_json_key(j, "algbw_bytes_per_s");
-  npu_json_number(j, algbw);
-  npu_json_key(j, "busbw_bytes_per_s");
-  npu_json_number(j, algbw * factor);
-  npu_json_key(j, "algorithm");
-  npu_json_string(j, r->result.plan.name);
-  npu_json_key(j, "loops");
-  npu_json_int(j, r->result.plan.loops);
-  npu_json_key(j, "flows");
-  npu_json_int(j, (int64_t)r->result.flows);
-}
-
-static void write_json(struct npu_buf *out, const struct opts *o, const struct ic_run *runs,
-                       int n, const struct ic_comm *comm, const struct ic_plan *plan)
-{
-  struct npu_json j;
-  npu_json_init(&j, out);
-  npu_json_object_begin(&j);
-  npu_json_key(&j, "op");
-  npu_json_string(&j, ic_op_name(runs[0].coll.op));
-  npu_json_key(&j, "arch");
-  npu_json_string(&j, o->arch);
-  npu_json_key(&j, "ranks");
-  npu_json_int(&j, comm->size);
-  npu_json_key(&j, "servers");
-  npu_json_int(&j, plan->servers);
-  npu_json_key(&j, "fidelity");
-  npu_json_string(&j, ic_fidelity_name(runs[0].coll.fidelity));
-  npu_json_key(&j, "busbw_factor");
-  npu_json_number(&j, ic_busbw_factor(runs[0].coll.op, comm->size));
-  if (n == 1) {
-    write_result_json(&j, &runs[0], comm->size);
-  } else {
-    npu_json_key(&j, "results");
-    npu_json_array_begin(&j);
-    for (int i = 0; i < n; i++) {
-      npu_json_object_begin(&j);
-      write_result_json(&j, &runs[i], comm->size);
-      npu_json_object_end(&j);
-    }
-    npu_json_array_end(&j);
-  }
-  npu_json_object_end(&j);
-  npu_json_finish(&j);
-}
-
-static void write_text(struct npu_buf *out, const struct opts *o, const struct ic_run *runs,
-                       int n, const struct ic_comm *comm, const struct ic_plan *plan)
-{
-  enum ic_op op = runs[0].coll.op;
-  char f[64];
-  npu_fmt_double(ic_busbw_factor(op, comm->size), f, sizeof f);
-  npu_buf_printf(out, "# npusim collective: %s, %d rank%s on %d server%s of %s, fidelity %s\n",
-                 ic_op_name(op), comm->size, comm->size == 1 ? "" : "s", plan->servers,
-                 plan->servers == 1 ? "" : "s", o->arch, ic_fidelity_name(runs[0].coll.fidelity));
-  npu_buf_printf(out, "# algbw = size / time; busbw = algbw x %s (nccl-tests convention)\n#\n", f);
-  npu_buf_printf(out, "#%14s %14s %12s %12s %6s  %s\n", "size(B)", "time(us)", "algbw(GB/s)",
-                 "busbw(GB/s)", "loops", "algorithm");
-  for (int i = 0; i < n; i++) {
-    const struct ic_run *r = &runs[i];
-    double algbw = ic_algbw_bytes_per_s(r->coll.bytes, r->result.time_s);
-    char t[32], a[32], b[32];
-    snprintf(t, sizeof t, "%.2f", r->result.time_s * 1e6);
-    human(a, sizeof a, algbw / 1e9);
-    human(b, sizeof b, algbw * ic_busbw_factor(op, comm->size) / 1e9);
-    npu_buf_printf(out, "%15.0f %14s %12s %12s %6d  %s\n", r->coll.bytes, t, a, b,
-                   r->result.plan.loops, r->result.plan.name);
-  }
-}
-
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
 {
   struct opts o = {0};
@@ -275,6 +180,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
   struct ic_sim *sim = NULL;
   struct ic_comm comm = {0};
   struct ic_run *runs = NULL;
+  struct mc_coll_result *res = NULL;
   int *list = NULL, nlist = 0, nruns = 0;
   int rc = parse_args(argc, argv, &o, d);
   if (rc) goto out;
@@ -341,7 +247,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
               : ic_comm_init_range(&comm, 0, nranks, 1, t, "--ranks", d);
   if (rc) goto out;
   if (!o.fidelity)
-    coll.fidelity = comm.size <= STEP_MAX_RANKS ? IC_FIDELITY_STEP : IC_FIDELITY_BULK;
+    coll.fidelity = comm.size <= MC_STEP_MAX_RANKS ? IC_FIDELITY_STEP : IC_FIDELITY_BULK;
 
   for (double s = lo; s <= hi * (1 + 1e-12); s *= 2) nruns++;
   runs = npu_xcalloc((size_t)nruns, sizeof *runs);
@@ -356,16 +262,25 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
   struct ic_plan plan;
   if ((rc = ic_plan_make(&plan, t, &comm, &runs[0].coll, &prm, d))) goto out;
   for (int i = 0; i < nruns && rc == 0; i++) {
-    double *m = coll.op == IC_OP_ALLTOALLV ? alltoallv_matrix(comm.size, runs[i].coll.bytes) : NULL;
+    double *m = coll.op == IC_OP_ALLTOALLV ? mc_alltoallv_matrix(comm.size, runs[i].coll.bytes) : NULL;
     runs[i].coll.matrix = m;
     rc = ic_sim_run(sim, &runs[i], 1, d);
     runs[i].coll.matrix = NULL;
     free(m);
   }
   if (rc) goto out;
-  if (o.json) write_json(out, &o, runs, nruns, &comm, &plan);
-  else write_text(out, &o, runs, nruns, &comm, &plan);
+  res = npu_xcalloc((size_t)nruns, sizeof *res);
+  for (int i = 0; i < nruns; i++) {
+    res[i] = (struct mc_coll_result){.op = runs[i].coll.op, .fidelity = runs[i].coll.fidelity, .ranks = comm.size,
+                                     .servers = plan.servers, .bytes = runs[i].coll.bytes,
+                                     .time_s = runs[i].result.time_s, .loops = runs[i].result.plan.loops,
+                                     .flows = (int64_t)runs[i].result.flows};
+    snprintf(res[i].algorithm, sizeof res[i].algorithm, "%s", runs[i].result.plan.name);
+  }
+  if (o.json) mc_coll_json(o.arch, res, nruns, out);
+  else mc_coll_text(o.arch, res, nruns, out);
 out:
+  free(res);
   free(runs);
   free(list);
   ic_comm_release(&comm);

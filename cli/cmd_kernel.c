@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/units.h"
+#include "micro/micro.h"
 #include "ops/op.h"
 #include "report/chrome.h"
 
@@ -122,148 +123,6 @@ static int list(int argc, char **argv, struct npu_buf *out, struct npu_diag *dia
   return 0;
 }
 
-struct ratio {
-  const char *name;
-  double v;
-};
-
-static void ratios(const struct core_result *r, struct ratio out[9])
-{
-  struct ratio x[9] = {{"aic_mac_ratio", r->aic_mac_ratio},       {"aic_mte1_ratio", r->aic_mte1_ratio},
-                       {"aic_mte2_ratio", r->aic_mte2_ratio},     {"aic_fixpipe_ratio", r->aic_fixpipe_ratio},
-                       {"aic_scalar_ratio", r->aic_scalar_ratio}, {"aiv_vec_ratio", r->aiv_vec_ratio},
-                       {"aiv_mte2_ratio", r->aiv_mte2_ratio},     {"aiv_mte3_ratio", r->aiv_mte3_ratio},
-                       {"aiv_scalar_ratio", r->aiv_scalar_ratio}};
-  memcpy(out, x, sizeof x);
-}
-
-static void human(char *buf, size_t n, double v, const char *unit)
-{
-  static const char *prefix[] = {"", "k", "M", "G", "T", "P", "E"};
-  int p = 0;
-  while (v >= 1000 && p < 6) {
-    v /= 1000;
-    p++;
-  }
-  snprintf(buf, n, "%.4g %s%s", v, prefix[p], unit);
-}
-
-static void write_text(const struct op_desc *d, const char *args, const struct arch_system *sys,
-                       const char *fid, const struct op_result *r, struct npu_buf *o)
-{
-  const struct core_result *t = &r->total;
-  char a[64], b[64];
-  npu_buf_printf(o, "%s %s on %s (%s fidelity)\n", d->name, args, sys->chip.name, fid);
-  human(a, sizeof a, t->time_s * 1e6, "us");
-  human(b, sizeof b, t->launch_s * 1e6, "us");
-  npu_buf_printf(o, "  time              %s (launch overhead %s, %d kernel%s)\n", a, b, r->nkernels,
-                 r->nkernels == 1 ? "" : "s");
-  human(a, sizeof a, r->achieved_flops_per_s, "FLOP/s");
-  human(b, sizeof b, r->flops, "FLOP");
-  npu_buf_printf(o, "  achieved          %s (%s)\n", a, b);
-  human(a, sizeof a, r->gm_bytes_per_s, "B/s");
-  human(b, sizeof b, t->hbm_bw_bytes_per_s, "B/s");
-  npu_buf_printf(o, "  GM traffic        %s (HBM %s, L2 hits %.1f%%)\n", a, b,
-                 t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
-  npu_buf_printf(o, "  cores             %d/%d cube, %d/%d vector\n", t->aic_used, t->aic_total,
-                 t->aiv_used, t->aiv_total);
-  struct ratio x[9];
-  ratios(t, x);
-  npu_buf_puts(o, "  pipes            ");
-  for (int i = 0; i < 9; i++)
-    if (x[i].v > 0) npu_buf_printf(o, " %s %.3f", x[i].name, x[i].v);
-  npu_buf_printf(o, "\n  bottleneck        %s\n", t->bottleneck);
-  if (r->checked)
-    npu_buf_printf(o, "  functional check  %s: %s\n", r->passed ? "passed" : "FAILED", r->check_summary);
-}
-
-static void write_json(const struct op_desc *d, const char *args, const struct arch_system *sys,
-                       const char *fid, uint64_t seed, const struct op_result *r, struct npu_buf *o)
-{
-  const struct core_result *t = &r->total;
-  struct npu_json j;
-  npu_json_init(&j, o);
-  npu_json_object_begin(&j);
-  npu_json_key(&j, "op");
-  npu_json_string(&j, d->name);
-  npu_json_key(&j, "args");
-  npu_json_string(&j, args);
-  npu_json_key(&j, "arch");
-  npu_json_string(&j, sys->chip.name);
-  npu_json_key(&j, "fidelity");
-  npu_json_string(&j, fid);
-  npu_json_key(&j, "seed");
-  npu_json_int(&j, (int64_t)seed);
-  npu_json_key(&j, "time_s");
-  npu_json_number(&j, t->time_s);
-  npu_json_key(&j, "launch_s");
-  npu_json_number(&j, t->launch_s);
-  npu_json_key(&j, "flops");
-  npu_json_number(&j, r->flops);
-  npu_json_key(&j, "achieved_flops_per_s");
-  npu_json_number(&j, r->achieved_flops_per_s);
-  npu_json_key(&j, "gm_bytes_per_s");
-  npu_json_number(&j, r->gm_bytes_per_s);
-  npu_json_key(&j, "hbm_bw_bytes_per_s");
-  npu_json_number(&j, t->hbm_bw_bytes_per_s);
-  npu_json_key(&j, "gm_read_bytes");
-  npu_json_int(&j, (int64_t)t->gm_read_bytes);
-  npu_json_key(&j, "gm_write_bytes");
-  npu_json_int(&j, (int64_t)t->gm_write_bytes);
-  npu_json_key(&j, "l2_hit_bytes");
-  npu_json_int(&j, (int64_t)t->l2_hit_bytes);
-  npu_json_key(&j, "bottleneck");
-  npu_json_string(&j, t->bottleneck);
-  npu_json_key(&j, "pipes");
-  npu_json_object_begin(&j);
-  struct ratio x[9];
-  ratios(t, x);
-  for (int i = 0; i < 9; i++) {
-    npu_json_key(&j, x[i].name);
-    npu_json_number(&j, x[i].v);
-  }
-  npu_json_object_end(&j);
-  npu_json_key(&j, "cores");
-  npu_json_object_begin(&j);
-  npu_json_key(&j, "aic_used");
-  npu_json_int(&j, t->aic_used);
-  npu_json_key(&j, "aic_total");
-  npu_json_int(&j, t->aic_total);
-  npu_json_key(&j, "aiv_used");
-  npu_json_int(&j, t->aiv_used);
-  npu_json_key(&j, "aiv_total");
-  npu_json_int(&j, t->aiv_total);
-  npu_json_object_end(&j);
-  npu_json_key(&j, "instructions");
-  npu_json_int(&j, (int64_t)t->instructions);
-  npu_json_key(&j, "bank_conflict_cycles");
-  npu_json_int(&j, (int64_t)t->bank_conflict_cycles);
-  npu_json_key(&j, "kernels");
-  npu_json_array_begin(&j);
-  for (int i = 0; i < r->nkernels; i++) {
-    npu_json_object_begin(&j);
-    npu_json_key(&j, "time_s");
-    npu_json_number(&j, r->kernel[i].time_s);
-    npu_json_key(&j, "bottleneck");
-    npu_json_string(&j, r->kernel[i].bottleneck);
-    npu_json_object_end(&j);
-  }
-  npu_json_array_end(&j);
-  if (r->checked) {
-    npu_json_key(&j, "check");
-    npu_json_object_begin(&j);
-    npu_json_key(&j, "passed");
-    npu_json_bool(&j, r->passed);
-    npu_json_key(&j, "max_error_of_tolerance");
-    npu_json_number(&j, r->max_err);
-    npu_json_key(&j, "summary");
-    npu_json_string(&j, r->check_summary);
-    npu_json_object_end(&j);
-  }
-  npu_json_object_end(&j);
-  npu_json_finish(&j);
-}
-
 static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   const struct op_desc *d = op_find(argv[1]);
@@ -355,8 +214,8 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
         npu_buf_release(&tb);
       }
       if (rc == 0) {
-        if (json) write_json(d, text, &sys, fid, opts.seed, &res, out);
-        else write_text(d, text, &sys, fid, &res, out);
+        if (json) mc_kernel_json(d, text, &sys, fid, opts.seed, &res, out);
+        else mc_kernel_text(d, text, &sys, fid, &res, out);
         if (res.checked && !res.passed) {
           npu_diag_set(diag, NULL, 0, d->name, "functional check failed: %s", res.check_summary);
           rc = NPU_EINTERNAL;

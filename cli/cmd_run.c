@@ -19,6 +19,12 @@
 #include "workloads/job.h"
 #include "workloads/replay.h"
 #include "workloads/summary.h"
+#ifdef NPUSIM_HAVE_RL
+#include "rl/rl.h"
+#endif
+#ifdef NPUSIM_HAVE_MICRO
+#include "cli/run_micro.h"
+#endif
 
 static const char usage[] =
     "usage: npusim run SCENARIO.cfg [-o DIR] [--trace] [--set KEY=VALUE]...\n"
@@ -26,6 +32,10 @@ static const char usage[] =
     "Simulate one training step of a scenario: the system (chip, node, cluster), the model\n"
     "and the parallel plan. Prints step time, tokens/s, MFU and HFU (with the formula and the\n"
     "peak), the bottleneck, memory per device and the time breakdown per pipeline stage.\n"
+    "A scenario with an rl section simulates one RL iteration instead (docs/RL.md): time per\n"
+    "phase and pool, utilisation, straggler idle time, tokens/s, MFU per phase, the bottleneck.\n"
+    "A scenario with a kernel or a collective section runs that one kernel on the chip or that\n"
+    "collective on the cluster, and prints what 'npusim kernel' or 'npusim collective' prints.\n"
     "\n"
     "  -o DIR       also write DIR/summary.json and DIR/summary.csv\n"
     "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream)\n"
@@ -70,6 +80,38 @@ static int write_outputs(const char *dir, const struct wl_job *job, const struct
   return rc;
 }
 
+#ifdef NPUSIM_HAVE_RL
+/* An RL scenario (an rl section): one iteration, its phases per pool (rl/, docs/RL.md). */
+static int run_rl(const char *path, const char *dir, bool want_trace, const struct cli_sets *sets, struct npu_buf *out,
+                  struct npu_diag *diag)
+{
+  struct rl_job job;
+  struct rl_result res;
+  struct npu_trace trace = {0};
+  int rc = rl_job_load(&job, path, (const char *const *)sets->items, sets->n, diag);
+  if (!rc) rc = rl_run(&job, want_trace ? &trace : NULL, &res, diag);
+  struct npu_buf js = {0}, csv = {0}, tr = {0};
+  if (!rc && dir) {
+    rl_summary_json(&job, &res, &js);
+    rl_summary_csv_header(&csv);
+    rl_summary_csv_row(&job, &res, &csv);
+    if (want_trace) rpt_chrome_write(&trace, &tr);
+    rc = ensure_dir(dir, diag);
+    char p[4096];
+    if (!rc) rc = (snprintf(p, sizeof p, "%s/summary.json", dir), cli_write_file(p, &js, "-o", diag));
+    if (!rc) rc = (snprintf(p, sizeof p, "%s/summary.csv", dir), cli_write_file(p, &csv, "-o", diag));
+    if (!rc && want_trace) rc = (snprintf(p, sizeof p, "%s/trace.json", dir), cli_write_file(p, &tr, "--trace", diag));
+  }
+  if (!rc) rl_summary_text(&job, &res, out);
+  npu_buf_release(&js);
+  npu_buf_release(&csv);
+  npu_buf_release(&tr);
+  npu_trace_release(&trace);
+  rl_job_release(&job);
+  return rc;
+}
+#endif
+
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
 #ifdef NPUSIM_HAVE_SWEEP
@@ -98,6 +140,21 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (!rc && !path) rc = npu_diag_set(diag, "command line", 0, NULL, "run needs a scenario file");
   if (!rc && want_trace && !dir)
     rc = npu_diag_set(diag, "command line", 0, "--trace", "the trace is written into the -o directory");
+#ifdef NPUSIM_HAVE_RL
+  if (!rc && rl_file_is_rl(path, (const char *const *)sets.items, sets.n)) {
+    rc = run_rl(path, dir, want_trace, &sets, out, diag);
+    free(sets.items);
+    return rc;
+  }
+#endif
+#ifdef NPUSIM_HAVE_MICRO
+  enum mc_kind mk = rc ? MC_KIND_NONE : mc_file_kind(path, (const char *const *)sets.items, sets.n);
+  if (mk != MC_KIND_NONE) { /* a kernel or collective scenario (micro/) */
+    rc = cli_run_micro(mk, path, dir, want_trace, &sets, out, diag);
+    free(sets.items);
+    return rc;
+  }
+#endif
   struct wl_job job;
   memset(&job, 0, sizeof job);
   if (!rc) rc = wl_job_load(&job, path, (const char *const *)sets.items, sets.n, diag);

@@ -182,7 +182,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       npu_buf_printf(out, "%d", i);
       for (int c = 0; c < spec.ncolumns; c++) {
         npu_buf_puts(out, ",");
-        sw_csv_field(out, spec.points[i].cells[c]);
+        npu_csv_field(out, spec.points[i].cells[c]);
       }
       npu_buf_puts(out, "\n");
     }

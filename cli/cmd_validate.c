@@ -17,11 +17,14 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "workloads/isolate.h"
+#ifdef NPUSIM_HAVE_RL
+#include "rl/rl.h"
+#endif
 
-enum metric { M_STEP, M_MFU, M_TOKENS_DEV, M_MEM_STATIC, M_MEM_ACT, M_BUBBLE };
+enum metric { M_STEP, M_MFU, M_TOKENS_DEV, M_MEM_STATIC, M_MEM_ACT, M_BUBBLE, M_RL_ITER };
 static const char *const metric_names[] = {"step_time_s", "mfu", "tokens_per_s_per_device",
                                            "memory_weights_optimizer_bytes", "memory_activations_bytes",
-                                           "bubble_fraction"};
+                                           "bubble_fraction", "iteration_time_s"};
 
 struct vcase {
   const char *name;
@@ -38,6 +41,7 @@ struct vcase {
 #define FULL {"plan.sp=false", "plan.recompute=full", NULL}
 #define NOREC {"plan.sp=false", "plan.recompute=none", NULL}
 #define GIB (1024.0 * 1024.0 * 1024.0)
+#define NEMO5 "NeMo-RL docs/about/performance-summary.md, v0.5 (commit 9dbd9ad)"
 #define MIXTRAL_CP4 {"plan.pp=1", "plan.cp=4", "plan.global_batch=32", NULL}
 #define PANGU "Yin et al. 2025 (arXiv 2504.07866), sec. 4.2: pipeline bubble ratio"
 /* 48 model chunks: 1 layer with the embedding, 1 with the head, 2 in each of the other 46 */
@@ -84,6 +88,12 @@ static const struct vcase cases[] = {
     {"pangu-ultra-135b 8192 910b vpp6", "pangu_ultra_135b.cfg", PANGU_VPP6, M_BUBBLE, 0.068, PANGU},
     {"pangu-ultra-135b 8192 910b vpp6", "pangu_ultra_135b.cfg", PANGU_VPP6, M_MFU, 0.52,
      "Yin et al. 2025 (arXiv 2504.07866), sec. 4.2: MFU over 52% after its optimisations"},
+    {"grpo llama3.1-8b 16 h100 colocated", "rl_nemo_llama8b_colocated.cfg", {NULL}, M_RL_ITER, 92.8, NEMO5},
+    {"grpo llama3.1-8b 8+8 h100 async", "rl_nemo_llama8b_async.cfg", {NULL}, M_RL_ITER, 64.8, NEMO5},
+    {"grpo llama3.1-8b 8+8 h100 async pp2 (v0.4)", "rl_nemo_v04_llama8b_async_pp2.cfg", {NULL}, M_RL_ITER, 74.6,
+     "NeMo-RL docs/about/performance-summary.md, v0.4 (commit cff17f8)"},
+    {"grpo qwen3-30b-a3b 32 h100 colocated", "rl_nemo_qwen3_30b_a3b_colocated.cfg", {NULL}, M_RL_ITER, 198, NEMO5},
+    {"grpo qwen3-30b-a3b 16+16 h100 async", "rl_nemo_qwen3_30b_a3b_async.cfg", {NULL}, M_RL_ITER, 154, NEMO5},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -107,6 +117,7 @@ static double metric_of(const struct wl_outcome *o, enum metric m)
   case M_MEM_STATIC: return o->memory_weights_optimizer_bytes;
   case M_MEM_ACT: return o->memory_activations_bytes;
   case M_BUBBLE: return o->bubble_fraction;
+  case M_RL_ITER: return o->step_time_s; /* run_case() puts the iteration time there */
   }
   return NAN;
 }
@@ -115,8 +126,28 @@ static void fmt_value(char *buf, size_t n, enum metric m, double v)
 {
   if (m == M_MEM_STATIC || m == M_MEM_ACT) snprintf(buf, n, "%.2f GiB", v / GIB);
   else if (m == M_MFU || m == M_BUBBLE) snprintf(buf, n, "%.1f%%", 100 * v);
-  else if (m == M_STEP) snprintf(buf, n, "%.3g s", v);
+  else if (m == M_STEP || m == M_RL_ITER) snprintf(buf, n, "%.3g s", v);
   else snprintf(buf, n, "%.0f", v);
+}
+
+/* One case: a training step in a child process, or an RL iteration (rl_run forks its own
+ * children: this process never starts SimGrid). */
+static int run_case(const char *path, const struct vcase *v, int ns, struct wl_outcome *o, struct npu_diag *diag)
+{
+  if (v->metric != M_RL_ITER) return wl_run_isolated(path, v->sets, ns, o, diag);
+  memset(o, 0, sizeof *o);
+#ifdef NPUSIM_HAVE_RL
+  struct rl_job job;
+  struct rl_result res;
+  int rc = rl_job_load(&job, path, v->sets, ns, diag);
+  if (!rc) rc = rl_run(&job, NULL, &res, diag);
+  rl_job_release(&job);
+  if (rc) return rc;
+  o->step_time_s = res.iteration_s;
+  return 0;
+#else
+  return npu_diag_set(diag, path, 0, NULL, "this build has no RL simulation (rl/)"), NPU_EINVAL;
+#endif
 }
 
 static bool same_run(const struct vcase *a, const struct vcase *b)
@@ -160,7 +191,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     while (ns < 6 && v->sets[ns]) ns++;
     /* cases of the same scenario and overrides (other metrics) share one run */
     if (!last || !same_run(last, v)) {
-      int rc = wl_run_isolated(path, v->sets, ns, &o, diag);
+      int rc = run_case(path, v, ns, &o, diag);
       if (rc) return rc;
       if (o.status) return npu_diag_set(diag, path, 0, NULL, "%s", o.message);
       last = v;

@@ -903,7 +903,7 @@ int npu_cfg_finish(struct npu_cfg *cfg, struct npu_diag *diag)
   for (size_t i = 0; i < cfg->nentries; i++) {
     const struct entry *e = &cfg->entries[i];
     const struct section *s = &cfg->sections[e->section];
-    if (!s->present || e->origin.kind != NPU_ORIGIN_UNSET) continue;
+    if (!s->present || e->origin.kind != NPU_ORIGIN_UNSET || (e->p->flags & NPU_PF_OPTIONAL)) continue;
     if (s->origin.kind == NPU_ORIGIN_FILE)
       return npu_diag_set(diag, s->origin.file, s->origin.line, e->p->name,
                           "missing required key in section '%s' (%s)", s->s->name, e->p->desc);
@@ -1008,7 +1008,7 @@ void npu_cfg_write_config(const struct npu_cfg *cfg, struct npu_buf *out)
   int open = 0;
   for (size_t i = 0; i < cfg->nentries; i++) {
     const struct entry *e = &cfg->entries[i];
-    if (!cfg->sections[e->section].present) continue;
+    if (!cfg->sections[e->section].present || e->origin.kind == NPU_ORIGIN_UNSET) continue;
     const char *name = e->p->name;
     size_t glen = group_len(name);
     int keep = common_depth(prev, prevlen, name, glen);
@@ -1063,7 +1063,7 @@ void npu_cfg_write_json(const struct npu_cfg *cfg, const char *section, struct n
   for (size_t i = 0; i < cfg->nentries; i++) {
     const struct entry *e = &cfg->entries[i];
     const char *name = e->p->name;
-    if (strncmp(name, section, slen) != 0 || name[slen] != '.') continue;
+    if (strncmp(name, section, slen) != 0 || name[slen] != '.' || e->origin.kind == NPU_ORIGIN_UNSET) continue;
     size_t glen = group_len(name);
     int keep = common_depth(prev, prevlen, name, glen);
     if (keep < base) keep = base;
@@ -1163,6 +1163,8 @@ void npu_cfg_write_keys(const struct npu_cfg *cfg, struct npu_buf *out)
     }
     if (p->def)
       npu_buf_printf(out, " | `%s` | %s |\n", p->def[0] ? p->def : "\"\"", p->desc);
+    else if (p->flags & NPU_PF_OPTIONAL)
+      npu_buf_printf(out, " | unset | %s |\n", p->desc);
     else
       npu_buf_printf(out, " | required | %s |\n", p->desc);
   }

@@ -47,6 +47,8 @@ enum npu_ptype {
 #define NPU_PF_POSITIVE 0x1u /* value must be > 0 */
 #define NPU_PF_NONNEG 0x2u   /* value must be >= 0 */
 #define NPU_PF_FRACTION 0x4u /* value must be in (0, 1] */
+#define NPU_PF_OPTIONAL 0x8u /* no default (def NULL) yet not required: the key may stay unset, which
+                                npu_cfg_origin reports as NPU_ORIGIN_UNSET; the writers skip it */
 
 struct npu_param {
   const char *name;          /* dotted key from the root: "chip.hbm.bandwidth" */

@@ -101,3 +101,18 @@ int npu_strlcpy(char *dst, const char *src, size_t n)
   }
   return 0;
 }
+
+void npu_csv_field(struct npu_buf *out, const char *s)
+{
+  if (!strpbrk(s, ",\"\n\r")) {
+    npu_buf_puts(out, s);
+    return;
+  }
+  npu_buf_puts(out, "\"");
+  for (; *s; s++) {
+    if (*s == '"') npu_buf_puts(out, "\"\"");
+    else if (*s == '\n' || *s == '\r') npu_buf_puts(out, " ");
+    else npu_buf_printf(out, "%c", *s);
+  }
+  npu_buf_puts(out, "\"");
+}

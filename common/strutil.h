@@ -29,6 +29,9 @@ struct npu_buf {
 void npu_buf_printf(struct npu_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void npu_buf_vprintf(struct npu_buf *b, const char *fmt, va_list ap);
 void npu_buf_puts(struct npu_buf *b, const char *s);
+/* Append s as one CSV field: as is, or quoted (quotes doubled) when it holds a comma, a quote or
+ * a line break; line breaks become spaces, so a row stays on one line. */
+void npu_csv_field(struct npu_buf *b, const char *s);
 void npu_buf_release(struct npu_buf *b);
 /* The contents, "" when empty; valid until the next change. */
 const char *npu_buf_str(const struct npu_buf *b);

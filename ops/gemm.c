@@ -60,7 +60,7 @@
 #include "ops/ops_int.h"
 #include "ops/vecutil.h"
 
-#define MAX_UNITS 128
+#define MAX_UNITS 256 /* cores of the largest preset (H100/H800: 132 SMs), rounded up */
 #define MX_SF 8 /* mx: K steps whose scales of A one L1 load brings */
 
 static const char *const outs[] = {"auto", "fp16", "bf16", "fp32", "int32", NULL};

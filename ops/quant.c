@@ -130,7 +130,8 @@ static uint64_t layout(struct quant *p, uint32_t E, int slots, bool place)
   if (T >= 0) vx_lay_pass(&l, T, Wx, VX_NOBUF, 0.5); /* first fold */
   vx_lay_pass(&l, Wx, Fx, BC, 1);                    /* x * multiplier */
   uint64_t vb = ops_roundup((uint64_t)nb * 4, VX_REP_BYTES) + VX_REP_BYTES;
-  uint64_t small = 7 * vb + 2 * ops_roundup(nb / 8 + 32, 32) + 4 * VX_REP_BYTES + 32ull * VX_MAX_UNITS + 1024;
+  int units = vx_cores(p->chip) < VX_MAX_UNITS ? vx_cores(p->chip) : VX_MAX_UNITS; /* a partial amax per unit */
+  uint64_t small = 7 * vb + 2 * ops_roundup(nb / 8 + 32, 32) + 4 * VX_REP_BYTES + 32ull * (uint64_t)units + 1024;
   if (!place) return base + vx_lay_bound(&l) + small;
   vx_lay_solve(&l, p->chip, base, vx_ub_bytes(p->chip) - small);
   for (int s = 0; s < slots; s++) p->slot[s] = l.slot[s];
@@ -153,7 +154,7 @@ static uint64_t layout(struct quant *p, uint32_t E, int slots, bool place)
   p->NANC = vx_take(&u, 32);
   p->RUN = vx_take(&u, VX_REP_BYTES);
   p->T64 = vx_take(&u, VX_REP_BYTES);
-  p->WS = vx_take(&u, 32ull * VX_MAX_UNITS);
+  p->WS = vx_take(&u, 32ull * (uint64_t)units);
   NPU_ASSERT(u.off <= vx_ub_bytes(p->chip));
   return u.off;
 }

@@ -40,7 +40,7 @@
 #include "memory/ub.h"
 #include "ops/ops_int.h"
 
-#define VX_MAX_UNITS 128  /* vector cores of the largest preset, rounded up */
+#define VX_MAX_UNITS 256  /* vector cores of the largest preset, rounded up */
 #define VX_REP 64u        /* fp32 elements per repeat */
 #define VX_REP_BYTES 256u /* bytes per repeat */
 #define VX_NOADDR UINT64_MAX /* "no buffer" for optional UB scratch arguments */

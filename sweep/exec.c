@@ -45,21 +45,6 @@ static uint32_t crc32(const char *s, size_t n)
 
 /* ------------------------------------------------------------ CSV */
 
-void sw_csv_field(struct npu_buf *out, const char *s)
-{
-  if (!strpbrk(s, ",\"\n\r")) {
-    npu_buf_puts(out, s);
-    return;
-  }
-  npu_buf_puts(out, "\"");
-  for (; *s; s++) {
-    if (*s == '"') npu_buf_puts(out, "\"\"");
-    else if (*s == '\n' || *s == '\r') npu_buf_puts(out, " ");
-    else npu_buf_printf(out, "%c", *s);
-  }
-  npu_buf_puts(out, "\"");
-}
-
 int sw_csv_split(const char *line, char ***fields)
 {
   int n = 0, cap = 16;

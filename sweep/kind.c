@@ -1,5 +1,8 @@
 /*
- * kind.c - the per-kind runners of sweep points; see kind.h. Training is the one kind today.
+ * kind.c - the per-kind runners of sweep points; see kind.h. Two kinds: RL iterations (a
+ * scenario with an rl section, rl/) and training steps (a model section). RL comes first: an RL
+ * scenario has a model section too, and the training loader does not know the rl keys. Kernel
+ * and collective scenarios are kinds of kind_micro.c, detected before these.
  */
 #include "sweep/kind.h"
 
@@ -12,6 +15,12 @@
 #include "workloads/job.h"
 #include "workloads/replay.h"
 #include "workloads/summary.h"
+#ifdef NPUSIM_HAVE_RL
+#include "rl/rl.h"
+#endif
+#ifdef NPUSIM_HAVE_MICRO
+#include "sweep/kind_micro.h" /* kernel and collective scenarios */
+#endif
 
 /* The unit suffix of a parameter's column, and the kind for parsing its formatted value. */
 static const char *unit_suffix(enum npu_ptype t, int *kind)
@@ -34,6 +43,10 @@ struct sw_probe {
   struct wl_model model;
   struct wl_plan plan;
   struct wl_run run;
+  struct wl_routing_cfg routing;
+#ifdef NPUSIM_HAVE_RL
+  struct rl_spec rl;    /* RL probes only */
+#endif
   int finished; /* 0 not yet, 1 ok, -1 failed (diag kept) */
   struct npu_diag fdiag;
 };
@@ -47,6 +60,7 @@ static struct sw_probe *train_probe_open(const char *scenario, const char *const
   arch_register(p->cfg, &p->sys);
   wl_model_register(p->cfg, &p->model);
   wl_plan_register(p->cfg, &p->plan);
+  wl_routing_register(p->cfg, &p->routing);
   wl_run_register(p->cfg, &p->run);
   int rc = npu_cfg_load_file(p->cfg, scenario, diag);
   for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(p->cfg, sets[i], diag);
@@ -174,7 +188,82 @@ static int train_run(const char *scenario, const char *display, const char *cons
   return rc;
 }
 
+/* ------------------------------------------------------------------ rl */
+
+#ifdef NPUSIM_HAVE_RL
+static struct sw_probe *rl_probe_open(const char *scenario, const char *const *sets, int nsets, struct npu_diag *diag)
+{
+  struct sw_probe *p = npu_xcalloc(1, sizeof *p);
+  p->cfg = npu_cfg_create();
+  npu_cfg_set_display_root(p->cfg, arch_source_root());
+  arch_register(p->cfg, &p->sys);
+  wl_model_register(p->cfg, &p->model);
+  wl_plan_register(p->cfg, &p->plan);
+  wl_routing_register(p->cfg, &p->routing);
+  wl_run_register(p->cfg, &p->run);
+  rl_spec_register(p->cfg, &p->rl);
+  /* as rl_job_load: the global batch is derived in an RL iteration */
+  int rc = npu_cfg_set(p->cfg, "plan.global_batch=1", diag);
+  if (!rc) rc = npu_cfg_load_file(p->cfg, scenario, diag);
+  for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(p->cfg, sets[i], diag);
+  if (rc) {
+    npu_cfg_destroy(p->cfg);
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static bool rl_detect(struct sw_probe *p)
+{
+  return npu_cfg_section_present(p->cfg, "rl");
+}
+
+static void rl_header(struct npu_buf *out)
+{
+  struct npu_buf b = {0};
+  rl_summary_csv_header(&b);
+  const char *s = npu_buf_str(&b);
+  npu_buf_printf(out, "%.*s", (int)strcspn(s, "\n"), s);
+  npu_buf_release(&b);
+}
+
+static int rl_kind_run(const char *scenario, const char *display, const char *const *sets, int nsets,
+                       struct npu_buf *row, struct npu_diag *diag)
+{
+  struct rl_job job;
+  struct rl_result res;
+  int rc = rl_job_load(&job, scenario, sets, nsets, diag);
+  if (!rc) rc = rl_run(&job, NULL, &res, diag);
+  if (!rc) {
+    if (display) snprintf(job.path, sizeof job.path, "%s", display);
+    struct npu_buf b = {0};
+    rl_summary_csv_row(&job, &res, &b);
+    const char *s = npu_buf_str(&b);
+    npu_buf_printf(row, "%.*s", (int)strcspn(s, "\n"), s);
+    npu_buf_release(&b);
+  }
+  rl_job_release(&job);
+  return rc;
+}
+#endif
+
 static const struct sw_kind kinds[] = {
+#ifdef NPUSIM_HAVE_RL
+    {
+        .name = "rl",
+        .desc = "one RL iteration (npusim run on a scenario with an rl section): time per phase, utilisation, "
+                "tokens/s",
+        .detect = rl_detect,
+        .header = rl_header,
+        .run = rl_kind_run,
+        .probe_open = rl_probe_open,
+        .probe_set = train_probe_set,
+        .probe_value = train_probe_value,
+        .probe_has_key = train_has_key,
+        .probe_close = train_probe_close,
+    },
+#endif
     {
         .name = "training",
         .desc = "one training step (npusim run): step time, MFU, memory, breakdown",
@@ -194,16 +283,33 @@ const struct sw_kind *sw_kind_find(const char *name)
 {
   for (size_t i = 0; i < NKINDS; i++)
     if (!strcmp(kinds[i].name, name)) return &kinds[i];
+#ifdef NPUSIM_HAVE_MICRO
+  return sw__micro_kind_find(name);
+#else
   return NULL;
+#endif
 }
 
 const char *sw_kind_names(void)
 {
+#if defined NPUSIM_HAVE_RL && defined NPUSIM_HAVE_MICRO
+  return "rl, training, kernel, collective";
+#elif defined NPUSIM_HAVE_RL
+  return "rl, training";
+#elif defined NPUSIM_HAVE_MICRO
+  return "training, kernel, collective";
+#else
   return "training";
+#endif
 }
 
 const struct sw_kind *sw_kind_detect(const char *scenario, const char *const *sets, int nsets, struct npu_diag *diag)
 {
+#ifdef NPUSIM_HAVE_MICRO
+  /* a kernel or collective section: the other kinds' loaders do not know these keys */
+  const struct sw_kind *mk = sw__micro_kind_detect(scenario, sets, nsets);
+  if (mk) return mk;
+#endif
   for (size_t i = 0; i < NKINDS; i++) {
     struct sw_probe *p = kinds[i].probe_open(scenario, sets, nsets, diag);
     if (!p) return NULL;
@@ -212,7 +318,8 @@ const struct sw_kind *sw_kind_detect(const char *scenario, const char *const *se
     if (yes) return &kinds[i];
   }
   npu_diag_set(diag, scenario, 0, NULL,
-               "the scenario is of no kind a sweep can run (kinds: %s; a training scenario has a model section)",
+               "the scenario is of no kind a sweep can run (kinds: %s; a training scenario has a model section, an RL "
+               "scenario an rl section, a kernel or collective scenario a kernel or collective section)",
                sw_kind_names());
   return NULL;
 }

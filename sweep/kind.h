@@ -5,8 +5,8 @@
  * kind of scenario supplies a runner: the metric columns it reports, how to run one point (in a
  * child process, which may start its own SimGrid engine) and a *probe* that loads the scenario
  * without running it, so the sweep can check its keys and values before anything runs and
- * read values for expressions. Training (`npusim run` scenarios) is the one kind today; kernel
- * and collective scenarios, and RL, plug in by adding an entry to the table in kind.c.
+ * read values for expressions. The kinds: training and RL (kind.c), kernel and collective
+ * scenarios (kind_micro.c).
  */
 #ifndef NPUSIM_SWEEP_KIND_H
 #define NPUSIM_SWEEP_KIND_H

@@ -227,7 +227,7 @@ static void finish(struct sw_pool *p, struct slot *sl, int wstatus, sw_done_fn d
   npu_buf_printf(&row, "%d", sl->index);
   for (int c = 0; c < s->ncolumns; c++) {
     npu_buf_puts(&row, ",");
-    sw_csv_field(&row, s->points[sl->index].cells[c]);
+    npu_csv_field(&row, s->points[sl->index].cells[c]);
   }
   const char *rec = sl->rec.data;
   struct rec_hdr h;
@@ -266,7 +266,7 @@ static void finish(struct sw_pool *p, struct slot *sl, int wstatus, sw_done_fn d
     for (int i = 1; i < n; i++) npu_buf_puts(&row, ",");
   }
   npu_buf_puts(&row, ",");
-  sw_csv_field(&row, msg);
+  npu_csv_field(&row, msg);
   int index = sl->index;
   close(sl->fd);
   npu_buf_release(&sl->rec);

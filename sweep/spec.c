@@ -1271,7 +1271,7 @@ void sw_csv_header(const struct sw_spec *s, struct npu_buf *out)
   npu_buf_puts(out, "point");
   for (int c = 0; c < s->ncolumns; c++) {
     npu_buf_puts(out, ",");
-    sw_csv_field(out, s->columns[c]);
+    npu_csv_field(out, s->columns[c]);
   }
   npu_buf_printf(out, ",status,%s,message", s->metric_header);
 }

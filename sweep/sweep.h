@@ -116,8 +116,7 @@ void sw_pool_start(struct sw_pool *p, int index);
 /* Wait up to ms for children; call done for each finished point with its full CSV row. */
 void sw_pool_wait(struct sw_pool *p, int ms, sw_done_fn done, void *ctx);
 
-/* CSV helpers. */
-void sw_csv_field(struct npu_buf *out, const char *s);
+/* CSV helpers (a field: npu_csv_field in common/strutil.h). */
 /* Split one CSV line into fields (quotes handled); returns the count, *fields owned (free each). */
 int sw_csv_split(const char *line, char ***fields);
 void sw_csv_free(char **fields, int n);

@@ -122,8 +122,11 @@ struct rp {
   int nr, E, pp, chunks, mchunks, mb, edp;
   struct p2p *p2p;       /* [dir][boundary][mb] */
   struct ic_comm *pair;  /* [boundary][dir][tp]: 2-rank communicators for sends, built on demand */
-  struct shared *sh;     /* open-addressing table */
+  struct shared *sh;     /* every shared collective of the step, in creation order: a handle
+                            (index) stays valid for the whole step */
   size_t cap_sh, nsh;
+  int *shix;             /* open-addressing index: key -> handle, -1 empty */
+  size_t cap_ix;
   struct ic_comm *dpc;   /* per stage x tp: the DP (x CP) group */
   struct ic_comm *epc;   /* per stage x tp x edp: the EP group */
   struct ic_comm *edpc;  /* per stage x tp x ep: the expert data-parallel group */
@@ -274,42 +277,48 @@ static uint64_t mix(uint64_t h)
   return h;
 }
 
-/* The shared collective of key, or -1 (created = false) if it does not exist yet. */
+/* The shared collective of key, or -1 if it does not exist yet. */
 static int shared_find(struct rp *r, uint64_t key)
 {
-  if (!r->cap_sh) return -1;
-  size_t i = mix(key) & (r->cap_sh - 1);
-  while (r->sh[i].key) {
-    if (r->sh[i].key == key) return (int)i;
-    i = (i + 1) & (r->cap_sh - 1);
+  if (!r->cap_ix) return -1;
+  size_t i = mix(key) & (r->cap_ix - 1);
+  while (r->shix[i] >= 0) {
+    if (r->sh[r->shix[i]].key == key) return r->shix[i];
+    i = (i + 1) & (r->cap_ix - 1);
   }
   return -1;
 }
 
+static void shared_index(struct rp *r, int h)
+{
+  size_t i = mix(r->sh[h].key) & (r->cap_ix - 1);
+  while (r->shix[i] >= 0) i = (i + 1) & (r->cap_ix - 1);
+  r->shix[i] = h;
+}
+
+/* A new shared collective of key (not there yet); its handle. Entries are never removed: a
+ * finished one keeps its key (later lookups find it done) and frees its executor state. */
 static int shared_add(struct rp *r, uint64_t key)
 {
-  if (2 * (r->nsh + 1) > r->cap_sh) { /* grow (indices held by ranks are remapped: never held across a grow) */
-    size_t cap = r->cap_sh ? 2 * r->cap_sh : 1024;
-    struct shared *old = r->sh;
-    size_t oldcap = r->cap_sh;
-    r->sh = npu_xcalloc(cap, sizeof *r->sh);
-    r->cap_sh = cap;
-    for (size_t i = 0; i < oldcap; i++)
-      if (old[i].key) {
-        size_t k = mix(old[i].key) & (cap - 1);
-        while (r->sh[k].key) k = (k + 1) & (cap - 1);
-        r->sh[k] = old[i];
-      }
-    free(old);
+  if (r->nsh == r->cap_sh) {
+    r->cap_sh = r->cap_sh ? 2 * r->cap_sh : 1024;
+    r->sh = npu_xrealloc(r->sh, r->cap_sh * sizeof *r->sh);
   }
-  size_t i = mix(key) & (r->cap_sh - 1);
-  while (r->sh[i].key) i = (i + 1) & (r->cap_sh - 1);
-  memset(&r->sh[i], 0, sizeof r->sh[i]);
-  r->sh[i].key = key;
-  r->sh[i].first = -1;
-  r->sh[i].formula_s = -1;
-  r->nsh++;
-  return (int)i;
+  int h = (int)r->nsh++;
+  memset(&r->sh[h], 0, sizeof r->sh[h]);
+  r->sh[h].key = key;
+  r->sh[h].first = -1;
+  r->sh[h].formula_s = -1;
+  if (2 * r->nsh > r->cap_ix) { /* grow the index: handles do not move */
+    free(r->shix);
+    r->cap_ix = r->cap_ix ? 2 * r->cap_ix : 2048;
+    r->shix = npu_xmalloc(r->cap_ix * sizeof *r->shix);
+    for (size_t k = 0; k < r->cap_ix; k++) r->shix[k] = -1;
+    for (size_t k = 0; k < r->nsh; k++) shared_index(r, (int)k);
+  } else {
+    shared_index(r, h);
+  }
+  return h;
 }
 
 static bool shared_done(struct rp *r, const struct shared *s)
@@ -330,7 +339,7 @@ static void shared_drop(struct rp *r, int h)
   for (int i = 0; i < s->n && s->first >= 0; i++) ic_exec_release(r->x, s->first + i);
   free(s->matrix);
   s->matrix = NULL;
-  /* the slot stays (a tombstone with a key) so that probes still pass over it */
+  /* the entry stays, done, under its key (its handle may still be held) */
   s->first = -1;
 }
 
@@ -1191,7 +1200,15 @@ static void finish(struct rp *r)
     wl_memory_stage(&j->model, &j->plan, sr->stage, &sr->mem);
   }
   memcpy(res->cat_s, res->stages[res->slowest_stage].cat_s, sizeof res->cat_s);
-  res->bubble_fraction = step > 0 ? res->cat_s[WL_CAT_BUBBLE] / step : 0;
+  /* the schedule's bubble: the share of the step the least-waiting rank spends without work
+   * (waiting for another stage, or finished early); for uniform stages every rank has the
+   * closed form's (p - 1) slots, while more waiting on a rank is its stage's lighter load */
+  double least = INFINITY;
+  for (int i = 0; i < r->nr; i++) {
+    double w = res->stages[i].cat_s[WL_CAT_BUBBLE] + res->stages[i].cat_s[WL_CAT_IDLE];
+    if (w < least) least = w;
+  }
+  res->bubble_fraction = step > 0 && isfinite(least) ? least / step : 0;
   double tokens = (double)j->plan.global_batch * j->model.seq_len;
   res->tokens_per_s = tokens / step;
   res->model_flops = wl_model_flops(&j->model, tokens, false);
@@ -1217,7 +1234,7 @@ static void finish(struct rp *r)
   else snprintf(where, sizeof where, "stage %d", sl->stage);
   snprintf(res->bottleneck, sizeof res->bottleneck, "%s (%.0f%% of the step on %s; compute %.0f%%, bubble %.0f%%)",
            wl_cat_name((enum wl_cat)top), 100 * res->cat_s[top] / step, where, 100 * compute / step,
-           100 * res->bubble_fraction);
+           100 * res->cat_s[WL_CAT_BUBBLE] / step);
 }
 
 int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag)
@@ -1287,12 +1304,13 @@ int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res
   }
   free(r.rk);
   free(r.heap);
-  for (size_t i = 0; i < r.cap_sh; i++) free(r.sh[i].matrix);
+  for (size_t i = 0; i < r.nsh; i++) free(r.sh[i].matrix);
   for (size_t i = 0; r.have && i < (size_t)job->model.layers * (size_t)r.mb; i++)
     if (r.have[i]) wl_route_release(&r.routes[i]);
   free(r.routes);
   free(r.have);
   free(r.sh);
+  free(r.shix);
   struct ic_comm *sets[] = {r.dpc, r.epc, r.edpc};
   size_t counts[] = {(size_t)r.pp * job->plan.tp, (size_t)r.pp * job->plan.tp * r.edp, (size_t)r.pp * r.E * job->plan.tp};
   for (int s = 0; s < 3; s++) {

@@ -35,7 +35,7 @@ struct wl_result {
   double mfu, hfu;
   double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
   int slowest_stage;
-  double bubble_fraction;        /* bubble / step on the slowest stage */
+  double bubble_fraction;        /* least (bubble + idle) / step over the replay ranks: the schedule's bubble */
   struct wl_stage_result *stages;  /* per replay rank: stage x EP index */
   int nstages, ep;
   /* MoE routing over the step: mean over layers and micro-batches of max/mean kept token

@@ -227,18 +227,6 @@ void wl_summary_csv_header(struct npu_buf *out)
   npu_buf_puts(out, ",bottleneck\n");
 }
 
-/* A CSV field: quoted when it holds a comma or a quote. */
-static void field(struct npu_buf *out, const char *s)
-{
-  if (!strpbrk(s, ",\"\n")) {
-    npu_buf_puts(out, s);
-    return;
-  }
-  npu_buf_puts(out, "\"");
-  for (; *s; s++) npu_buf_printf(out, *s == '"' ? "\"\"" : "%c", *s);
-  npu_buf_puts(out, "\"");
-}
-
 void wl_summary_csv_row(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
 {
   char cell[512];
@@ -246,12 +234,12 @@ void wl_summary_csv_row(const struct wl_job *job, const struct wl_result *r, str
 #define ROW(name, fmt, expr)               \
   snprintf(cell, sizeof cell, fmt, expr); \
   npu_buf_puts(out, sep);                  \
-  field(out, cell);                        \
+  npu_csv_field(out, cell);                        \
   sep = ",";
   CSV_COLS(ROW)
 #undef ROW
   for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, ",%.9g", r->cat_s[c]);
   npu_buf_puts(out, ",");
-  field(out, r->bottleneck);
+  npu_csv_field(out, r->bottleneck);
   npu_buf_puts(out, "\n");
 }

@@ -161,8 +161,8 @@ Test(cli, scenario_reference_lists_every_key)
 #include <dirent.h>
 #include <sys/stat.h>
 
-/* Every scenario under scenarios/ (model presets aside) runs: a training step for those with a
- * model section, `arch show` for system descriptions. Sweep files (*_sweep.cfg) are not
+/* Every scenario under scenarios/ (model presets aside) runs: `npusim run` for those with a
+ * model, kernel or collective section, `arch show` for system descriptions. Sweep files (*_sweep.cfg) are not
  * scenarios: tests/sweep runs each on a small sample. */
 static int run_scenarios(const char *dir)
 {
@@ -187,7 +187,8 @@ static int run_scenarios(const char *dir)
     cr_assert(f != NULL);
     char line[512];
     bool training = false;
-    while (fgets(line, sizeof line, f)) training |= !strncmp(line, "model", 5);
+    while (fgets(line, sizeof line, f))
+      training |= !strncmp(line, "model", 5) || !strncmp(line, "kernel", 6) || !strncmp(line, "collective", 10);
     fclose(f);
     struct run_result r = training ? ts_npusim("run", path, NULL) : ts_npusim("arch", "show", path, NULL);
     cr_assert_eq(r.status, 0, "%s: %s", path, r.err);

@@ -337,3 +337,36 @@ Test(cfg, a_group_split_in_the_table_is_a_bug, .signal = SIGABRT)
   int target[4];
   npu_cfg_add_table(c, &t, target);
 }
+
+/* An optional key without a default (NPU_PF_OPTIONAL) may stay unset: finish accepts it, its
+ * origin says so, the writers leave it out and the key list says "unset". */
+struct opt_sample {
+  int a;
+  int b;
+};
+static const struct npu_param opt_params[] = {
+    {"z.a", NPU_PT_INT, offsetof(struct opt_sample, a), 0, NULL, NPU_PF_OPTIONAL, 0, 0, NULL, "may stay unset"},
+    {"z.b", NPU_PT_INT, offsetof(struct opt_sample, b), 0, "3", 0, 0, 0, NULL, "has a default"},
+};
+static const struct npu_section opt_sections[] = {{"z", false, "z"}};
+static const struct npu_table opt_table = {opt_sections, 1, opt_params, 2};
+
+Test(cfg, optional_keys_may_stay_unset)
+{
+  struct opt_sample z;
+  npu_cfg_add_table(cfg, &opt_table, &z);
+  cr_assert_eq(load_text("o.cfg", "x = { count = 1; link = { bandwidth = \"1GBps\"; }; };\nz = { b = 4; };\n"), 0, "%s",
+               diag_text());
+  cr_assert_eq(npu_cfg_finish(cfg, &d), 0, "%s", diag_text());
+  cr_assert_eq(npu_cfg_origin(cfg, "z.a")->kind, NPU_ORIGIN_UNSET);
+  struct npu_buf b = {0};
+  npu_cfg_write_config(cfg, &b);
+  cr_assert(strstr(npu_buf_str(&b), "b = 4;") && !strstr(npu_buf_str(&b), "a = "), "%s", npu_buf_str(&b));
+  npu_buf_release(&b);
+  npu_cfg_write_keys(cfg, &b);
+  cr_assert(strstr(npu_buf_str(&b), "| `z.a` | integer | unset | may stay unset |\n") != NULL, "%s", npu_buf_str(&b));
+  npu_buf_release(&b);
+  cr_assert_eq(npu_cfg_set(cfg, "z.a=7", &d), 0);
+  cr_assert_eq(z.a, 7);
+  cr_assert_eq(npu_cfg_origin(cfg, "z.a")->kind, NPU_ORIGIN_CMDLINE);
+}

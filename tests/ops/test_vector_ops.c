@@ -327,7 +327,7 @@ Test(vector_quant, what_the_chip_or_the_shape_lacks)
   expect_error(&c950.chip, "quantize", ARGS("rows=8", "cols=128", "granularity=block1x32"), NPU_EINVAL,
                "command line: --granularity: block1x32 is mxfp8's granularity; fp8_e4m3 takes tensor, block1x128 or block128x128");
   expect_error(&c950.chip, "quantize", ARGS("rows=64", "cols=4096", "tile=65536"), NPU_ENOFIT,
-               "command line: --tile: tiles of 65536 elements do not fit: UB needs 963520 bytes, has 253952");
+               "command line: --tile: tiles of 65536 elements do not fit: UB needs 961472 bytes, has 253952");
 }
 
 /* DeepSeek-V3 sized activations (8192 x 7168 bf16) on a 950PR. */

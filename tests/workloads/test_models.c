@@ -57,6 +57,7 @@ static const struct {
     {"llama2-13b", 13.0e9, EXACT_COUNT, 13015864320.0, 0, false},
     {"llama2-70b", 69.0e9, EXACT_COUNT, 68976648192.0, 0, false},
     {"llama3-8b", 8.03e9, EXACT_COUNT, 8030261248.0, 0, false},
+    {"llama3.1-8b", 8.03e9, EXACT_COUNT, 8030261248.0, 0, false},
     {"llama3-70b", 70.6e9, EXACT_COUNT, 70553706496.0, 0, false},
     {"llama3-405b", 405.9e9, EXACT_COUNT, 405853388800.0, 0, false},
     {"mixtral-8x7b", 46.7e9, EXACT_COUNT, 46702792704.0, 12.9e9, false},

@@ -251,3 +251,15 @@ Test(replay, bad_moe_and_long_context_plans_name_their_keys)
   expect_error_in(SCN "tiny_moe.cfg", SETS("plan.pp=4", "plan.ep=2", "plan.micro_batch=2", "plan.schedule=\"dualpipe\""),
                   "tiny_moe.cfg:17: plan.global_batch");
 }
+
+/* Thousands of shared collectives in one step (flows): waiting ranks keep their handles while
+ * the table of collectives grows. */
+Test(replay, many_collectives_keep_their_handles, .timeout = 120)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_outcome o;
+  cr_assert_eq(wl_run_isolated(SCN "moe_many_collectives.cfg", SETS(NULL), 0, &o, &d), 0);
+  cr_assert_eq(o.status, 0, "%s", o.message);
+  cr_expect_gt(o.step_time_s, 0);
+}

@@ -1,0 +1,318 @@
+/*
+ * coll.c - collective scenarios: the collective section, loading with located errors, running
+ * one collective on the system's cluster (interconnect/run.h), and the reports shared with
+ * `npusim collective`. See micro.h.
+ */
+#include "micro/micro.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/json.h"
+#include "common/units.h"
+#include "interconnect/comm.h"
+#include "interconnect/run.h"
+#include "interconnect/select.h"
+#include "interconnect/topo.h"
+#include "micro/micro_int.h"
+
+#define OFF(f) offsetof(struct mc_coll_spec, f)
+
+/* The operations and algorithms, in enum ic_op / enum ic_algo order (checked at registration). */
+static const char *const op_names[] = {"allreduce", "reducescatter", "allgather", "alltoall", "alltoallv",
+                                       "broadcast", "reduce",        "sendrecv",  NULL};
+static const char *const algo_names[] = {"auto",     "ring",         "mesh",     "rhd",    "nhr",
+                                         "pairwise", "hierarchical", "pipeline", "direct", NULL};
+static const char *const fid_names[] = {"auto", "step", "bulk", NULL};
+
+static const struct npu_section sections[] = {
+    {"collective", false, "one collective on the system's cluster"},
+};
+
+static const struct npu_param params[] = {
+    {"collective.op", NPU_PT_ENUM, OFF(op), 0, NULL, 0, 0, 0, op_names, "the collective operation"},
+    {"collective.bytes", NPU_PT_SIZE, OFF(bytes), 0, NULL, NPU_PF_POSITIVE, 0, 0, NULL,
+     "S per rank, nccl-tests convention (allgather: the gathered output; reducescatter: the input; alltoall: all a "
+     "rank sends)"},
+    {"collective.ranks", NPU_PT_INT, OFF(ranks), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
+     "the communicator is ranks 0..ranks-1 (rank r on node r / node.devices); 0: every device"},
+    {"collective.comm", NPU_PT_STRING, OFF(comm), sizeof(((struct mc_coll_spec *)0)->comm), "", 0, 0, 0, NULL,
+     "or the communicator's ranks as a list, \"0,8,16,24\" or \"0-3,8-11\" (not with ranks)"},
+    {"collective.algorithm", NPU_PT_ENUM, OFF(algorithm), 0, "auto", 0, 0, 0, algo_names,
+     "auto (HCCL-like selection) or a fixed algorithm"},
+    {"collective.fidelity", NPU_PT_ENUM, OFF(fidelity), 0, "auto", 0, 0, 0, fid_names,
+     "step (every algorithm step a flow), bulk (one flow per rank and link class per phase), auto (step up to 512 "
+     "ranks, bulk above)"},
+    {"collective.root", NPU_PT_INT, OFF(root), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
+     "root of broadcast / reduce, a position in the communicator"},
+    {"collective.buffer", NPU_PT_SIZE, OFF(buffer), 0, "200MB", NPU_PF_POSITIVE, 0, 0, NULL,
+     "communicator buffer; larger payloads loop (HCCL's default)"},
+};
+
+static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
+                                       sizeof params / sizeof params[0]};
+
+void mc__coll_register(struct npu_cfg *cfg, struct mc_coll_spec *spec)
+{
+  for (int i = 0; op_names[i]; i++) NPU_ASSERT(!strcmp(op_names[i], ic_op_name((enum ic_op)i)));
+  for (int i = 0; algo_names[i]; i++) NPU_ASSERT(!strcmp(algo_names[i], ic_algo_name((enum ic_algo)i)));
+  memset(spec, 0, sizeof *spec);
+  npu_cfg_add_table(cfg, &table, spec);
+}
+
+void mc_coll_init(struct mc_coll_job *job, const char *path)
+{
+  memset(job, 0, sizeof *job);
+  snprintf(job->path, sizeof job->path, "%s", path);
+  job->cfg = npu_cfg_create();
+  npu_cfg_set_display_root(job->cfg, arch_source_root());
+  arch_register(job->cfg, &job->sys);
+  mc__coll_register(job->cfg, &job->spec);
+}
+
+/* A message of interconnect/ (command-line flavoured) moved to the scenario key it is about. */
+static int relocate(const struct mc_coll_job *job, int rc, struct npu_diag *diag)
+{
+  struct npu_diag d = *diag;
+  const char *k = d.key[0] == '-' && d.key[1] == '-' ? d.key + 2 : d.key;
+  const char *key = "collective.op";
+  if (!strcmp(k, "algo")) key = "collective.algorithm";
+  else if (!strcmp(k, "bytes")) key = "collective.bytes";
+  else if (!strcmp(k, "root")) key = "collective.root";
+  else if (!strcmp(k, "ranks") || !strcmp(k, "comm")) key = job->spec.comm[0] ? "collective.comm" : "collective.ranks";
+  npu_cfg_fail(job->cfg, diag, key, "%s", d.msg);
+  return rc ? rc : NPU_ECONFIG;
+}
+
+/* Everything a run needs, built from the loaded job: the cluster, the communicator, the request. */
+struct prepared {
+  struct ic_params prm;
+  struct ic_sim *sim;
+  struct ic_comm comm;
+  struct ic_coll coll;
+};
+
+static void unprepare(struct prepared *p)
+{
+  ic_comm_release(&p->comm);
+  ic_sim_destroy(p->sim);
+  memset(p, 0, sizeof *p);
+}
+
+static int prepare(struct mc_coll_job *job, struct prepared *p, struct npu_diag *diag)
+{
+  memset(p, 0, sizeof *p);
+  const struct mc_coll_spec *s = &job->spec;
+  ic_params_default(&p->prm);
+  p->prm.buffer_bytes = (double)s->buffer;
+  p->coll = (struct ic_coll){.op = (enum ic_op)s->op, .algo = (enum ic_algo)s->algorithm,
+                             .bytes = (double)s->bytes, .root = s->root};
+  int system = ic_topo_system_ranks(&job->sys);
+  int *list = NULL, nlist = 0, rc = 0;
+  if (s->comm[0] && s->ranks)
+    return npu_cfg_fail(job->cfg, diag, "collective.comm", "give either collective.ranks or collective.comm, not both");
+  if (s->comm[0]) {
+    if (ic_comm_parse_list(s->comm, &list, &nlist, "comm", diag)) return relocate(job, NPU_ECONFIG, diag);
+    job->nranks = 0;
+    for (int i = 0; i < nlist; i++) job->nranks = list[i] + 1 > job->nranks ? list[i] + 1 : job->nranks;
+    if (job->nranks > system)
+      rc = npu_cfg_fail(job->cfg, diag, "collective.comm", "rank %d is beyond the %d devices of the system",
+                        job->nranks - 1, system);
+  } else {
+    job->nranks = s->ranks ? s->ranks : system;
+    if (job->nranks > system)
+      rc = npu_cfg_fail(job->cfg, diag, "collective.ranks", "%d ranks, but the system has %d devices", job->nranks,
+                        system);
+  }
+  if (!rc && ic_sim_create(&p->sim, &job->sys, job->nranks, &p->prm, diag)) rc = relocate(job, NPU_ECONFIG, diag);
+  if (!rc) {
+    const struct ic_topo *t = ic_sim_topo(p->sim);
+    rc = s->comm[0] ? ic_comm_init(&p->comm, list, nlist, t, "comm", diag)
+                    : ic_comm_init_range(&p->comm, 0, job->nranks, 1, t, "ranks", diag);
+    if (rc) rc = relocate(job, NPU_ECONFIG, diag);
+  }
+  free(list);
+  if (!rc) {
+    p->coll.fidelity = s->fidelity == 2 || (s->fidelity == 0 && p->comm.size > MC_STEP_MAX_RANKS) ? IC_FIDELITY_BULK
+                                                                                                  : IC_FIDELITY_STEP;
+    struct ic_run r = {.comm = &p->comm, .coll = p->coll};
+    if (ic_sim_check(p->sim, &r, 1, diag)) rc = relocate(job, NPU_ECONFIG, diag);
+  }
+  if (rc) unprepare(p);
+  return rc;
+}
+
+int mc_coll_finish(struct mc_coll_job *job, struct npu_diag *diag)
+{
+  int rc = npu_cfg_finish(job->cfg, diag);
+  if (!rc) rc = arch_finish(job->cfg, &job->sys, diag);
+  if (rc) return rc;
+  if (!npu_cfg_section_present(job->cfg, "collective"))
+    return npu_diag_set(diag, job->path, 0, "collective", "the scenario has no collective section"), NPU_ECONFIG;
+  struct prepared p;
+  rc = prepare(job, &p, diag);
+  if (!rc) unprepare(&p);
+  return rc;
+}
+
+int mc_coll_load(struct mc_coll_job *job, const char *path, const char *const *sets, int nsets,
+                 struct npu_diag *diag)
+{
+  mc_coll_init(job, path);
+  int rc = npu_cfg_load_file(job->cfg, path, diag);
+  for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(job->cfg, sets[i], diag);
+  if (!rc) rc = mc_coll_finish(job, diag);
+  return rc;
+}
+
+void mc_coll_release(struct mc_coll_job *job)
+{
+  if (job->cfg) npu_cfg_destroy(job->cfg);
+  memset(job, 0, sizeof *job);
+}
+
+double *mc_alltoallv_matrix(int p, double bytes)
+{
+  double *m = npu_xcalloc((size_t)p * p, sizeof *m);
+  double c = bytes / p;
+  for (int i = 0; i < p; i++)
+    for (int j = 0; j < p; j++)
+      if (i != j) m[(size_t)i * p + j] = 2 * c * (1 + (i + j) % p) / (p + 1);
+  return m;
+}
+
+int mc_coll_run(struct mc_coll_job *job, struct mc_coll_result *res, struct npu_diag *diag)
+{
+  struct prepared p;
+  int rc = prepare(job, &p, diag);
+  if (rc) return rc;
+  struct ic_plan plan;
+  rc = ic_plan_make(&plan, ic_sim_topo(p.sim), &p.comm, &p.coll, &p.prm, diag);
+  if (rc) {
+    unprepare(&p);
+    return relocate(job, rc, diag);
+  }
+  struct ic_run r = {.comm = &p.comm, .coll = p.coll};
+  double *m = p.coll.op == IC_OP_ALLTOALLV ? mc_alltoallv_matrix(p.comm.size, p.coll.bytes) : NULL;
+  r.coll.matrix = m;
+  rc = ic_sim_run(p.sim, &r, 1, diag);
+  free(m);
+  if (!rc) {
+    memset(res, 0, sizeof *res);
+    res->op = p.coll.op;
+    res->fidelity = p.coll.fidelity;
+    res->ranks = p.comm.size;
+    res->servers = plan.servers;
+    res->bytes = p.coll.bytes;
+    res->time_s = r.result.time_s;
+    snprintf(res->algorithm, sizeof res->algorithm, "%s", r.result.plan.name);
+    res->loops = r.result.plan.loops;
+    res->flows = (int64_t)r.result.flows;
+  }
+  unprepare(&p);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ reports */
+
+static void result_json(struct npu_json *j, const struct mc_coll_result *r)
+{
+  double algbw = ic_algbw_bytes_per_s(r->bytes, r->time_s);
+  double factor = ic_busbw_factor(r->op, r->ranks);
+  npu_json_key(j, "bytes");
+  npu_json_number(j, r->bytes);
+  npu_json_key(j, "time_s");
+  npu_json_number(j, r->time_s);
+  npu_json_key(j, "algbw_bytes_per_s");
+  npu_json_number(j, algbw);
+  npu_json_key(j, "busbw_bytes_per_s");
+  npu_json_number(j, algbw * factor);
+  npu_json_key(j, "algorithm");
+  npu_json_string(j, r->algorithm);
+  npu_json_key(j, "loops");
+  npu_json_int(j, r->loops);
+  npu_json_key(j, "flows");
+  npu_json_int(j, r->flows);
+}
+
+void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out)
+{
+  struct npu_json j;
+  npu_json_init(&j, out);
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "op");
+  npu_json_string(&j, ic_op_name(r[0].op));
+  npu_json_key(&j, "arch");
+  npu_json_string(&j, arch);
+  npu_json_key(&j, "ranks");
+  npu_json_int(&j, r[0].ranks);
+  npu_json_key(&j, "servers");
+  npu_json_int(&j, r[0].servers);
+  npu_json_key(&j, "fidelity");
+  npu_json_string(&j, ic_fidelity_name(r[0].fidelity));
+  npu_json_key(&j, "busbw_factor");
+  npu_json_number(&j, ic_busbw_factor(r[0].op, r[0].ranks));
+  if (n == 1) {
+    result_json(&j, &r[0]);
+  } else {
+    npu_json_key(&j, "results");
+    npu_json_array_begin(&j);
+    for (int i = 0; i < n; i++) {
+      npu_json_object_begin(&j);
+      result_json(&j, &r[i]);
+      npu_json_object_end(&j);
+    }
+    npu_json_array_end(&j);
+  }
+  npu_json_object_end(&j);
+  npu_json_finish(&j);
+}
+
+void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out)
+{
+  enum ic_op op = r[0].op;
+  int p = r[0].ranks, servers = r[0].servers;
+  char f[64];
+  npu_fmt_double(ic_busbw_factor(op, p), f, sizeof f);
+  npu_buf_printf(out, "# npusim collective: %s, %d rank%s on %d server%s of %s, fidelity %s\n", ic_op_name(op), p,
+                 p == 1 ? "" : "s", servers, servers == 1 ? "" : "s", arch, ic_fidelity_name(r[0].fidelity));
+  npu_buf_printf(out, "# algbw = size / time; busbw = algbw x %s (nccl-tests convention)\n#\n", f);
+  npu_buf_printf(out, "#%14s %14s %12s %12s %6s  %s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "loops",
+                 "algorithm");
+  for (int i = 0; i < n; i++) {
+    double algbw = ic_algbw_bytes_per_s(r[i].bytes, r[i].time_s);
+    npu_buf_printf(out, "%15.0f %14.2f %12.2f %12.2f %6d  %s\n", r[i].bytes, r[i].time_s * 1e6, algbw / 1e9,
+                   algbw * ic_busbw_factor(op, p) / 1e9, r[i].loops, r[i].algorithm);
+  }
+}
+
+static const char *const coll_cols[] = {"scenario",  "op",   "system",    "ranks",  "servers",
+                                        "fidelity",  "bytes", "time_s",   "algbw_bytes_per_s",
+                                        "busbw_bytes_per_s", "busbw_factor", "loops", "flows", "algorithm", NULL};
+
+void mc_coll_csv_header(struct npu_buf *out)
+{
+  for (int i = 0; coll_cols[i]; i++) npu_buf_printf(out, "%s%s", i ? "," : "", coll_cols[i]);
+  npu_buf_puts(out, "\n");
+}
+
+void mc_coll_csv_row(const struct mc_coll_job *job, const struct mc_coll_result *r, struct npu_buf *out)
+{
+  double algbw = ic_algbw_bytes_per_s(r->bytes, r->time_s);
+  double factor = ic_busbw_factor(r->op, r->ranks);
+  npu_csv_field(out, job->path);
+  npu_buf_printf(out, ",%s,", ic_op_name(r->op));
+  npu_csv_field(out, mc_system_name(&job->sys));
+  npu_buf_printf(out, ",%d,%d,%s", r->ranks, r->servers, ic_fidelity_name(r->fidelity));
+  mc__csv_number(out, r->bytes);
+  mc__csv_number(out, r->time_s);
+  mc__csv_number(out, algbw);
+  mc__csv_number(out, algbw * factor);
+  mc__csv_number(out, factor);
+  npu_buf_printf(out, ",%d,%lld,", r->loops, (long long)r->flows);
+  npu_csv_field(out, r->algorithm);
+  npu_buf_puts(out, "\n");
+}

@@ -1,0 +1,553 @@
+/*
+ * kernel.c - kernel scenarios: the kernel section, its operator-argument keys generated from
+ * the operator registry, loading with located errors, running, and the reports shared with
+ * `npusim kernel`. See micro.h.
+ */
+#include "micro/micro.h"
+
+#include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/json.h"
+#include "common/units.h"
+#include "micro/micro_int.h"
+
+/* ------------------------------------------------------------------ the kernel section */
+
+#define OFF(f) offsetof(struct mc_kernel_spec, f)
+
+static const char *const fid_names[] = {"event", "analytic", NULL};
+
+static const struct npu_section sections[] = {
+    {"kernel", false, "one operator kernel on the chip"},
+};
+
+static const struct npu_param params[] = {
+    {"kernel.op", NPU_PT_STRING, OFF(op), sizeof(((struct mc_kernel_spec *)0)->op), NULL, 0, 0, 0, NULL,
+     "the operator (npusim kernel list)"},
+    {"kernel.args", NPU_PT_STRING, OFF(args), sizeof(((struct mc_kernel_spec *)0)->args), "", 0, 0, 0, NULL,
+     "operator arguments, \"name=value ...\" as npusim kernel's --name value (kernel.<name> keys override them)"},
+    {"kernel.fidelity", NPU_PT_ENUM, OFF(fidelity), 0, "analytic", 0, 0, 0, fid_names,
+     "analytic (closed-form tile pipeline) or event (every instruction simulated; npusim kernel's default)"},
+    {"kernel.seed", NPU_PT_INT, OFF(seed), 0, "1", NPU_PF_POSITIVE, 0, 0, NULL,
+     "seed of the generated inputs (reported)"},
+    {"kernel.functional", NPU_PT_BOOL, OFF(functional), 0, "false", 0, 0, 0, NULL,
+     "also compute real data and check it against the host reference"},
+};
+
+static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
+                                       sizeof params / sizeof params[0]};
+
+/* ------------------------------------------------------------------ kernel.<param> keys */
+
+#define SLOT_STRING 32
+
+union mc_slot {
+  int i;
+  double r;
+  bool b;
+  char s[SLOT_STRING];
+};
+
+struct mc_kparams {
+  size_t n;
+  struct npu_param *params;
+  char (*names)[64];            /* "kernel.m" */
+  char **descs;
+  union mc_slot *slots;         /* the values, the table's target */
+  struct npu_table table;
+};
+
+static enum npu_ptype cfg_type(enum op_ptype t)
+{
+  switch (t) {
+  case OP_P_DIM:
+  case OP_P_INT: return NPU_PT_INT;
+  case OP_P_REAL: return NPU_PT_REAL;
+  case OP_P_BOOL: return NPU_PT_BOOL;
+  default: return NPU_PT_STRING;
+  }
+}
+
+/* Every parameter name of every operator, once, in registry order; typed by what the
+ * operators take (a name two operators type differently is a string, or a number for
+ * integer and real). */
+static struct mc_kparams *kparams_create(void)
+{
+  size_t nops;
+  const struct op_desc *const *ops = op_all(&nops);
+  size_t cap = 0;
+  for (size_t i = 0; i < nops; i++) cap += (size_t)ops[i]->nparams;
+  struct mc_kparams *kp = npu_xcalloc(1, sizeof *kp);
+  kp->params = npu_xcalloc(cap, sizeof *kp->params);
+  kp->names = npu_xcalloc(cap, sizeof *kp->names);
+  kp->descs = npu_xcalloc(cap, sizeof *kp->descs);
+  kp->slots = npu_xcalloc(cap, sizeof *kp->slots);
+  struct npu_buf *users = npu_xcalloc(cap, sizeof *users); /* "op1, op2; op1: meaning" */
+  size_t *first = npu_xcalloc(cap, sizeof *first);          /* the first operator taking it */
+  for (size_t o = 0; o < nops; o++) {
+    for (int p = 0; p < ops[o]->nparams; p++) {
+      const struct op_param *q = &ops[o]->params[p];
+      for (size_t r = 0; r < sizeof params / sizeof params[0]; r++)
+        if (!strcmp(params[r].name + 7, q->name))
+          NPU_PANIC("operator %s's parameter %s collides with key %s", ops[o]->name, q->name, params[r].name);
+      char name[64];
+      snprintf(name, sizeof name, "kernel.%s", q->name);
+      size_t k = 0;
+      while (k < kp->n && strcmp(kp->names[k], name)) k++;
+      enum npu_ptype t = cfg_type(q->type);
+      if (k == kp->n) {
+        kp->n++;
+        snprintf(kp->names[k], sizeof kp->names[k], "%s", name);
+        kp->params[k] = (struct npu_param){.name = kp->names[k], .type = t, .offset = k * sizeof(union mc_slot),
+                                           .size = t == NPU_PT_STRING ? SLOT_STRING : 0, .def = NULL,
+                                           .flags = NPU_PF_OPTIONAL | (t == NPU_PT_INT ? NPU_PF_NONNEG : 0)};
+        npu_buf_printf(&users[k], "%s", ops[o]->name);
+        first[k] = o;
+      } else {
+        enum npu_ptype have = kp->params[k].type;
+        if (have != t) {
+          bool numeric = (have == NPU_PT_INT || have == NPU_PT_REAL) && (t == NPU_PT_INT || t == NPU_PT_REAL);
+          kp->params[k].type = numeric ? NPU_PT_REAL : NPU_PT_STRING;
+          kp->params[k].size = numeric ? 0 : SLOT_STRING;
+          kp->params[k].flags = NPU_PF_OPTIONAL;
+        }
+        npu_buf_printf(&users[k], ", %s", ops[o]->name);
+      }
+    }
+  }
+  for (size_t k = 0; k < kp->n; k++) {
+    const struct op_desc *d = ops[first[k]];
+    npu_buf_printf(&users[k], "%s%s: %s", strchr(npu_buf_str(&users[k]), ',') ? "; " : "",
+                   strchr(npu_buf_str(&users[k]), ',') ? d->name : "", d->params[op_param_index(d, kp->names[k] + 7)].desc);
+    kp->descs[k] = strdup(npu_buf_str(&users[k]));
+    kp->params[k].desc = kp->descs[k];
+  }
+  for (size_t k = 0; k < cap; k++) npu_buf_release(&users[k]);
+  free(users);
+  free(first);
+  kp->table = (struct npu_table){NULL, 0, kp->params, kp->n};
+  return kp;
+}
+
+static void kparams_destroy(struct mc_kparams *kp)
+{
+  if (!kp) return;
+  for (size_t k = 0; k < kp->n; k++) free(kp->descs[k]);
+  free(kp->params);
+  free(kp->names);
+  free(kp->descs);
+  free(kp->slots);
+  free(kp);
+}
+
+/* The key's value as an operator argument's text. */
+static void kparam_text(const struct mc_kparams *kp, size_t k, char *buf, size_t n)
+{
+  const union mc_slot *s = &kp->slots[k];
+  switch (kp->params[k].type) {
+  case NPU_PT_INT: snprintf(buf, n, "%d", s->i); break;
+  case NPU_PT_REAL: npu_fmt_double(s->r, buf, n); break;
+  case NPU_PT_BOOL: snprintf(buf, n, "%s", s->b ? "true" : "false"); break;
+  default: snprintf(buf, n, "%s", s->s);
+  }
+}
+
+/* ------------------------------------------------------------------ loading */
+
+void mc__kernel_register(struct npu_cfg *cfg, struct mc_kernel_spec *spec, struct mc_kparams **kp)
+{
+  memset(spec, 0, sizeof *spec);
+  npu_cfg_add_table(cfg, &table, spec);
+  *kp = kparams_create();
+  npu_cfg_add_table(cfg, &(*kp)->table, (*kp)->slots);
+}
+
+void mc__kernel_unregister(struct mc_kparams *kp)
+{
+  kparams_destroy(kp);
+}
+
+void mc_kernel_init(struct mc_kernel_job *job, const char *path)
+{
+  memset(job, 0, sizeof *job);
+  snprintf(job->path, sizeof job->path, "%s", path);
+  job->cfg = npu_cfg_create();
+  npu_cfg_set_display_root(job->cfg, arch_source_root());
+  arch_register(job->cfg, &job->sys);
+  mc__kernel_register(job->cfg, &job->spec, &job->kp);
+}
+
+static bool key_given(const struct npu_cfg *cfg, const char *key)
+{
+  const struct npu_origin *o = npu_cfg_origin(cfg, key);
+  return o && o->kind != NPU_ORIGIN_UNSET && o->kind != NPU_ORIGIN_DEFAULT;
+}
+
+/* Where an operator argument came from, for locating messages about it. */
+enum src { SRC_DEFAULT, SRC_ARGS, SRC_KEY };
+
+/*
+ * A message of ops/ (command-line flavoured: key "--NAME") moved to the scenario key that gave
+ * the argument: kernel.NAME, kernel.args (naming the argument) or kernel.op (a default).
+ */
+static int relocate(const struct mc_kernel_job *job, int rc, struct npu_diag *diag)
+{
+  const uint8_t *src = job->arg_src;
+  struct npu_diag d = *diag;
+  int i = strncmp(d.key, "--", 2) ? -1 : op_param_index(job->op, d.key + 2);
+  char key[80];
+  if (i >= 0 && src[i] == SRC_KEY) {
+    snprintf(key, sizeof key, "kernel.%s", job->op->params[i].name);
+    npu_cfg_fail(job->cfg, diag, key, "%s", d.msg);
+  } else if (i >= 0 && src[i] == SRC_ARGS) {
+    npu_cfg_fail(job->cfg, diag, "kernel.args", "%s: %s", job->op->params[i].name, d.msg);
+  } else {
+    npu_cfg_fail(job->cfg, diag, "kernel.op", "%s%s%s", i >= 0 ? job->op->params[i].name : "", i >= 0 ? ": " : "",
+                 d.msg);
+  }
+  return rc ? rc : NPU_ECONFIG;
+}
+
+static int unknown_param(const struct mc_kernel_job *job, const char *key, const char *name, struct npu_diag *diag)
+{
+  const struct op_desc *d = job->op;
+  const char *names[OP_MAX_PARAMS];
+  struct npu_buf all = {0};
+  for (int j = 0; j < d->nparams; j++) {
+    names[j] = d->params[j].name;
+    npu_buf_printf(&all, "%s%s", j ? ", " : "", names[j]);
+  }
+  const char *s = npu_suggest(name, names, (size_t)d->nparams);
+  if (s)
+    npu_cfg_fail(job->cfg, diag, key, "operator '%s' has no parameter '%s'; did you mean '%s'?", d->name, name, s);
+  else
+    npu_cfg_fail(job->cfg, diag, key, "operator '%s' has no parameter '%s' (its parameters: %s)", d->name, name,
+                 npu_buf_str(&all));
+  npu_buf_release(&all);
+  return NPU_ECONFIG;
+}
+
+/* The operator's arguments: its defaults, then kernel.args, then the kernel.<name> keys. */
+static int parse_args(struct mc_kernel_job *job, struct npu_diag *diag)
+{
+  const struct op_desc *d = job->op;
+  uint8_t *src = job->arg_src;
+  memset(job->arg_src, SRC_DEFAULT, sizeof job->arg_src);
+  char *kv[OP_MAX_PARAMS];
+  int nkv = 0, rc = 0;
+  /* kernel.args: whitespace-separated name=value (a bare name is a true boolean) */
+  char *copy = strdup(job->spec.args);
+  for (char *save = NULL, *tok = strtok_r(copy, " \t\n", &save); tok && !rc; tok = strtok_r(NULL, " \t\n", &save)) {
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(tok, "="), tok);
+    for (char *p = name; *p; p++)
+      if (*p == '-') *p = '_';
+    int i = op_param_index(d, name);
+    if (i < 0) rc = unknown_param(job, "kernel.args", name, diag);
+    else if (src[i] == SRC_ARGS)
+      rc = npu_cfg_fail(job->cfg, diag, "kernel.args", "'%s' is given twice", name);
+    else {
+      src[i] = SRC_ARGS;
+      const char *eq = strchr(tok, '=');
+      size_t n = strlen(name) + (eq ? strlen(eq) : 0) + 2;
+      kv[i] = npu_xmalloc(n);
+      snprintf(kv[i], n, "%s%s", name, eq ? eq : (d->params[i].type == OP_P_BOOL ? "=true" : "="));
+    }
+  }
+  free(copy);
+  /* kernel.<name> keys win over kernel.args */
+  for (size_t k = 0; k < job->kp->n && !rc; k++) {
+    const char *key = job->kp->names[k];
+    if (!key_given(job->cfg, key)) continue;
+    int i = op_param_index(d, key + 7);
+    if (i < 0) {
+      rc = unknown_param(job, key, key + 7, diag);
+      break;
+    }
+    if (src[i] == SRC_ARGS) free(kv[i]);
+    char val[SLOT_STRING + 32];
+    kparam_text(job->kp, k, val, sizeof val);
+    size_t n = strlen(key) + strlen(val) + 2;
+    kv[i] = npu_xmalloc(n);
+    snprintf(kv[i], n, "%s=%s", key + 7, val);
+    src[i] = SRC_KEY;
+  }
+  for (int i = 0; i < d->nparams && !rc; i++)
+    if (!d->params[i].def && src[i] == SRC_DEFAULT)
+      rc = npu_cfg_fail(job->cfg, diag, "kernel.op", "'%s' needs %s (%s): set kernel.%s, or %s=... in kernel.args",
+                        d->name, d->params[i].name, d->params[i].desc, d->params[i].name, d->params[i].name);
+  /* in parameter order, so that the same arguments parse the same whatever their source */
+  const char *list[OP_MAX_PARAMS];
+  for (int i = 0; i < d->nparams; i++)
+    if (src[i] != SRC_DEFAULT) list[nkv++] = kv[i];
+  if (!rc && op_args_parse(d, &job->args, list, nkv, diag)) rc = relocate(job, NPU_ECONFIG, diag);
+  if (!rc) {
+    /* the chip must take the shape: the operator's own checks, before anything runs */
+    void *plan = npu_xcalloc(1, d->plan_size);
+    int prc = d->plan(plan, d, &job->args, &job->sys.chip, diag);
+    if (d->release) d->release(plan);
+    free(plan);
+    if (prc) rc = relocate(job, NPU_ECONFIG, diag);
+  }
+  for (int i = 0; i < d->nparams; i++)
+    if (src[i] != SRC_DEFAULT) free(kv[i]);
+  if (!rc) op_args_format(d, &job->args, job->args_text, sizeof job->args_text);
+  return rc;
+}
+
+int mc_kernel_finish(struct mc_kernel_job *job, struct npu_diag *diag)
+{
+  int rc = npu_cfg_finish(job->cfg, diag);
+  if (!rc) rc = arch_finish(job->cfg, &job->sys, diag);
+  if (rc) return rc;
+  if (!npu_cfg_section_present(job->cfg, "kernel"))
+    return npu_diag_set(diag, job->path, 0, "kernel", "the scenario has no kernel section"), NPU_ECONFIG;
+  job->op = op_find(job->spec.op);
+  if (!job->op) {
+    size_t n;
+    const struct op_desc *const *ops = op_all(&n);
+    const char **names = npu_xcalloc(n, sizeof *names);
+    for (size_t i = 0; i < n; i++) names[i] = ops[i]->name;
+    const char *s = npu_suggest(job->spec.op, names, n);
+    if (s)
+      npu_cfg_fail(job->cfg, diag, "kernel.op", "unknown operator '%s'; did you mean '%s'?", job->spec.op, s);
+    else
+      npu_cfg_fail(job->cfg, diag, "kernel.op", "unknown operator '%s' (see 'npusim kernel list')", job->spec.op);
+    free(names);
+    return NPU_ECONFIG;
+  }
+  return parse_args(job, diag);
+}
+
+int mc_kernel_load(struct mc_kernel_job *job, const char *path, const char *const *sets, int nsets,
+                   struct npu_diag *diag)
+{
+  mc_kernel_init(job, path);
+  int rc = npu_cfg_load_file(job->cfg, path, diag);
+  for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(job->cfg, sets[i], diag);
+  if (!rc) rc = mc_kernel_finish(job, diag);
+  return rc;
+}
+
+void mc_kernel_release(struct mc_kernel_job *job)
+{
+  if (job->cfg) npu_cfg_destroy(job->cfg);
+  kparams_destroy(job->kp);
+  memset(job, 0, sizeof *job);
+}
+
+int mc_kernel_param_value(const struct mc_kernel_job *job, const char *key, double *out, struct npu_diag *diag)
+{
+  int i = strncmp(key, "kernel.", 7) ? -1 : op_param_index(job->op, key + 7);
+  if (i < 0)
+    return npu_diag_set(diag, NULL, 0, key, "not a parameter of operator '%s'", job->op->name), NPU_EINVAL;
+  switch (job->op->params[i].type) {
+  case OP_P_DIM:
+  case OP_P_INT:
+  case OP_P_BOOL: *out = (double)job->args.u[i]; return 0;
+  case OP_P_REAL: *out = job->args.r[i]; return 0;
+  default: return npu_diag_set(diag, NULL, 0, key, "'%s' is not a number", job->op->params[i].name), NPU_EINVAL;
+  }
+}
+
+int mc_kernel_run(struct mc_kernel_job *job, struct npu_trace *trace, struct op_result *res, struct npu_diag *diag)
+{
+  struct op_run_opts opts = {.fidelity = (enum core_fidelity)job->spec.fidelity,
+                             .functional = job->spec.functional,
+                             .seed = (uint64_t)job->spec.seed,
+                             .trace = trace};
+  int rc = op_run(job->op, &job->args, &job->sys.chip, &opts, res, diag);
+  if (rc == NPU_EINVAL || rc == NPU_EUNSUPPORTED || rc == NPU_ENOFIT) return relocate(job, rc, diag);
+  if (!rc && res->checked && !res->passed)
+    return npu_diag_set(diag, job->path, 0, "kernel.functional", "functional check failed: %s", res->check_summary),
+           NPU_EINTERNAL;
+  return rc;
+}
+
+/* ------------------------------------------------------------------ reports */
+
+struct ratio {
+  const char *name;
+  double v;
+};
+
+static void ratios(const struct core_result *r, struct ratio out[9])
+{
+  struct ratio x[9] = {{"aic_mac_ratio", r->aic_mac_ratio},       {"aic_mte1_ratio", r->aic_mte1_ratio},
+                       {"aic_mte2_ratio", r->aic_mte2_ratio},     {"aic_fixpipe_ratio", r->aic_fixpipe_ratio},
+                       {"aic_scalar_ratio", r->aic_scalar_ratio}, {"aiv_vec_ratio", r->aiv_vec_ratio},
+                       {"aiv_mte2_ratio", r->aiv_mte2_ratio},     {"aiv_mte3_ratio", r->aiv_mte3_ratio},
+                       {"aiv_scalar_ratio", r->aiv_scalar_ratio}};
+  memcpy(out, x, sizeof x);
+}
+
+static void human(char *buf, size_t n, double v, const char *unit)
+{
+  static const char *prefix[] = {"", "k", "M", "G", "T", "P", "E"};
+  int p = 0;
+  while (v >= 1000 && p < 6) {
+    v /= 1000;
+    p++;
+  }
+  snprintf(buf, n, "%.4g %s%s", v, prefix[p], unit);
+}
+
+void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fid,
+                    const struct op_result *r, struct npu_buf *o)
+{
+  const struct core_result *t = &r->total;
+  char a[64], b[64];
+  npu_buf_printf(o, "%s %s on %s (%s fidelity)\n", d->name, args, sys->chip.name, fid);
+  human(a, sizeof a, t->time_s * 1e6, "us");
+  human(b, sizeof b, t->launch_s * 1e6, "us");
+  npu_buf_printf(o, "  time              %s (launch overhead %s, %d kernel%s)\n", a, b, r->nkernels,
+                 r->nkernels == 1 ? "" : "s");
+  human(a, sizeof a, r->achieved_flops_per_s, "FLOP/s");
+  human(b, sizeof b, r->flops, "FLOP");
+  npu_buf_printf(o, "  achieved          %s (%s)\n", a, b);
+  human(a, sizeof a, r->gm_bytes_per_s, "B/s");
+  human(b, sizeof b, t->hbm_bw_bytes_per_s, "B/s");
+  npu_buf_printf(o, "  GM traffic        %s (HBM %s, L2 hits %.1f%%)\n", a, b,
+                 t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
+  npu_buf_printf(o, "  cores             %d/%d cube, %d/%d vector\n", t->aic_used, t->aic_total,
+                 t->aiv_used, t->aiv_total);
+  struct ratio x[9];
+  ratios(t, x);
+  npu_buf_puts(o, "  pipes            ");
+  for (int i = 0; i < 9; i++)
+    if (x[i].v > 0) npu_buf_printf(o, " %s %.3f", x[i].name, x[i].v);
+  npu_buf_printf(o, "\n  bottleneck        %s\n", t->bottleneck);
+  if (r->checked)
+    npu_buf_printf(o, "  functional check  %s: %s\n", r->passed ? "passed" : "FAILED", r->check_summary);
+}
+
+void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fid,
+                    uint64_t seed, const struct op_result *r, struct npu_buf *o)
+{
+  const struct core_result *t = &r->total;
+  struct npu_json j;
+  npu_json_init(&j, o);
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "op");
+  npu_json_string(&j, d->name);
+  npu_json_key(&j, "args");
+  npu_json_string(&j, args);
+  npu_json_key(&j, "arch");
+  npu_json_string(&j, sys->chip.name);
+  npu_json_key(&j, "fidelity");
+  npu_json_string(&j, fid);
+  npu_json_key(&j, "seed");
+  npu_json_int(&j, (int64_t)seed);
+  npu_json_key(&j, "time_s");
+  npu_json_number(&j, t->time_s);
+  npu_json_key(&j, "launch_s");
+  npu_json_number(&j, t->launch_s);
+  npu_json_key(&j, "flops");
+  npu_json_number(&j, r->flops);
+  npu_json_key(&j, "achieved_flops_per_s");
+  npu_json_number(&j, r->achieved_flops_per_s);
+  npu_json_key(&j, "gm_bytes_per_s");
+  npu_json_number(&j, r->gm_bytes_per_s);
+  npu_json_key(&j, "hbm_bw_bytes_per_s");
+  npu_json_number(&j, t->hbm_bw_bytes_per_s);
+  npu_json_key(&j, "gm_read_bytes");
+  npu_json_int(&j, (int64_t)t->gm_read_bytes);
+  npu_json_key(&j, "gm_write_bytes");
+  npu_json_int(&j, (int64_t)t->gm_write_bytes);
+  npu_json_key(&j, "l2_hit_bytes");
+  npu_json_int(&j, (int64_t)t->l2_hit_bytes);
+  npu_json_key(&j, "bottleneck");
+  npu_json_string(&j, t->bottleneck);
+  npu_json_key(&j, "pipes");
+  npu_json_object_begin(&j);
+  struct ratio x[9];
+  ratios(t, x);
+  for (int i = 0; i < 9; i++) {
+    npu_json_key(&j, x[i].name);
+    npu_json_number(&j, x[i].v);
+  }
+  npu_json_object_end(&j);
+  npu_json_key(&j, "cores");
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "aic_used");
+  npu_json_int(&j, t->aic_used);
+  npu_json_key(&j, "aic_total");
+  npu_json_int(&j, t->aic_total);
+  npu_json_key(&j, "aiv_used");
+  npu_json_int(&j, t->aiv_used);
+  npu_json_key(&j, "aiv_total");
+  npu_json_int(&j, t->aiv_total);
+  npu_json_object_end(&j);
+  npu_json_key(&j, "instructions");
+  npu_json_int(&j, (int64_t)t->instructions);
+  npu_json_key(&j, "bank_conflict_cycles");
+  npu_json_int(&j, (int64_t)t->bank_conflict_cycles);
+  npu_json_key(&j, "kernels");
+  npu_json_array_begin(&j);
+  for (int i = 0; i < r->nkernels; i++) {
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "time_s");
+    npu_json_number(&j, r->kernel[i].time_s);
+    npu_json_key(&j, "bottleneck");
+    npu_json_string(&j, r->kernel[i].bottleneck);
+    npu_json_object_end(&j);
+  }
+  npu_json_array_end(&j);
+  if (r->checked) {
+    npu_json_key(&j, "check");
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "passed");
+    npu_json_bool(&j, r->passed);
+    npu_json_key(&j, "max_error_of_tolerance");
+    npu_json_number(&j, r->max_err);
+    npu_json_key(&j, "summary");
+    npu_json_string(&j, r->check_summary);
+    npu_json_object_end(&j);
+  }
+  npu_json_object_end(&j);
+  npu_json_finish(&j);
+}
+
+/* summary.csv columns; units in the names. */
+static const char *const kernel_cols[] = {
+    "scenario", "op", "args", "system", "fidelity", "seed", "time_s", "launch_s", "flops", "achieved_flops_per_s",
+    "gm_bytes_per_s", "hbm_bw_bytes_per_s", "gm_read_bytes", "gm_write_bytes", "l2_hit_bytes", "kernels",
+    "instructions", "aic_used", "aic_total", "aiv_used", "aiv_total", "aic_mac_ratio", "aic_mte1_ratio",
+    "aic_mte2_ratio", "aic_fixpipe_ratio", "aic_scalar_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio",
+    "aiv_scalar_ratio", "check", "bottleneck", NULL};
+
+void mc_kernel_csv_header(struct npu_buf *out)
+{
+  for (int i = 0; kernel_cols[i]; i++) npu_buf_printf(out, "%s%s", i ? "," : "", kernel_cols[i]);
+  npu_buf_puts(out, "\n");
+}
+
+void mc_kernel_csv_row(const struct mc_kernel_job *job, const struct op_result *r, struct npu_buf *out)
+{
+  const struct core_result *t = &r->total;
+  npu_csv_field(out, job->path);
+  npu_buf_puts(out, ",");
+  npu_csv_field(out, job->op->name);
+  npu_buf_puts(out, ",");
+  npu_csv_field(out, job->args_text);
+  npu_buf_puts(out, ",");
+  npu_csv_field(out, job->sys.chip.name);
+  npu_buf_printf(out, ",%s,%d", fid_names[job->spec.fidelity], job->spec.seed);
+  double nums[] = {t->time_s, t->launch_s, r->flops, r->achieved_flops_per_s, r->gm_bytes_per_s,
+                   t->hbm_bw_bytes_per_s};
+  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) mc__csv_number(out, nums[i]);
+  npu_buf_printf(out, ",%llu,%llu,%llu,%d,%llu,%d,%d,%d,%d", (unsigned long long)t->gm_read_bytes,
+                 (unsigned long long)t->gm_write_bytes, (unsigned long long)t->l2_hit_bytes, r->nkernels,
+                 (unsigned long long)t->instructions, t->aic_used, t->aic_total, t->aiv_used, t->aiv_total);
+  struct ratio x[9];
+  ratios(t, x);
+  for (int i = 0; i < 9; i++) mc__csv_number(out, x[i].v);
+  npu_buf_printf(out, ",%s,", r->checked ? (r->passed ? "passed" : "failed") : "");
+  npu_csv_field(out, t->bottleneck);
+  npu_buf_puts(out, "\n");
+}

@@ -1,0 +1,174 @@
+/*
+ * test_rollout.c - continuous batching against closed forms: a synchronous rollout takes the
+ * longest response's decode chain, the KV cache bounds the batch, lengths are seeded.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "rl/rl_int.h"
+#include "tests/rl/helpers.h"
+
+static const char *sys1 = "preset = \"atlas-800t-a2\";";
+static const char *plan1 = "tp = 1; zero = 1; recompute = \"full\";";
+
+struct fix {
+  struct rl_job job;
+  struct rl_infer x;
+  struct op_cache *cache;
+  struct rl_colls colls;
+};
+
+static void fix_init(struct fix *f, int prompt_len, int max_batch)
+{
+  char rl[512];
+  snprintf(rl, sizeof rl, "prompts = 8; group_size = 4; prompt_len = %d; response = { mean = 64; max = 4096; }; "
+           "rollout = { tp = 1; };", prompt_len);
+  char *path = tr_scenario(sys1, 2, plan1, rl);
+  tr_load(&f->job, path, NULL);
+  free(path);
+  f->cache = op_cache_open(NULL, NULL);
+  memset(&f->colls, 0, sizeof f->colls);
+  struct npu_diag d;
+  cr_assert_eq(rl__infer_init(&f->x, &f->job, f->cache, &f->colls, RL_GROUP_ROLLOUT_TP, 1, false, max_batch, 8192,
+                              prompt_len, 0, &d), 0, "%s", d.msg);
+}
+
+static void fix_fini(struct fix *f)
+{
+  op_cache_close(f->cache);
+  rl_job_release(&f->job);
+}
+
+/* The rollout of one engine, step by step: prefill, then one step per token of the longest
+ * response with the batch of the sequences still running and their context. */
+static double chain(const struct rl_infer *x, const int *len, int n, int P)
+{
+  double t = (double)n * P * rl__cost_s(x, &x->prefill) / x->chunk_tokens;
+  int longest = 0;
+  for (int i = 0; i < n; i++) longest = len[i] > longest ? len[i] : longest;
+  for (int j = 0; j < longest; j++) {
+    int b = 0;
+    double ctx = 0;
+    for (int i = 0; i < n; i++)
+      if (len[i] > j) b++, ctx += P + j;
+    t += rl__decode_step_s(x, b, ctx);
+  }
+  return t;
+}
+
+Test(rl_rollout, sync_rollout_is_the_longest_responses_decode_chain, .timeout = 60)
+{
+  struct fix f;
+  fix_init(&f, 256, 16);
+  int len[16];
+  for (int i = 0; i < 16; i++) len[i] = 40 + 7 * i;
+  len[5] = 900; /* a straggler */
+  struct rl_rollout_stats st;
+  rl__rollout(&f.x, len, 16, 1, 256, 16, 1e9, &st);
+  tr_close(st.time_s, chain(&f.x, len, 16, 256), 1e-9, "rollout time");
+  cr_assert_eq(st.longest, 900);
+  cr_assert_eq(st.decode_steps, 900);
+  tr_close(st.tail_s, st.decode_s, 1e-12, "all admitted at once: the drain is the whole decode");
+  /* fixed lengths: every step has the whole batch */
+  int fixed[16];
+  for (int i = 0; i < 16; i++) fixed[i] = 128;
+  rl__rollout(&f.x, fixed, 16, 1, 256, 16, 1e9, &st);
+  tr_close(st.time_s, chain(&f.x, fixed, 16, 256), 1e-9, "fixed lengths");
+  tr_close(st.mean_batch, 16, 1e-12, "mean batch");
+  fix_fini(&f);
+}
+
+Test(rl_rollout, engines_wait_for_the_slowest, .timeout = 60)
+{
+  struct fix f;
+  fix_init(&f, 256, 8);
+  int len[16];
+  for (int i = 0; i < 16; i++) len[i] = i < 8 ? 100 : 500; /* engine 0 gets the short half */
+  struct rl_rollout_stats st;
+  rl__rollout(&f.x, len, 16, 2, 256, 8, 1e9, &st);
+  double t0 = chain(&f.x, len, 8, 256), t1 = chain(&f.x, len + 8, 8, 256);
+  tr_close(st.time_s, t1, 1e-9, "the slow engine");
+  tr_close(st.idle_s, (t1 - t0) / 2, 1e-9, "mean idle of the engines");
+  fix_fini(&f);
+}
+
+Test(rl_rollout, kv_cache_bounds_the_batch, .timeout = 60)
+{
+  struct fix f;
+  fix_init(&f, 128, 16);
+  int len[8];
+  for (int i = 0; i < 8; i++) len[i] = 100;
+  /* room for two sequences of 228 tokens at a time: four waves of two */
+  struct rl_rollout_stats st;
+  rl__rollout(&f.x, len, 8, 1, 128, 16, 2 * 228, &st);
+  int two[2] = {100, 100};
+  tr_close(st.time_s, 4 * chain(&f.x, two, 2, 128), 1e-9, "four waves");
+  tr_close(st.mean_batch, 2, 1e-12, "batch of two");
+  fix_fini(&f);
+}
+
+Test(rl_rollout, lengths_are_seeded_and_clipped, .timeout = 30)
+{
+  struct rl_spec s;
+  memset(&s, 0, sizeof s);
+  s.response.distribution = RL_DIST_LOGNORMAL;
+  s.response.mean = 1000;
+  s.response.sigma = 0.5;
+  s.response.min = 1;
+  s.response.max = 1000000;
+  s.seed = 7;
+  enum { N = 20000 };
+  int *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+  rl__draw_lengths(&s, N, a);
+  rl__draw_lengths(&s, N, b);
+  cr_assert(!memcmp(a, b, N * sizeof *a), "same seed, same lengths");
+  double sum = 0;
+  for (int i = 0; i < N; i++) sum += a[i];
+  tr_close(sum / N, 1000 * exp(0.125), 0.02, "lognormal mean = median x exp(sigma^2 / 2)");
+  s.seed = 8;
+  rl__draw_lengths(&s, N, b);
+  cr_assert(memcmp(a, b, N * sizeof *a), "another seed, other lengths");
+  s.response.max = 1200;
+  s.response.min = 900;
+  rl__draw_lengths(&s, N, a);
+  for (int i = 0; i < N; i++) cr_assert(a[i] >= 900 && a[i] <= 1200, "clipped: %d", a[i]);
+  s.response.distribution = RL_DIST_UNIFORM;
+  s.response.min = 10;
+  s.response.mean = 20;
+  rl__draw_lengths(&s, N, a);
+  sum = 0;
+  for (int i = 0; i < N; i++) {
+    cr_assert(a[i] >= 10 && a[i] <= 30);
+    sum += a[i];
+  }
+  tr_close(sum / N, 20, 0.01, "uniform mean");
+  free(a);
+  free(b);
+}
+
+Test(rl_rollout, histogram_draws_follow_the_weights, .timeout = 30)
+{
+  struct rl_spec s;
+  memset(&s, 0, sizeof s);
+  s.response.distribution = RL_DIST_HISTOGRAM;
+  s.response.min = 1;
+  s.response.max = 4096;
+  s.response.hist_n = 3;
+  s.response.hist_len[0] = 100, s.response.hist_w[0] = 1;
+  s.response.hist_len[1] = 1000, s.response.hist_w[1] = 2;
+  s.response.hist_len[2] = 4000, s.response.hist_w[2] = 1;
+  s.seed = 3;
+  enum { N = 40000 };
+  int *a = malloc(N * sizeof *a);
+  rl__draw_lengths(&s, N, a);
+  int c[3] = {0, 0, 0};
+  for (int i = 0; i < N; i++) {
+    cr_assert(a[i] == 100 || a[i] == 1000 || a[i] == 4000, "%d is no bin", a[i]);
+    c[a[i] == 100 ? 0 : a[i] == 1000 ? 1 : 2]++;
+  }
+  tr_close(c[0] / (double)N, 0.25, 0.03, "bin 100");
+  tr_close(c[1] / (double)N, 0.50, 0.03, "bin 1000");
+  tr_close(c[2] / (double)N, 0.25, 0.03, "bin 4000");
+  free(a);
+}
