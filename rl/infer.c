@@ -17,7 +17,10 @@
  * long prompts). Decode (T = batch): the GEMMs at m = batch read every weight once per step
  * (memory-bound), and attention reads the KV cache: per step, the context tokens of the batch
  * x bytes of K and V per token per device / (HBM bandwidth x chip.calib.hbm). TP collectives
- * are timed alone on the engine's links by the interconnect (probe.c).
+ * are timed alone on the engine's links by the interconnect (probe.c). A decode step also costs
+ * the engine's time beyond its kernels, step_overhead + batch x seq_overhead (rl.rollout.*):
+ * vLLM's scheduler, input preparation, sampling and output processing, measured as what a real
+ * engine takes per step beyond this kernel model (rl/spec.c gives the source).
  */
 #include "rl/rl_int.h"
 
@@ -192,6 +195,8 @@ int rl__infer_init(struct rl_infer *x, const struct rl_job *job, struct op_cache
   x->weight_bytes = rl__weight_bytes(&job->model, tp);
   x->kv_token_bytes = rl__kv_token_bytes(&job->model, tp);
   x->kv_token_s = x->kv_token_bytes / (job->sys.chip.hbm.bw_bytes_per_s * job->sys.chip.calib.hbm.value);
+  x->step_overhead_s = job->spec.rollout.step_overhead_s;
+  x->seq_overhead_s = job->spec.rollout.seq_overhead_s;
   struct ctx k = {x, NULL, diag};
   int rc = 0;
   if (max_batch > 0) {
@@ -240,5 +245,5 @@ double rl__decode_step_s(const struct rl_infer *x, int batch, double ctx_tokens)
     double b0 = x->batch[i], b1 = x->batch[i + 1];
     t = t0 + (t1 - t0) * (batch - b0) / (b1 - b0);
   }
-  return t + ctx_tokens * x->kv_token_s;
+  return t + ctx_tokens * x->kv_token_s + x->step_overhead_s + batch * x->seq_overhead_s;
 }

@@ -64,6 +64,8 @@ struct rl_infer {
   double weight_bytes;      /* per device: all parameters / tp, bf16 */
   double kv_token_bytes;    /* per device and context token, all layers (K and V, bf16) */
   double kv_token_s;        /* decode: seconds per context token read per step */
+  double step_overhead_s;   /* decode: engine time per step beyond the kernels (rl.rollout.step_overhead) */
+  double seq_overhead_s;    /* decode: engine time per step and running sequence (rl.rollout.seq_overhead) */
   int nb;                   /* decode buckets */
   int batch[RL_MAX_BUCKETS];
   struct rl_cost decode[RL_MAX_BUCKETS]; /* one decode step at batch[i], without the KV reads */
@@ -89,7 +91,8 @@ int rl__infer_init(struct rl_infer *x, const struct rl_job *job, struct op_cache
                    struct npu_diag *diag);
 /* Time of a cost once the collectives are probed. */
 double rl__cost_s(const struct rl_infer *x, const struct rl_cost *c);
-/* One decode step of batch sequences holding ctx_tokens context tokens in all. */
+/* One decode step of batch sequences holding ctx_tokens context tokens in all: the kernels, the
+ * KV reads and the engine's time beyond its kernels (step_overhead_s + batch x seq_overhead_s). */
 double rl__decode_step_s(const struct rl_infer *x, int batch, double ctx_tokens);
 /* Model FLOPs of the policy per token at context ctx (2 x active matmul params + attention). */
 double rl__token_flops(const struct wl_model *m, double ctx);

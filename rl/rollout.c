@@ -11,8 +11,9 @@
  * token per running sequence per step; a sequence leaves after its last token and frees its
  * blocks. Between two admissions or departures the batch is constant and each step reads B
  * more context tokens than the one before, so the steps of such a stretch are summed in closed
- * form: k a(B) + kv (k ctx0 + B k (k - 1) / 2), with a(B) the step's weight-bound part and kv
- * the time per context token read (infer.c).
+ * form: k a(B) + kv (k ctx0 + B k (k - 1) / 2), with a(B) the step's weight-bound part plus the
+ * engine's time per step beyond its kernels (step_overhead + B seq_overhead) and kv the time per
+ * context token read (infer.c).
  */
 #include "rl/rl_int.h"
 

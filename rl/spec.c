@@ -3,6 +3,11 @@
  *
  * Defaults follow the frameworks where they have one: vLLM's max_num_seqs 256,
  * max_num_batched_tokens 8192 and gpu_memory_utilization 0.9; one PPO epoch and one mini-batch.
+ * The engine's time per decode step beyond its kernels (step_overhead + seq_overhead x running
+ * sequences) is a measurement: vLLM's offline latency of Llama-3-8B (fp16, TP1) on one H100 at
+ * batch 1, 16, 32 and 64 (Chitty-Venkata et al., LLM-Inference-Bench, arXiv 2411.00136; the
+ * repository's Plots/All_results.csv) minus npusim's own prediction of the same runs, per decode
+ * step, fitted as 2.36 ms + 29 us per sequence (docs/RL.md, "Inference costs").
  */
 #include "rl/rl.h"
 
@@ -60,6 +65,11 @@ static const struct npu_param params[] = {
         "prompt tokens per prefill chunk (vLLM max_num_batched_tokens)"),
     {"rl.rollout.memory_utilization", NPU_PT_REAL, OFF(rollout.memory_utilization), 0, "0.9", NPU_PF_FRACTION, 0, 0,
      NULL, "share of HBM the engine may use for weights, activations and KV cache (vLLM gpu_memory_utilization)"},
+    {"rl.rollout.step_overhead", NPU_PT_TIME, OFF(rollout.step_overhead_s), 0, "2.36ms", NPU_PF_NONNEG, 0, 0, NULL,
+     "engine time per decode step beyond the kernels (scheduler, input preparation, sampling, output processing); "
+     "default: vLLM on H100, fitted to LLM-Inference-Bench (docs/RL.md)"},
+    {"rl.rollout.seq_overhead", NPU_PT_TIME, OFF(rollout.seq_overhead_s), 0, "29us", NPU_PF_NONNEG, 0, 0, NULL,
+     "engine time per decode step and running sequence beyond the kernels; default: as rl.rollout.step_overhead"},
     INT("rl.train.devices", train.devices, "0", NPU_PF_NONNEG,
         "training pool, devices (disaggregated); 0: what rl.rollout.devices leaves; colocated: all"),
     INT("rl.train.seq_len", train.seq_len, "0", NPU_PF_NONNEG,

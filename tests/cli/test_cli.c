@@ -164,7 +164,19 @@ Test(cli, scenario_reference_lists_every_key)
 /* Every scenario under scenarios/ (model presets aside) runs: `npusim run` for those with a
  * model, kernel or collective section, `arch show` for system descriptions. Sweep files (*_sweep.cfg) are not
  * scenarios: tests/sweep runs each on a small sample. */
-static int run_scenarios(const char *dir)
+/* GCC defines __SANITIZE_ADDRESS__ under -fsanitize=address (the sanitizer build). */
+#ifdef __SANITIZE_ADDRESS__
+#define UNDER_SANITIZERS true
+#else
+#define UNDER_SANITIZERS false
+#endif
+
+/*
+ * Run every scenario under dir (recursively, but not into the subdirectory `skip`). A scenario
+ * whose comments hold the line "# npusim-test: skip-under-sanitizers" (a full-scale run that
+ * takes minutes: smaller scenarios cover the same code) is not run in the sanitizer build.
+ */
+static int run_scenarios(const char *dir, const char *skip)
 {
   DIR *d = opendir(dir);
   cr_assert(d != NULL, "%s", dir);
@@ -175,10 +187,11 @@ static int run_scenarios(const char *dir)
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     size_t len = strlen(e->d_name);
     if (e->d_name[0] == '.' || !strcmp(e->d_name, "models")) continue;
+    if (skip && !strcmp(e->d_name, skip)) continue;
     struct stat st;
     cr_assert_eq(stat(path, &st), 0, "%s", path);
     if (S_ISDIR(st.st_mode)) {
-      n += run_scenarios(path);
+      n += run_scenarios(path, NULL);
       continue;
     }
     if (len < 5 || strcmp(e->d_name + len - 4, ".cfg") != 0) continue;
@@ -186,10 +199,16 @@ static int run_scenarios(const char *dir)
     FILE *f = fopen(path, "r");
     cr_assert(f != NULL);
     char line[512];
-    bool training = false;
-    while (fgets(line, sizeof line, f))
+    bool training = false, heavy = false;
+    while (fgets(line, sizeof line, f)) {
       training |= !strncmp(line, "model", 5) || !strncmp(line, "kernel", 6) || !strncmp(line, "collective", 10);
+      heavy |= !strncmp(line, "# npusim-test: skip-under-sanitizers", 36);
+    }
     fclose(f);
+    if (heavy && UNDER_SANITIZERS) {
+      cr_log_info("%s: not run in the sanitizer build (skip-under-sanitizers)", path);
+      continue;
+    }
     struct run_result r = training ? ts_npusim("run", path, NULL) : ts_npusim("arch", "show", path, NULL);
     cr_assert_eq(r.status, 0, "%s: %s", path, r.err);
     cr_assert_str_eq(r.err, "", "%s", path);
@@ -200,7 +219,13 @@ static int run_scenarios(const char *dir)
   return n;
 }
 
-Test(cli, every_scenario_runs, .timeout = 1200)
+/* Two tests, so that Criterion runs the two halves side by side. */
+Test(cli, every_scenario_runs, .timeout = 1800)
 {
-  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios"), 1);
+  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios", "validation"), 1);
+}
+
+Test(cli, every_validation_scenario_runs, .timeout = 1800)
+{
+  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios/validation", NULL), 1);
 }

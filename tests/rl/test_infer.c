@@ -13,8 +13,9 @@
 
 static const char *sys1 = "preset = \"atlas-800t-a2\";";
 static const char *plan1 = "tp = 1; zero = 1; recompute = \"full\";";
+/* the kernel model alone: no engine time beyond the kernels (tested on its own below) */
 static const char *rl1 = "prompts = 8; group_size = 4; prompt_len = 4096; response = { mean = 256; max = 256; }; "
-                         "rollout = { tp = 1; };";
+                         "rollout = { tp = 1; step_overhead = \"0s\"; seq_overhead = \"0s\"; };";
 
 static void setup(struct rl_job *job, struct rl_infer *x, struct op_cache **cache, struct rl_colls *colls,
                   int max_batch, int chunk)
@@ -81,6 +82,44 @@ Test(rl_infer, decode_step_reads_every_weight_once, .timeout = 60)
   rl_job_release(&job);
 }
 
+/* The engine's time beyond its kernels: step_overhead + batch x seq_overhead on every decode step,
+ * whatever the batch and context; the defaults are the measured ones (rl/spec.c). */
+Test(rl_infer, decode_step_adds_the_engine_overhead, .timeout = 60)
+{
+  struct rl_job job;
+  struct rl_infer x, y;
+  struct op_cache *c;
+  struct rl_colls colls;
+  setup(&job, &x, &c, &colls, 64, 0);
+  cr_assert_eq(x.step_overhead_s, 0);
+  char *path = tr_scenario(sys1, 4, plan1, rl1);
+  const char *sets[] = {"rl.rollout.step_overhead=3ms", "rl.rollout.seq_overhead=50us", NULL};
+  struct rl_job job2;
+  tr_load(&job2, path, sets);
+  free(path);
+  struct rl_colls colls2 = {0};
+  struct npu_diag d;
+  cr_assert_eq(rl__infer_init(&y, &job2, c, &colls2, RL_GROUP_ROLLOUT_TP, 1, false, 64, 0, 4096, 0, &d), 0, "%s",
+               d.msg);
+  const int batch[] = {1, 16, 48};
+  for (int i = 0; i < 3; i++) {
+    int b = batch[i];
+    double ctx = 3000.0 * b;
+    tr_close(rl__decode_step_s(&y, b, ctx) - rl__decode_step_s(&x, b, ctx), 3e-3 + b * 50e-6, 1e-9,
+             "step overhead");
+  }
+  rl_job_release(&job2);
+  /* defaults: 2.36 ms + 29 us per running sequence */
+  path = tr_scenario(sys1, 4, plan1, "prompts = 8; group_size = 4; prompt_len = 256; response = { mean = 256; max = 256; };");
+  tr_load(&job2, path, NULL);
+  free(path);
+  tr_close(job2.spec.rollout.step_overhead_s, 2.36e-3, 1e-12, "default step overhead");
+  tr_close(job2.spec.rollout.seq_overhead_s, 29e-6, 1e-12, "default sequence overhead");
+  rl_job_release(&job2);
+  op_cache_close(c);
+  rl_job_release(&job);
+}
+
 Test(rl_infer, long_prefill_is_compute_bound, .timeout = 60)
 {
   struct rl_job job;
@@ -131,7 +170,7 @@ Test(rl_infer, moe_decode_reads_the_touched_experts, .timeout = 60)
                         "preset = \"dgx-h100\";\nmodel = { preset = \"qwen3-30b-a3b\"; layers = 4; };\n"
                         "plan = { tp = 1; ep = 8; zero = 1; recompute = \"full\"; };\n"
                         "rl = { prompts = 8; group_size = 4; prompt_len = 256; response = { mean = 64; max = 64; };\n"
-                        "rollout = { tp = 2; }; };\n");
+                        "rollout = { tp = 2; step_overhead = \"0s\"; seq_overhead = \"0s\"; }; };\n");
   struct rl_job job;
   tr_load(&job, path, NULL);
   struct op_cache *c = op_cache_open(NULL, NULL);

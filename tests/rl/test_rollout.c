@@ -79,6 +79,39 @@ Test(rl_rollout, sync_rollout_is_the_longest_responses_decode_chain, .timeout = 
   fix_fini(&f);
 }
 
+/* n responses of L tokens, all admitted at once: the engine's time beyond its kernels adds
+ * L x (step_overhead + n x seq_overhead) to the rollout, and nothing to the prefill. */
+Test(rl_rollout, fixed_lengths_grow_by_steps_times_the_overhead, .timeout = 60)
+{
+  struct fix f, g;
+  fix_init(&f, 256, 16);
+  char rl[512];
+  snprintf(rl, sizeof rl, "prompts = 8; group_size = 4; prompt_len = 256; response = { mean = 64; max = 4096; }; "
+           "rollout = { tp = 1; };");
+  char *path = tr_scenario(sys1, 2, plan1, rl);
+  const char *sets[] = {"rl.rollout.step_overhead=0s", "rl.rollout.seq_overhead=0s", NULL};
+  tr_load(&g.job, path, sets);
+  free(path);
+  g.cache = op_cache_open(NULL, NULL);
+  memset(&g.colls, 0, sizeof g.colls);
+  struct npu_diag d;
+  cr_assert_eq(rl__infer_init(&g.x, &g.job, g.cache, &g.colls, RL_GROUP_ROLLOUT_TP, 1, false, 16, 8192, 256, 0, &d),
+               0, "%s", d.msg);
+  const int n[] = {1, 12};
+  for (int i = 0; i < 2; i++) {
+    int len[12];
+    for (int j = 0; j < n[i]; j++) len[j] = 300;
+    struct rl_rollout_stats with, without;
+    rl__rollout(&f.x, len, n[i], 1, 256, 16, 1e9, &with);
+    rl__rollout(&g.x, len, n[i], 1, 256, 16, 1e9, &without);
+    tr_close(with.time_s - without.time_s, 300 * (2.36e-3 + n[i] * 29e-6), 1e-9, "300 steps x overhead");
+    tr_close(with.prefill_s, without.prefill_s, 1e-12, "prefill unchanged");
+    cr_assert_eq(with.decode_steps, 300);
+  }
+  fix_fini(&g);
+  fix_fini(&f);
+}
+
 Test(rl_rollout, engines_wait_for_the_slowest, .timeout = 60)
 {
   struct fix f;
