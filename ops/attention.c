@@ -1295,6 +1295,7 @@ static void setup(void *p, struct op_exec *x)
   const struct arch_chip *chip = op_chip(x);
   uint64_t pre_blocks = (uint64_t)a->B * a->H * (a->S / HALF);
   int vcores = chip->aiv_count < (int)pre_blocks ? chip->aiv_count : (int)pre_blocks;
+  if (vcores > MAX_UNITS) vcores = MAX_UNITS; /* per-unit state is sized for MAX_UNITS */
   struct core_kernel kp = {.name = "flash_attention_bwd_pre", .mode = CORE_MODE_VECTOR, .block_dim = vcores,
                            .nblocks = pre_blocks, .ctx = a, .unit_begin = pre_begin, .unit_end = pre_end,
                            .block = pre_block};

@@ -1345,6 +1345,7 @@ static int gplan(void *p, const struct op_desc *d, const struct op_args *a, cons
   uint64_t cores = op_u(d, a, "cores");
   g->cores = cores ? (int)cores : chip->aic_count;
   if (g->cores > (int)g->nblocks) g->cores = g->nblocks ? (int)g->nblocks : 1;
+  if (g->cores > MAX_UNITS) g->cores = MAX_UNITS; /* per-unit state is sized for MAX_UNITS */
   return 0;
 }
 
