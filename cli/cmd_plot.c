@@ -20,7 +20,8 @@ static const char usage[] =
     "usage: npusim plot RESULTS.csv --x AXIS [--y METRIC] -o PLOT.png|PLOT.svg [--title TEXT] [--logx]\n"
     "\n"
     "Draw METRIC (default step_time_s) against the swept key AXIS from a sweep's results, one\n"
-    "line per combination of the other swept keys; points with status ok only. Axis names may\n"
+    "line per combination of the other swept keys (less those they determine, such as a derived\n"
+    "plan.dp, and constants); points with status ok only. Axis names may\n"
     "leave out the unit suffix (--x chip.hbm.bandwidth for chip.hbm.bandwidth_bytes_per_s).\n"
     "Draws through gnuplot, which must be installed (apt-get install gnuplot-nox); without it\n"
     "the command says so and exits with status 2.\n";
@@ -55,6 +56,28 @@ struct pt {
   int series;
   int row;
 };
+
+static bool row_ok(const struct sw_table *t, int r)
+{
+  return t->status_col < 0 || !strcmp(t->rows[r][t->status_col], "ok");
+}
+
+/* Whether column c's value follows from x and the other used columns on the ok rows: no two
+ * rows agree on those and differ in c. */
+static bool determined(const struct sw_table *t, const bool *use, int xc, int c)
+{
+  for (int a = 0; a < t->nrows; a++) {
+    if (!row_ok(t, a)) continue;
+    for (int b = a + 1; b < t->nrows; b++) {
+      if (!row_ok(t, b) || !strcmp(t->rows[a][c], t->rows[b][c])) continue;
+      bool same = !strcmp(t->rows[a][xc], t->rows[b][xc]);
+      for (int k = 0; same && k < t->ncols; k++)
+        if (use[k] && k != c) same = !strcmp(t->rows[a][k], t->rows[b][k]);
+      if (same) return false;
+    }
+  }
+  return true;
+}
 
 static int by_series_x(const void *a, const void *b)
 {
@@ -106,7 +129,12 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
                         "plot %s with any CSV tool", path),
            NPU_EUNSUPPORTED;
   }
-  /* series: the values of the other parameter columns */
+  /* series: the values of the other parameter columns, less those the rest determine (a
+   * derived key such as plan.dp = devices / (tp x pp), or a constant): they add no line */
+  bool *use = npu_xcalloc((size_t)t.ncols, sizeof *use);
+  for (int c = first; c < end; c++) use[c] = c != xc;
+  for (int c = end - 1; c >= first; c--)
+    if (use[c] && determined(&t, use, xc, c)) use[c] = false;
   char **series = NULL;
   int nseries = 0, npts = 0;
   struct pt *pts = npu_xcalloc((size_t)t.nrows + 1, sizeof *pts);
@@ -125,7 +153,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     if (e == t.rows[r][yc] || *e) continue;
     struct npu_buf key = {0};
     for (int c = first; c < end; c++) {
-      if (c == xc) continue;
+      if (!use[c]) continue;
       npu_buf_printf(&key, "%s%s=%s", key.len ? ", " : "", t.cols[c], t.rows[r][c]);
     }
     int s = 0;
@@ -251,6 +279,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   }
   for (int s = 0; s < nseries; s++) free(series[s]);
   free(series);
+  free(use);
   free(cats);
   free(pts);
   sw_table_free(&t);
