@@ -52,6 +52,16 @@ static int parse_int(const char *opt, const char *v, int min, int *out, struct n
   return 0;
 }
 
+static int parse_seconds(const char *opt, const char *v, double *out, struct npu_diag *diag)
+{
+  char *end;
+  double x = v ? strtod(v, &end) : 0;
+  if (!v || end == v || *end || !(x > 0))
+    return npu_diag_set(diag, "command line", 0, opt, "expected seconds > 0, got '%s'", v ? v : ""), NPU_EINVAL;
+  *out = x;
+  return 0;
+}
+
 static int default_jobs(void)
 {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -127,11 +137,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       rc = parse_int("-j", v, 1, &eo.jobs, diag);
       i++;
     } else if (!strcmp(a, "--timeout")) {
-      char *end;
-      double x = v ? strtod(v, &end) : 0;
-      if (!v || end == v || *end || !(x > 0))
-        rc = npu_diag_set(diag, "command line", 0, "--timeout", "expected seconds > 0, got '%s'", v ? v : "");
-      eo.timeout_s = x;
+      rc = parse_seconds("--timeout", v, &eo.timeout_s, diag);
       i++;
     } else if (!strcmp(a, "--force")) {
       eo.force = true;
@@ -239,11 +245,7 @@ int cli_run_batch(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
       rc = parse_int("-j", v, 1, &eo.jobs, diag);
       i++;
     } else if (!strcmp(a, "--timeout")) {
-      char *end;
-      double x = v ? strtod(v, &end) : 0;
-      if (!v || end == v || *end || !(x > 0))
-        rc = npu_diag_set(diag, "command line", 0, "--timeout", "expected seconds > 0, got '%s'", v ? v : "");
-      eo.timeout_s = x;
+      rc = parse_seconds("--timeout", v, &eo.timeout_s, diag);
       i++;
     } else if (a[0] != '-') {
       files[nfiles++] = a;

@@ -155,13 +155,17 @@ static int train_probe_value(struct sw_probe *p, const char *key, double *out, s
   }
 }
 
+void sw_first_line(struct npu_buf *out, const struct npu_buf *csv)
+{
+  const char *s = npu_buf_str(csv);
+  npu_buf_printf(out, "%.*s", (int)strcspn(s, "\n"), s);
+}
+
 static void train_header(struct npu_buf *out)
 {
   struct npu_buf b = {0};
   wl_summary_csv_header(&b);
-  const char *s = npu_buf_str(&b);
-  size_t n = strcspn(s, "\n");
-  npu_buf_printf(out, "%.*s", (int)n, s);
+  sw_first_line(out, &b);
   npu_buf_release(&b);
 }
 
@@ -179,8 +183,7 @@ static int train_run(const char *scenario, const char *display, const char *cons
     if (display) snprintf(job.path, sizeof job.path, "%s", display);
     struct npu_buf b = {0};
     wl_summary_csv_row(&job, &res, &b);
-    const char *s = npu_buf_str(&b);
-    npu_buf_printf(row, "%.*s", (int)strcspn(s, "\n"), s);
+    sw_first_line(row, &b);
     npu_buf_release(&b);
   }
   wl_result_release(&res);
@@ -223,8 +226,7 @@ static void rl_header(struct npu_buf *out)
 {
   struct npu_buf b = {0};
   rl_summary_csv_header(&b);
-  const char *s = npu_buf_str(&b);
-  npu_buf_printf(out, "%.*s", (int)strcspn(s, "\n"), s);
+  sw_first_line(out, &b);
   npu_buf_release(&b);
 }
 
@@ -239,8 +241,7 @@ static int rl_kind_run(const char *scenario, const char *display, const char *co
     if (display) snprintf(job.path, sizeof job.path, "%s", display);
     struct npu_buf b = {0};
     rl_summary_csv_row(&job, &res, &b);
-    const char *s = npu_buf_str(&b);
-    npu_buf_printf(row, "%.*s", (int)strcspn(s, "\n"), s);
+    sw_first_line(row, &b);
     npu_buf_release(&b);
   }
   rl_job_release(&job);

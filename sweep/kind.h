@@ -47,6 +47,9 @@ struct sw_kind {
   void (*probe_close)(struct sw_probe *p);
 };
 
+/* Append the first line of a CSV text (a summary's header or row) without its newline. */
+void sw_first_line(struct npu_buf *out, const struct npu_buf *csv);
+
 /* The kind called name, or NULL. */
 const struct sw_kind *sw_kind_find(const char *name);
 /* The kind of the scenario a probe holds (first that detects it), or NULL. */

@@ -162,18 +162,11 @@ static int probe_value(struct sw_probe *sp, const char *key, double *out, struct
   }
 }
 
-/* The first line of a CSV text (header or row) without its newline. */
-static void first_line(struct npu_buf *out, const struct npu_buf *b)
-{
-  const char *s = npu_buf_str(b);
-  npu_buf_printf(out, "%.*s", (int)strcspn(s, "\n"), s);
-}
-
 static void kernel_header(struct npu_buf *out)
 {
   struct npu_buf b = {0};
   mc_kernel_csv_header(&b);
-  first_line(out, &b);
+  sw_first_line(out, &b);
   npu_buf_release(&b);
 }
 
@@ -181,7 +174,7 @@ static void coll_header(struct npu_buf *out)
 {
   struct npu_buf b = {0};
   mc_coll_csv_header(&b);
-  first_line(out, &b);
+  sw_first_line(out, &b);
   npu_buf_release(&b);
 }
 
@@ -196,7 +189,7 @@ static int kernel_run(const char *scenario, const char *display, const char *con
     if (display) snprintf(job.path, sizeof job.path, "%s", display);
     struct npu_buf b = {0};
     mc_kernel_csv_row(&job, &res, &b);
-    first_line(row, &b);
+    sw_first_line(row, &b);
     npu_buf_release(&b);
   }
   mc_kernel_release(&job);
@@ -214,7 +207,7 @@ static int coll_run(const char *scenario, const char *display, const char *const
     if (display) snprintf(job.path, sizeof job.path, "%s", display);
     struct npu_buf b = {0};
     mc_coll_csv_row(&job, &res, &b);
-    first_line(row, &b);
+    sw_first_line(row, &b);
     npu_buf_release(&b);
   }
   mc_coll_release(&job);

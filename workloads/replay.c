@@ -626,8 +626,9 @@ static void run_experts(struct rank *rk, double dur, double flops)
   s->flops = flops;
 }
 
-static void a2a_step(struct rank *rk, int layer, int mb, int which, bool pair)
+static void a2a_step(const struct rp *r, struct rank *rk, int layer, int mb, int which, bool pair)
 {
+  if (r->E < 2) return; /* ep 1: every expert is local, the tokens stay */
   struct step *s = add_step(rk, K_A2A, WL_CAT_EP);
   s->layer = layer;
   s->mb = mb;
@@ -680,9 +681,9 @@ static void build_slot(struct rp *r, struct rank *rk, const struct wl_slot *sl, 
       else if (!is_moe) run_seg(rk, &j->seg[WL_SEG_LAYER_F]);
       else {
         run_seg(rk, &j->seg[WL_SEG_MOE_PRE_F]);
-        a2a_step(rk, layer, mb, 0, pair);
+        a2a_step(r, rk, layer, mb, 0, pair);
         run_experts(rk, f, 0);
-        a2a_step(rk, layer, mb, 1, pair);
+        a2a_step(r, rk, layer, mb, 1, pair);
         run_seg(rk, &j->seg[WL_SEG_MOE_POST_F]);
       }
     } else {
@@ -698,9 +699,9 @@ static void build_slot(struct rp *r, struct rank *rk, const struct wl_slot *sl, 
       } else {
         if (do_bi) {
           run_seg(rk, &j->seg[WL_SEG_MOE_POST_BI]);
-          a2a_step(rk, layer, mb, 2, pair);
+          a2a_step(r, rk, layer, mb, 2, pair);
           run_experts(rk, bi, 0);
-          a2a_step(rk, layer, mb, 3, pair);
+          a2a_step(r, rk, layer, mb, 3, pair);
           run_seg(rk, &j->seg[WL_SEG_MOE_PRE_BI]);
         }
         if (do_w) {
@@ -806,10 +807,6 @@ static void run_steps(struct rp *r, struct rank *rk, double now)
       return;
     }
     case K_A2A: {
-      if (r->E < 2) { /* ep 1: every expert is local, the tokens stay */
-        rk->sk++;
-        break;
-      }
       int h = join_a2a(r, rk, s->layer, s->mb, s->which, now, NULL);
       rk->sk++;
       if (h < 0) return;
