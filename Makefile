@@ -1,14 +1,16 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    install what is missing, build, run the default scenario
 #   make test   install what is missing, build, run every test through ctest
-# Also: make test-sanitize (the suite under ASan + UBSan), make build, make clean.
+# Also: make test-sanitize (the suite under ASan + UBSan), make golden (rewrite the golden
+# figures beside every scenario from what the code computes now: review the diff), make build,
+# make clean.
 
 BUILD ?= build
 BUILD_SAN ?= build-sanitize
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-sanitize bench clean
+.PHONY: all deps build run test test-sanitize golden bench clean
 
 all: build
 
@@ -29,6 +31,10 @@ test-sanitize: deps
 	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DNPUSIM_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_SAN) -j$(JOBS)
 	ctest --test-dir $(BUILD_SAN) --output-on-failure -j$(JOBS)
+
+golden: build
+	NPUSIM_GOLDEN_UPDATE=1 ctest --test-dir $(BUILD) -R '^(cli|sweep)$$' -j$(JOBS)
+	@git status --short -- scenarios
 
 bench: build
 	@for b in $(BUILD)/bench/*/bench_*; do echo "== $$b"; $$b || exit 1; done

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 
+#include "tests/support/golden.h"
 #include "tests/sweep/common.h"
 
 static char *dir;
@@ -230,6 +231,23 @@ Test(sweep_files, example_sweeps_run_on_a_sample)
     cr_assert(p && sscanf(p, ": %d ok", &ok) == 1, "%s: %s", e->d_name, r.out);
     cr_assert(ran >= 1 && ok == ran && !strstr(r.out, "error") && !strstr(r.out, "crash"), "%s: %s", e->d_name, r.out);
     ts_run_free(&r);
+    /* the sample's rows against the golden file beside the sweep */
+    char expect[1100], header[1400];
+    snprintf(expect, sizeof expect, "%.*s.expect", (int)(strlen(path) - 4), path);
+    snprintf(header, sizeof header,
+             "# Golden figures of %s run on a sample: `npusim sweep %s -o OUT.csv --sample 2 --seed 3`\n"
+             "# (training sweeps with --set model.layers=8 --set model.seq_len=1024), key COLUMN[ROW] of OUT.csv;\n"
+             "# checked by tests/sweep/test_files.c. Relative tolerance 0.1%% unless a line says otherwise.\n"
+             "# A changed figure is a deliberate edit (`make golden`), with its reason in the commit message.\n",
+             e->d_name, e->d_name);
+    char *rows = ts_read(csv);
+    cr_assert(rows != NULL, "%s", csv);
+    struct ts_figures f = {0};
+    ts_figures_from_csv(&f, rows);
+    char *msg = ts_golden_check(expect, &f, header, ts_golden_pin_default);
+    cr_assert(msg == NULL, "%s", msg);
+    ts_figures_free(&f);
+    free(rows);
     n++;
   }
   closedir(d);

@@ -1,0 +1,232 @@
+/*
+ * test_golden.c - every scenario under scenarios/ runs and reproduces the figures pinned in the
+ * golden file beside it (<name>.expect, tests/support/golden.h), and `npusim validate --json`
+ * reproduces scenarios/validation/validate.expect. `make golden` rewrites the golden files
+ * from what the code computes now: a changed figure is then a visible edit, explained in the
+ * commit that makes it.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/support/golden.h"
+#include "tests/support/support.h"
+
+TestSuite(golden, .timeout = 1800);
+
+/* GCC defines __SANITIZE_ADDRESS__ under -fsanitize=address (the sanitizer build). */
+#ifdef __SANITIZE_ADDRESS__
+#define UNDER_SANITIZERS true
+#else
+#define UNDER_SANITIZERS false
+#endif
+
+/* Run one scenario with -o, check its summary.csv against path's .expect; NULL or a message. */
+static char *check_scenario(const char *path)
+{
+  char *dir = ts_tmpdir();
+  char out[1100];
+  snprintf(out, sizeof out, "%s/out", dir);
+  struct run_result r = ts_npusim("run", path, "-o", out, NULL);
+  char *msg = NULL;
+  if (r.status != 0 || r.err[0]) {
+    msg = malloc(strlen(path) + strlen(r.err) + 64);
+    sprintf(msg, "%s: exit %d: %s", path, r.status, r.err);
+  } else {
+    char csvp[1200], expect[1100];
+    snprintf(csvp, sizeof csvp, "%s/summary.csv", out);
+    snprintf(expect, sizeof expect, "%.*s.expect", (int)(strlen(path) - 4), path);
+    char *csv = ts_read(csvp);
+    struct ts_figures f = {0};
+    ts_figures_from_csv(&f, csv ? csv : "");
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char header[1400];
+    snprintf(header, sizeof header,
+             "# Golden figures of %s: `npusim run %s -o DIR`, columns of DIR/summary.csv\n"
+             "# (docs/SCENARIOS.md), checked by tests/cli/test_golden.c. KEY VALUE [TOLERANCE]: relative\n"
+             "# tolerance 0.1%% unless a line says otherwise (and why). A changed figure is a deliberate\n"
+             "# edit (`make golden`), with its reason in the commit message.\n",
+             base, base);
+    msg = ts_golden_check(expect, &f, header, ts_golden_pin_default);
+    ts_figures_free(&f);
+    free(csv);
+  }
+  ts_run_free(&r);
+  ts_rmtree(dir);
+  free(dir);
+  return msg;
+}
+
+/*
+ * Run every scenario under dir (recursively, but not into the subdirectory `skip`) and check its
+ * golden figures; every disagreement is collected before the test fails. A scenario whose
+ * comments hold the line "# npusim-test: skip-under-sanitizers" (a full-scale run that takes
+ * minutes: smaller scenarios cover the same code) is not run in the sanitizer build. Sweep
+ * files (*_sweep.cfg) are not scenarios: tests/sweep runs each on a sample against its own
+ * golden file.
+ */
+static int run_scenarios(const char *dir, const char *skip, char **fails)
+{
+  DIR *d = opendir(dir);
+  cr_assert(d != NULL, "%s", dir);
+  struct dirent *e;
+  int n = 0;
+  char *names[256];
+  int nn = 0;
+  while ((e = readdir(d)) && nn < 256) names[nn++] = strdup(e->d_name);
+  closedir(d);
+  for (int i = 0; i < nn; i++) {
+    const char *name = names[i];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t len = strlen(name);
+    if (name[0] == '.' || !strcmp(name, "models") || (skip && !strcmp(name, skip))) continue;
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s", path);
+    if (S_ISDIR(st.st_mode)) {
+      n += run_scenarios(path, NULL, fails);
+      continue;
+    }
+    if (len < 5 || strcmp(name + len - 4, ".cfg") != 0) continue;
+    if (len >= 10 && strcmp(name + len - 10, "_sweep.cfg") == 0) continue;
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL);
+    char line[512];
+    bool heavy = false;
+    while (fgets(line, sizeof line, f)) heavy |= !strncmp(line, "# npusim-test: skip-under-sanitizers", 36);
+    fclose(f);
+    if (heavy && UNDER_SANITIZERS) {
+      cr_log_info("%s: not run in the sanitizer build (skip-under-sanitizers)", path);
+      continue;
+    }
+    char *m = check_scenario(path);
+    if (m) {
+      size_t old = *fails ? strlen(*fails) : 0;
+      *fails = realloc(*fails, old + strlen(m) + 2);
+      strcpy(*fails + old, m);
+      free(m);
+    }
+    n++;
+  }
+  for (int i = 0; i < nn; i++) free(names[i]);
+  return n;
+}
+
+/* Two tests, so that Criterion runs the two halves side by side. */
+Test(golden, every_scenario_matches_its_golden_figures)
+{
+  char *fails = NULL;
+  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios", "validation", &fails), 15);
+  cr_assert(fails == NULL, "%s", fails);
+}
+
+Test(golden, every_validation_scenario_matches_its_golden_figures)
+{
+  char *fails = NULL;
+  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios/validation", NULL, &fails), 30);
+  cr_assert(fails == NULL, "%s", fails);
+}
+
+/* The string value after `"key": "` (or the number after `"key": `) at or after p; NULL at the
+ * end. *next moves past it. */
+static char *json_field(const char *p, const char *key, const char **next)
+{
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": ", key);
+  const char *s = strstr(p, pat);
+  if (!s) return NULL;
+  s += strlen(pat);
+  const char *e;
+  if (*s == '"') {
+    s++;
+    e = strchr(s, '"');
+  } else {
+    e = s + strcspn(s, ",\n}");
+  }
+  if (!e) return NULL;
+  *next = e;
+  return strndup(s, (size_t)(e - s));
+}
+
+/* The validation table (every case of `npusim validate`, its predicted value) is pinned too: the
+ * cases run the validation scenarios with their own overrides. Not in the sanitizer build: it
+ * reruns the full-scale scenarios that build skips, and the per-scenario test covers the code. */
+Test(golden, validation_table_matches_its_golden_figures)
+{
+  if (UNDER_SANITIZERS) cr_skip_test("the validation table reruns full-scale scenarios (normal build only)");
+  struct run_result r = ts_npusim("validate", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  struct ts_figures f = {0};
+  const char *p = r.out, *q;
+  char *name;
+  while ((name = json_field(p, "name", &q))) {
+    char *metric = json_field(q, "metric", &q);
+    char *pred = json_field(q, "predicted", &q);
+    cr_assert(metric && pred, "%s", r.out);
+    char key[512];
+    snprintf(key, sizeof key, "%s/%s", name, metric);
+    ts_figures_add(&f, key, pred);
+    free(name);
+    free(metric);
+    free(pred);
+    p = q;
+  }
+  char *mape = json_field(p, "mape", &q);
+  cr_assert(mape != NULL, "%s", r.out);
+  ts_figures_add(&f, "mape", mape);
+  free(mape);
+  cr_assert_geq(f.n, 30);
+  char *msg = ts_golden_check(NPUSIM_SOURCE_DIR "/scenarios/validation/validate.expect", &f,
+                              "# Golden figures of `npusim validate --json`: each case's predicted value, keyed\n"
+                              "# \"case name/metric\", and the MAPE; checked by tests/cli/test_golden.c. Relative\n"
+                              "# tolerance 0.1% unless a line says otherwise. A changed figure is a deliberate edit\n"
+                              "# (`make golden`), with its reason in the commit message.\n",
+                              NULL);
+  cr_assert(msg == NULL, "%s", msg);
+  ts_figures_free(&f);
+  ts_run_free(&r);
+}
+
+/* The checker itself: a figure beyond its tolerance, a missing figure, a changed label and a
+ * bad tolerance are each reported; figures within tolerance (relative or absolute) are not. */
+Test(golden, the_checker_reports_every_disagreement, .timeout = 30)
+{
+  char *dir = ts_tmpdir();
+  char *path = ts_write(dir, "x.expect",
+                        "# comment\n"
+                        "step_time_s  1.000  # within 0.1%\n"
+                        "mfu          0.500  1%\n"
+                        "bubble       0.0    abs:1e-3\n"
+                        "memory       100    \n"
+                        "algorithm    \"ring\"\n"
+                        "missing      1\n"
+                        "zero         0\n"
+                        "badtol       1      5\n");
+  struct ts_figures f = {0};
+  ts_figures_from_csv(&f, "step_time_s,mfu,bubble,memory,algorithm,zero,badtol\n"
+                          "1.0009,0.504,0.0009,100.2,mesh,1e-300,1\n");
+  char *msg = ts_golden_check(path, &f, "", NULL);
+  cr_assert(msg != NULL);
+  cr_assert(!strstr(msg, "step_time_s") && !strstr(msg, "mfu") && !strstr(msg, ": bubble"), "%s", msg);
+  cr_assert(strstr(msg, "memory: 100.2, expected 100 (+0.2%, tolerance 0.1%)") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "algorithm: \"mesh\", expected \"ring\"") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "missing: no such figure in the result") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "zero: 1e-300, expected 0") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "badtol: bad tolerance '5'") != NULL, "%s", msg);
+  free(msg);
+  /* a CSV of several rows keys its figures column[row] */
+  struct ts_figures g = {0};
+  ts_figures_from_csv(&g, "a,b\n1,\"x, y\"\n2,z\n");
+  cr_assert_eq(g.n, 4);
+  cr_assert_str_eq(g.keys[1], "b[1]");
+  cr_assert_str_eq(g.values[1], "x, y");
+  cr_assert_str_eq(g.keys[2], "a[2]");
+  ts_figures_free(&f);
+  ts_figures_free(&g);
+  free(path);
+  ts_rmtree(dir);
+  free(dir);
+}
