@@ -9,25 +9,20 @@
 
 #include "common/err.h"
 
-#define OFF(f) offsetof(struct arch_system, f)
-#define SZ(f) sizeof(((struct arch_system *)0)->f)
+#define NPU_PARAM_STRUCT struct arch_system
 
 /* Required value: no default. */
 #define REQ(name, type, field, flags, desc) \
-  {name, type, OFF(field), 0, NULL, flags, 0, 0, NULL, desc}
+  {name, type, NPU_PARAM_OFF(field), 0, NULL, flags, 0, 0, NULL, desc}
 /* Optional value with a default. */
 #define OPT(name, type, field, def, flags, desc) \
-  {name, type, OFF(field), 0, def, flags, 0, 0, NULL, desc}
-#define STR(name, field, def, desc) \
-  {name, NPU_PT_STRING, OFF(field), SZ(field), def, 0, 0, 0, NULL, desc}
-#define ENUM(name, field, def, names, desc) \
-  {name, NPU_PT_ENUM, OFF(field), 0, def, 0, 0, 0, names, desc}
+  {name, type, NPU_PARAM_OFF(field), 0, def, flags, 0, 0, NULL, desc}
 #define RANGE(name, type, field, def, lo, hi, desc) \
-  {name, type, OFF(field), 0, def, 0, lo, hi, NULL, desc}
+  {name, type, NPU_PARAM_OFF(field), 0, def, 0, lo, hi, NULL, desc}
 #define CALIB(prefix, field, what)                                                         \
-  {prefix, NPU_PT_REAL, OFF(field.value), 0, "1.0", NPU_PF_FRACTION, 0, 0, NULL,           \
+  {prefix, NPU_PT_REAL, NPU_PARAM_OFF(field.value), 0, "1.0", NPU_PF_FRACTION, 0, 0, NULL, \
    "achievable share of peak " what},                                                      \
-  {prefix "_source", NPU_PT_STRING, OFF(field.source), SZ(field.source),                   \
+  {prefix "_source", NPU_PT_STRING, NPU_PARAM_OFF(field.source), NPU_PARAM_SZ(field.source),\
    "uncalibrated: ideal hardware", 0, 0, 0, NULL, "measurement the fraction comes from"}
 
 static const char *const org_names[] = {"split", "coupled", NULL};
@@ -49,9 +44,9 @@ static const char *const scaleout_names[] = {"none", "fat_tree", "rail_clos", NU
 
 static const struct npu_param params[] = {
     /* chip */
-    STR("chip.name", chip.name, NULL, "preset name of the chip"),
-    STR("chip.title", chip.title, "", "human-readable chip name"),
-    ENUM("chip.organisation", chip.org, NULL, org_names,
+    NPU_PARAM_STR("chip.name", chip.name, NULL, "preset name of the chip"),
+    NPU_PARAM_STR("chip.title", chip.title, "", "human-readable chip name"),
+    NPU_PARAM_ENUM("chip.organisation", chip.org, NULL, org_names,
          "split: separate cube (AIC) and vector (AIV) cores; coupled: one core holds both"),
     REQ("chip.aic_count", NPU_PT_INT, chip.aic_count, NPU_PF_POSITIVE,
         "cube cores (AIC); streaming multiprocessors on GPUs"),
@@ -129,7 +124,7 @@ static const struct npu_param params[] = {
     CALIB("chip.calib.l2", chip.calib.l2, "of L2 bandwidth"),
 
     /* node */
-    STR("node.name", node.name, "", "name of the server"),
+    NPU_PARAM_STR("node.name", node.name, "", "name of the server"),
     REQ("node.devices", NPU_PT_INT, node.devices, NPU_PF_POSITIVE,
         "ranks per node (dies, when a package holds several)"),
     RANGE("node.dies_per_package", NPU_PT_INT, node.dies_per_package, "1", 1, 8,
@@ -138,7 +133,7 @@ static const struct npu_param params[] = {
         "die-to-die link inside a package, one direction"),
     OPT("node.d2d.latency", NPU_PT_TIME, node.d2d.latency_s, "0s", NPU_PF_NONNEG,
         "die-to-die latency"),
-    ENUM("node.topology", node.topology, NULL, node_topo_names,
+    NPU_PARAM_ENUM("node.topology", node.topology, NULL, node_topo_names,
          "full_mesh: every package wired to every other; switch: packages meet in switches"),
     REQ("node.link.bandwidth", NPU_PT_BANDWIDTH, node.link.bw_bytes_per_s, NPU_PF_POSITIVE,
         "one intra-node link, one direction"),
@@ -151,9 +146,9 @@ static const struct npu_param params[] = {
         "ports of the node's switches together (topology switch)"),
 
     /* cluster */
-    STR("cluster.name", cluster.name, "", "name of the cluster"),
+    NPU_PARAM_STR("cluster.name", cluster.name, "", "name of the cluster"),
     REQ("cluster.nodes", NPU_PT_INT, cluster.nodes, NPU_PF_POSITIVE, "nodes (servers)"),
-    ENUM("cluster.scaleout.topology", cluster.scaleout.topology, NULL, scaleout_names,
+    NPU_PARAM_ENUM("cluster.scaleout.topology", cluster.scaleout.topology, NULL, scaleout_names,
          "scale-out network between nodes: none, fat_tree, rail_clos (rail-optimized)"),
     OPT("cluster.scaleout.nics_per_device", NPU_PT_INT, cluster.scaleout.nics_per_device, "1",
         NPU_PF_POSITIVE, "scale-out NICs per device"),

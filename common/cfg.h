@@ -62,6 +62,22 @@ struct npu_param {
   const char *desc;          /* one line; plain numbers state their unit here */
 };
 
+/*
+ * Entries of a parameter table, written once for every table: a file that defines
+ * NPU_PARAM_STRUCT as its table's target (`#define NPU_PARAM_STRUCT struct wl_plan`) writes
+ * NPU_PARAM_INT("plan.tp", tp, "1", NPU_PF_POSITIVE, "tensor-parallel size"), and so on.
+ */
+#define NPU_PARAM_OFF(field) offsetof(NPU_PARAM_STRUCT, field)
+#define NPU_PARAM_SZ(field) sizeof(((NPU_PARAM_STRUCT *)0)->field)
+#define NPU_PARAM_INT(name, field, def, flags, desc) \
+  {name, NPU_PT_INT, NPU_PARAM_OFF(field), 0, def, flags, 0, 0, NULL, desc}
+#define NPU_PARAM_BOOL(name, field, def, desc) \
+  {name, NPU_PT_BOOL, NPU_PARAM_OFF(field), 0, def, 0, 0, 0, NULL, desc}
+#define NPU_PARAM_ENUM(name, field, def, names, desc) \
+  {name, NPU_PT_ENUM, NPU_PARAM_OFF(field), 0, def, 0, 0, 0, names, desc}
+#define NPU_PARAM_STR(name, field, def, desc) \
+  {name, NPU_PT_STRING, NPU_PARAM_OFF(field), NPU_PARAM_SZ(field), def, 0, 0, 0, NULL, desc}
+
 struct npu_section {
   const char *name;     /* top-level group name: "chip" */
   bool required;        /* must be present */

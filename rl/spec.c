@@ -14,10 +14,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#define OFF(f) offsetof(struct rl_spec, f)
-#define INT(n, f, def, fl, d) {n, NPU_PT_INT, OFF(f), 0, def, fl, 0, 0, NULL, d}
-#define BOOL(n, f, def, d) {n, NPU_PT_BOOL, OFF(f), 0, def, 0, 0, 0, NULL, d}
-#define ENUM(n, f, def, names, d) {n, NPU_PT_ENUM, OFF(f), 0, def, 0, 0, 0, names, d}
+#define NPU_PARAM_STRUCT struct rl_spec
 
 static const char *const algo_names[] = {"grpo", "ppo", NULL};
 static const char *const place_names[] = {"colocated", "disaggregated", NULL};
@@ -30,64 +27,64 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    ENUM("rl.algorithm", algorithm, "grpo", algo_names,
+    NPU_PARAM_ENUM("rl.algorithm", algorithm, "grpo", algo_names,
          "grpo: n responses per prompt, group-normalised rewards, no critic; ppo: actor, critic, reference, reward"),
-    ENUM("rl.placement", placement, "colocated", place_names,
+    NPU_PARAM_ENUM("rl.placement", placement, "colocated", place_names,
          "colocated: every role time-shares all devices; disaggregated: a rollout pool and a training pool"),
-    ENUM("rl.mode", mode, "sync", mode_names,
+    NPU_PARAM_ENUM("rl.mode", mode, "sync", mode_names,
          "sync: rollout, then training; async: one-step off-policy, rollout of i+1 overlaps training of i "
          "(disaggregated only)"),
-    INT("rl.prompts", prompts, NULL, NPU_PF_POSITIVE, "prompts per iteration"),
-    INT("rl.group_size", group_size, "1", NPU_PF_POSITIVE, "responses per prompt (GRPO's n, at least 2)"),
-    INT("rl.prompt_len", prompt_len, NULL, NPU_PF_POSITIVE, "tokens per prompt"),
-    ENUM("rl.response.distribution", response.distribution, "fixed", dist_names,
+    NPU_PARAM_INT("rl.prompts", prompts, NULL, NPU_PF_POSITIVE, "prompts per iteration"),
+    NPU_PARAM_INT("rl.group_size", group_size, "1", NPU_PF_POSITIVE, "responses per prompt (GRPO's n, at least 2)"),
+    NPU_PARAM_INT("rl.prompt_len", prompt_len, NULL, NPU_PF_POSITIVE, "tokens per prompt"),
+    NPU_PARAM_ENUM("rl.response.distribution", response.distribution, "fixed", dist_names,
          "response lengths: fixed (all = mean), uniform in [min, 2 mean - min], lognormal (long tail) of median "
          "mean and sigma, histogram (measured: rl.response.histogram); every draw clipped to [min, max]"),
-    INT("rl.response.mean", response.mean, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("rl.response.mean", response.mean, "0", NPU_PF_NONNEG,
         "tokens: the length (fixed), the mean (uniform), the median (lognormal); not used by histogram"),
-    INT("rl.response.min", response.min, "1", NPU_PF_POSITIVE, "shortest response, tokens"),
-    INT("rl.response.max", response.max, NULL, NPU_PF_POSITIVE, "longest response (generation limit), tokens"),
-    {"rl.response.sigma", NPU_PT_REAL, OFF(response.sigma), 0, "1.0", NPU_PF_NONNEG, 0, 0, NULL,
+    NPU_PARAM_INT("rl.response.min", response.min, "1", NPU_PF_POSITIVE, "shortest response, tokens"),
+    NPU_PARAM_INT("rl.response.max", response.max, NULL, NPU_PF_POSITIVE, "longest response (generation limit), tokens"),
+    {"rl.response.sigma", NPU_PT_REAL, NPU_PARAM_OFF(response.sigma), 0, "1.0", NPU_PF_NONNEG, 0, 0, NULL,
      "lognormal: standard deviation of ln(length)"},
-    {"rl.response.histogram", NPU_PT_STRING, OFF(response.histogram), sizeof(((struct rl_spec *)0)->response.histogram),
+    {"rl.response.histogram", NPU_PT_STRING, NPU_PARAM_OFF(response.histogram), NPU_PARAM_SZ(response.histogram),
      "", 0, 0, 0, NULL,
      "histogram: measured response lengths as \"LEN:WEIGHT, ...\" (tokens and relative frequency of each bin)"},
-    INT("rl.seed", seed, "1", NPU_PF_NONNEG, "seed of the response lengths (gsl mt19937; reported)"),
-    INT("rl.rollout.devices", rollout.devices, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("rl.seed", seed, "1", NPU_PF_NONNEG, "seed of the response lengths (gsl mt19937; reported)"),
+    NPU_PARAM_INT("rl.rollout.devices", rollout.devices, "0", NPU_PF_NONNEG,
         "rollout pool, devices (disaggregated); 0: what rl.train.devices leaves; colocated: all"),
-    INT("rl.rollout.tp", rollout.tp, "1", NPU_PF_POSITIVE, "tensor-parallel size of one inference engine"),
-    BOOL("rl.rollout.expert_parallel", rollout.expert_parallel, "false",
+    NPU_PARAM_INT("rl.rollout.tp", rollout.tp, "1", NPU_PF_POSITIVE, "tensor-parallel size of one inference engine"),
+    NPU_PARAM_BOOL("rl.rollout.expert_parallel", rollout.expert_parallel, "false",
          "MoE: an engine spreads whole experts over its ranks (vLLM enable_expert_parallel) instead of TP-sharding "
          "each"),
-    INT("rl.rollout.max_num_seqs", rollout.max_num_seqs, "256", NPU_PF_POSITIVE,
+    NPU_PARAM_INT("rl.rollout.max_num_seqs", rollout.max_num_seqs, "256", NPU_PF_POSITIVE,
         "concurrent sequences per engine (vLLM max_num_seqs); the KV cache may allow fewer"),
-    INT("rl.rollout.max_batched_tokens", rollout.max_batched_tokens, "8192", NPU_PF_POSITIVE,
+    NPU_PARAM_INT("rl.rollout.max_batched_tokens", rollout.max_batched_tokens, "8192", NPU_PF_POSITIVE,
         "prompt tokens per prefill chunk (vLLM max_num_batched_tokens)"),
-    {"rl.rollout.memory_utilization", NPU_PT_REAL, OFF(rollout.memory_utilization), 0, "0.9", NPU_PF_FRACTION, 0, 0,
+    {"rl.rollout.memory_utilization", NPU_PT_REAL, NPU_PARAM_OFF(rollout.memory_utilization), 0, "0.9", NPU_PF_FRACTION, 0, 0,
      NULL, "share of HBM the engine may use for weights, activations and KV cache (vLLM gpu_memory_utilization)"},
-    {"rl.rollout.step_overhead", NPU_PT_TIME, OFF(rollout.step_overhead_s), 0, "2.36ms", NPU_PF_NONNEG, 0, 0, NULL,
+    {"rl.rollout.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.step_overhead_s), 0, "2.36ms", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per decode step beyond the kernels (scheduler, input preparation, sampling, output processing); "
      "default: vLLM on H100, fitted to LLM-Inference-Bench (docs/RL.md)"},
-    {"rl.rollout.seq_overhead", NPU_PT_TIME, OFF(rollout.seq_overhead_s), 0, "29us", NPU_PF_NONNEG, 0, 0, NULL,
+    {"rl.rollout.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.seq_overhead_s), 0, "29us", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per decode step and running sequence beyond the kernels; default: as rl.rollout.step_overhead"},
-    INT("rl.train.devices", train.devices, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("rl.train.devices", train.devices, "0", NPU_PF_NONNEG,
         "training pool, devices (disaggregated); 0: what rl.rollout.devices leaves; colocated: all"),
-    INT("rl.train.seq_len", train.seq_len, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("rl.train.seq_len", train.seq_len, "0", NPU_PF_NONNEG,
         "training sequences are packed to this many tokens; 0: prompt_len + response.max rounded up to 128"),
-    INT("rl.train.mini_batches", train.mini_batches, "1", NPU_PF_POSITIVE,
+    NPU_PARAM_INT("rl.train.mini_batches", train.mini_batches, "1", NPU_PF_POSITIVE,
         "optimizer steps per epoch over the iteration's data (PPO mini-batches)"),
-    INT("rl.train.epochs", train.epochs, "1", NPU_PF_POSITIVE, "passes over the iteration's data (PPO epochs)"),
-    ENUM("rl.reward", reward, "rule", reward_names,
+    NPU_PARAM_INT("rl.train.epochs", train.epochs, "1", NPU_PF_POSITIVE, "passes over the iteration's data (PPO epochs)"),
+    NPU_PARAM_ENUM("rl.reward", reward, "rule", reward_names,
          "rule: a verifier on the host (rl.reward_rule_time per response); model: a reward model of the policy's "
          "architecture"),
-    {"rl.reward_rule_time", NPU_PT_TIME, OFF(reward_rule_s), 0, "0s", NPU_PF_NONNEG, 0, 0, NULL,
+    {"rl.reward_rule_time", NPU_PT_TIME, NPU_PARAM_OFF(reward_rule_s), 0, "0s", NPU_PF_NONNEG, 0, 0, NULL,
      "host time of the rule-based reward per response (rl.reward = rule)"},
-    BOOL("rl.reference", reference, "true", "a reference policy's log-probs (KL penalty or loss)"),
-    BOOL("rl.old_logprob", old_logprob, "true",
+    NPU_PARAM_BOOL("rl.reference", reference, "true", "a reference policy's log-probs (KL penalty or loss)"),
+    NPU_PARAM_BOOL("rl.old_logprob", old_logprob, "true",
          "recompute the rollout policy's log-probs with the actor before training (veRL, OpenRLHF)"),
-    {"rl.host_bandwidth", NPU_PT_BANDWIDTH, OFF(host_bw_bytes_per_s), 0, "64GBps", NPU_PF_POSITIVE, 0, 0, NULL,
+    {"rl.host_bandwidth", NPU_PT_BANDWIDTH, NPU_PARAM_OFF(host_bw_bytes_per_s), 0, "64GBps", NPU_PF_POSITIVE, 0, 0, NULL,
      "host <-> device link per device, one direction (colocated offload and reload); PCIe 5.0 x16 by default"},
-    BOOL("rl.offload_weights", offload_weights, "true",
+    NPU_PARAM_BOOL("rl.offload_weights", offload_weights, "true",
          "colocated: the training copy of the weights leaves HBM during rollout (optimizer states and gradients "
          "always do)"),
 };

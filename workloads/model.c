@@ -10,11 +10,7 @@
 #include "arch/arch.h"
 #include "common/err.h"
 
-#define OFF(f) offsetof(struct wl_model, f)
-#define SZ(f) sizeof(((struct wl_model *)0)->f)
-#define INT(name, field, def, flags, desc) {name, NPU_PT_INT, OFF(field), 0, def, flags, 0, 0, NULL, desc}
-#define ENUM(name, field, def, names, desc) {name, NPU_PT_ENUM, OFF(field), 0, def, 0, 0, 0, names, desc}
-#define BOOL(name, field, def, desc) {name, NPU_PT_BOOL, OFF(field), 0, def, 0, 0, 0, NULL, desc}
+#define NPU_PARAM_STRUCT struct wl_model
 
 static const char *const norm_names[] = {"rmsnorm", "layernorm", NULL};
 static const char *const act_names[] = {"swiglu", "gelu", NULL};
@@ -27,50 +23,50 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    {"model.name", NPU_PT_STRING, OFF(name), SZ(name), NULL, 0, 0, 0, NULL, "preset name of the model"},
-    {"model.title", NPU_PT_STRING, OFF(title), SZ(title), "", 0, 0, 0, NULL, "human-readable model name"},
-    INT("model.layers", layers, NULL, NPU_PF_POSITIVE, "transformer layers"),
-    INT("model.hidden", hidden, NULL, NPU_PF_POSITIVE, "hidden size"),
-    INT("model.ffn", ffn, NULL, NPU_PF_POSITIVE, "MLP inner size of a dense layer"),
-    INT("model.heads", heads, NULL, NPU_PF_POSITIVE, "attention (query) heads"),
-    INT("model.kv_heads", kv_heads, "0", NPU_PF_NONNEG, "key/value heads (GQA); 0: as heads"),
-    INT("model.head_dim", head_dim, "0", NPU_PF_NONNEG, "head dimension; 0: hidden / heads"),
-    INT("model.vocab", vocab, NULL, NPU_PF_POSITIVE, "vocabulary size"),
-    INT("model.seq_len", seq_len, NULL, NPU_PF_POSITIVE, "training sequence length, tokens"),
-    ENUM("model.norm", norm, "rmsnorm", norm_names, "normalisation: rmsnorm or layernorm"),
-    ENUM("model.activation", act, "swiglu", act_names, "MLP activation: swiglu (gated, 3 matrices) or gelu (2)"),
-    ENUM("model.position", pos, "rope", pos_names, "position encoding: rope or learned absolute embeddings"),
-    ENUM("model.attention", attention, "flash", attn_names,
+    {"model.name", NPU_PT_STRING, NPU_PARAM_OFF(name), NPU_PARAM_SZ(name), NULL, 0, 0, 0, NULL, "preset name of the model"},
+    {"model.title", NPU_PT_STRING, NPU_PARAM_OFF(title), NPU_PARAM_SZ(title), "", 0, 0, 0, NULL, "human-readable model name"},
+    NPU_PARAM_INT("model.layers", layers, NULL, NPU_PF_POSITIVE, "transformer layers"),
+    NPU_PARAM_INT("model.hidden", hidden, NULL, NPU_PF_POSITIVE, "hidden size"),
+    NPU_PARAM_INT("model.ffn", ffn, NULL, NPU_PF_POSITIVE, "MLP inner size of a dense layer"),
+    NPU_PARAM_INT("model.heads", heads, NULL, NPU_PF_POSITIVE, "attention (query) heads"),
+    NPU_PARAM_INT("model.kv_heads", kv_heads, "0", NPU_PF_NONNEG, "key/value heads (GQA); 0: as heads"),
+    NPU_PARAM_INT("model.head_dim", head_dim, "0", NPU_PF_NONNEG, "head dimension; 0: hidden / heads"),
+    NPU_PARAM_INT("model.vocab", vocab, NULL, NPU_PF_POSITIVE, "vocabulary size"),
+    NPU_PARAM_INT("model.seq_len", seq_len, NULL, NPU_PF_POSITIVE, "training sequence length, tokens"),
+    NPU_PARAM_ENUM("model.norm", norm, "rmsnorm", norm_names, "normalisation: rmsnorm or layernorm"),
+    NPU_PARAM_ENUM("model.activation", act, "swiglu", act_names, "MLP activation: swiglu (gated, 3 matrices) or gelu (2)"),
+    NPU_PARAM_ENUM("model.position", pos, "rope", pos_names, "position encoding: rope or learned absolute embeddings"),
+    NPU_PARAM_ENUM("model.attention", attention, "flash", attn_names,
          "attention kernels: flash (FlashAttention) or standard (QK^T, softmax, PV as separate kernels)"),
-    BOOL("model.tied_embeddings", tied_embeddings, "false", "input embedding and output projection share weights"),
-    BOOL("model.bias", bias, "false", "linear layers and norms carry biases"),
-    {"model.dropout", NPU_PT_REAL, OFF(dropout), 0, "0", NPU_PF_NONNEG, 0, 0.99, NULL,
+    NPU_PARAM_BOOL("model.tied_embeddings", tied_embeddings, "false", "input embedding and output projection share weights"),
+    NPU_PARAM_BOOL("model.bias", bias, "false", "linear layers and norms carry biases"),
+    {"model.dropout", NPU_PT_REAL, NPU_PARAM_OFF(dropout), 0, "0", NPU_PF_NONNEG, 0, 0.99, NULL,
      "dropout probability after attention, the MLP and the embedding, and on attention scores (0: none)"},
-    BOOL("model.sandwich_norm", sandwich_norm, "false",
+    NPU_PARAM_BOOL("model.sandwich_norm", sandwich_norm, "false",
          "sandwich norm: a norm on each sublayer's output before the residual add as well as on its input "
          "(Pangu Ultra)"),
-    BOOL("model.qk_norm", qk_norm, "false", "a norm on each head's query and key before attention (Qwen3)"),
-    INT("model.mla.q_lora_rank", mla.q_lora_rank, "0", NPU_PF_NONNEG,
+    NPU_PARAM_BOOL("model.qk_norm", qk_norm, "false", "a norm on each head's query and key before attention (Qwen3)"),
+    NPU_PARAM_INT("model.mla.q_lora_rank", mla.q_lora_rank, "0", NPU_PF_NONNEG,
         "MLA query compression rank (W_dq, a norm, W_uq); 0: queries projected directly"),
-    INT("model.mla.kv_lora_rank", mla.kv_lora_rank, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("model.mla.kv_lora_rank", mla.kv_lora_rank, "0", NPU_PF_NONNEG,
         "MLA key/value latent rank; > 0 turns multi-head latent attention (DeepSeek-V2/V3) on"),
-    INT("model.mla.qk_nope_head_dim", mla.qk_nope_head_dim, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("model.mla.qk_nope_head_dim", mla.qk_nope_head_dim, "0", NPU_PF_NONNEG,
         "MLA query/key head dimension without rotary positions"),
-    INT("model.mla.qk_rope_head_dim", mla.qk_rope_head_dim, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("model.mla.qk_rope_head_dim", mla.qk_rope_head_dim, "0", NPU_PF_NONNEG,
         "MLA query/key head dimension with rotary positions (the key's shared by all heads)"),
-    INT("model.mla.v_head_dim", mla.v_head_dim, "0", NPU_PF_NONNEG, "MLA value head dimension"),
-    INT("model.moe.experts", moe.experts, "0", NPU_PF_NONNEG, "routed experts per MoE layer; 0: a dense model"),
-    INT("model.moe.shared", moe.shared, "0", NPU_PF_NONNEG, "shared experts per MoE layer"),
-    INT("model.moe.top_k", moe.top_k, "0", NPU_PF_NONNEG, "experts each token is routed to"),
-    INT("model.moe.ffn", moe.ffn, "0", NPU_PF_NONNEG, "inner size of one expert's MLP"),
-    INT("model.moe.dense_layers", moe.dense_layers, "0", NPU_PF_NONNEG, "leading layers that stay dense"),
-    INT("model.moe.groups", moe.groups, "0", NPU_PF_NONNEG, "expert groups for group-limited routing; 0: none"),
-    INT("model.moe.top_groups", moe.top_groups, "0", NPU_PF_NONNEG, "groups a token may use"),
-    {"model.moe.capacity_factor", NPU_PT_REAL, OFF(moe.capacity_factor), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
+    NPU_PARAM_INT("model.mla.v_head_dim", mla.v_head_dim, "0", NPU_PF_NONNEG, "MLA value head dimension"),
+    NPU_PARAM_INT("model.moe.experts", moe.experts, "0", NPU_PF_NONNEG, "routed experts per MoE layer; 0: a dense model"),
+    NPU_PARAM_INT("model.moe.shared", moe.shared, "0", NPU_PF_NONNEG, "shared experts per MoE layer"),
+    NPU_PARAM_INT("model.moe.top_k", moe.top_k, "0", NPU_PF_NONNEG, "experts each token is routed to"),
+    NPU_PARAM_INT("model.moe.ffn", moe.ffn, "0", NPU_PF_NONNEG, "inner size of one expert's MLP"),
+    NPU_PARAM_INT("model.moe.dense_layers", moe.dense_layers, "0", NPU_PF_NONNEG, "leading layers that stay dense"),
+    NPU_PARAM_INT("model.moe.groups", moe.groups, "0", NPU_PF_NONNEG, "expert groups for group-limited routing; 0: none"),
+    NPU_PARAM_INT("model.moe.top_groups", moe.top_groups, "0", NPU_PF_NONNEG, "groups a token may use"),
+    {"model.moe.capacity_factor", NPU_PT_REAL, NPU_PARAM_OFF(moe.capacity_factor), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
      "expert capacity as a multiple of the mean load (tokens over it are dropped); 0: dropless"},
-    ENUM("model.moe.score", moe.score, "softmax", score_names,
+    NPU_PARAM_ENUM("model.moe.score", moe.score, "softmax", score_names,
          "router score function: softmax over the experts or sigmoid per expert (DeepSeek-V3)"),
-    INT("model.moe.layer_freq", moe.layer_freq, "1", NPU_PF_POSITIVE,
+    NPU_PARAM_INT("model.moe.layer_freq", moe.layer_freq, "1", NPU_PF_POSITIVE,
         "after the dense layers, layer l (from 0) is an MoE layer when l % layer_freq = 0; 1: every one"),
 };
 

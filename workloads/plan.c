@@ -11,10 +11,7 @@
 #include "common/err.h"
 #include "workloads/schedule.h"
 
-#define OFF(f) offsetof(struct wl_plan, f)
-#define INT(name, field, def, flags, desc) {name, NPU_PT_INT, OFF(field), 0, def, flags, 0, 0, NULL, desc}
-#define BOOL(name, field, def, desc) {name, NPU_PT_BOOL, OFF(field), 0, def, 0, 0, 0, NULL, desc}
-#define ENUM(name, field, def, names, desc) {name, NPU_PT_ENUM, OFF(field), 0, def, 0, 0, 0, names, desc}
+#define NPU_PARAM_STRUCT struct wl_plan
 
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1", "dualpipe", NULL};
@@ -27,31 +24,31 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    INT("plan.tp", tp, "1", NPU_PF_POSITIVE, "tensor-parallel size"),
-    INT("plan.cp", cp, "1", NPU_PF_POSITIVE, "context-parallel size"),
-    INT("plan.pp", pp, "1", NPU_PF_POSITIVE, "pipeline stages"),
-    INT("plan.dp", dp, "0", NPU_PF_NONNEG, "data-parallel size; 0: devices / (tp x cp x pp)"),
-    INT("plan.ep", ep, "1", NPU_PF_POSITIVE, "expert-parallel size (MoE; divides dp x cp)"),
-    INT("plan.vpp", vpp, "1", NPU_PF_POSITIVE, "model chunks per pipeline rank (interleaved schedule); 1: none"),
-    INT("plan.first_stage_layers", first_layers, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("plan.tp", tp, "1", NPU_PF_POSITIVE, "tensor-parallel size"),
+    NPU_PARAM_INT("plan.cp", cp, "1", NPU_PF_POSITIVE, "context-parallel size"),
+    NPU_PARAM_INT("plan.pp", pp, "1", NPU_PF_POSITIVE, "pipeline stages"),
+    NPU_PARAM_INT("plan.dp", dp, "0", NPU_PF_NONNEG, "data-parallel size; 0: devices / (tp x cp x pp)"),
+    NPU_PARAM_INT("plan.ep", ep, "1", NPU_PF_POSITIVE, "expert-parallel size (MoE; divides dp x cp)"),
+    NPU_PARAM_INT("plan.vpp", vpp, "1", NPU_PF_POSITIVE, "model chunks per pipeline rank (interleaved schedule); 1: none"),
+    NPU_PARAM_INT("plan.first_stage_layers", first_layers, "0", NPU_PF_NONNEG,
         "layers of the first pipeline stage, or of its first model chunk with vpp > 1 (Megatron --decoder-first-pipeline-num-layers); 0: an even split"),
-    INT("plan.last_stage_layers", last_layers, "0", NPU_PF_NONNEG,
+    NPU_PARAM_INT("plan.last_stage_layers", last_layers, "0", NPU_PF_NONNEG,
         "layers of the last pipeline stage, or of its last model chunk with vpp > 1 (--decoder-last-pipeline-num-layers); 0: an even split"),
-    BOOL("plan.sp", sp, "false", "sequence parallelism: norms and dropout sharded over the TP group"),
-    INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
-    ENUM("plan.recompute", recompute, "none", recompute_names,
+    NPU_PARAM_BOOL("plan.sp", sp, "false", "sequence parallelism: norms and dropout sharded over the TP group"),
+    NPU_PARAM_INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
+    NPU_PARAM_ENUM("plan.recompute", recompute, "none", recompute_names,
          "activation recomputation: none, selective (attention core), full (every layer)"),
-    INT("plan.micro_batch", micro_batch, "1", NPU_PF_POSITIVE, "sequences per micro-batch"),
-    INT("plan.global_batch", global_batch, NULL, NPU_PF_POSITIVE, "sequences per optimizer step"),
-    ENUM("plan.schedule", schedule, "1f1b", sched_names, "pipeline schedule: gpipe, 1f1b, interleaved, zb_h1, dualpipe"),
-    {"plan.order", NPU_PT_STRING, OFF(order), sizeof(((struct wl_plan *)0)->order), "tp-cp-ep-dp-pp", 0, 0, 0, NULL,
+    NPU_PARAM_INT("plan.micro_batch", micro_batch, "1", NPU_PF_POSITIVE, "sequences per micro-batch"),
+    NPU_PARAM_INT("plan.global_batch", global_batch, NULL, NPU_PF_POSITIVE, "sequences per optimizer step"),
+    NPU_PARAM_ENUM("plan.schedule", schedule, "1f1b", sched_names, "pipeline schedule: gpipe, 1f1b, interleaved, zb_h1, dualpipe"),
+    {"plan.order", NPU_PT_STRING, NPU_PARAM_OFF(order), NPU_PARAM_SZ(order), "tp-cp-ep-dp-pp", 0, 0, 0, NULL,
      "rank order, fastest-varying dimension first (Megatron's default tp-cp-ep-dp-pp)"},
-    BOOL("plan.overlap_grad_reduce", overlap_grad_reduce, "true", "reduce gradient buckets while the backward runs"),
-    BOOL("plan.overlap_param_gather", overlap_param_gather, "true", "gather ZeRO parameters ahead of use, overlapped"),
-    {"plan.bucket_params", NPU_PT_REAL, OFF(bucket_params), 0, "40000000", NPU_PF_POSITIVE, 0, 0, NULL,
+    NPU_PARAM_BOOL("plan.overlap_grad_reduce", overlap_grad_reduce, "true", "reduce gradient buckets while the backward runs"),
+    NPU_PARAM_BOOL("plan.overlap_param_gather", overlap_param_gather, "true", "gather ZeRO parameters ahead of use, overlapped"),
+    {"plan.bucket_params", NPU_PT_REAL, NPU_PARAM_OFF(bucket_params), 0, "40000000", NPU_PF_POSITIVE, 0, 0, NULL,
      "gradient bucket size for the data-parallel reduction, parameters (Megatron DDP: 40M)"},
-    ENUM("plan.dtype", dtype, "bf16", dtype_names, "training precision: bf16 or fp16 mixed precision (fp8 on fp8 chips)"),
-    ENUM("plan.fp8_recipe", fp8_recipe, "block", fp8_recipe_names,
+    NPU_PARAM_ENUM("plan.dtype", dtype, "bf16", dtype_names, "training precision: bf16 or fp16 mixed precision (fp8 on fp8 chips)"),
+    NPU_PARAM_ENUM("plan.fp8_recipe", fp8_recipe, "block", fp8_recipe_names,
          "fp8 scaling with plan.dtype = fp8: tensor (per-tensor amax), block (1x128 activation blocks, DeepSeek-V3), "
          "mxfp8 (32-element blocks, E8M0 scales)"),
 };

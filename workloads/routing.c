@@ -43,7 +43,7 @@
 #include "arch/arch.h"
 #include "common/err.h"
 
-#define OFF(f) offsetof(struct wl_routing_cfg, f)
+#define NPU_PARAM_STRUCT struct wl_routing_cfg
 
 static const char *const dist_names[] = {"uniform", "zipf", "profile", NULL};
 
@@ -52,16 +52,16 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    {"routing.distribution", NPU_PT_ENUM, OFF(distribution), 0, "uniform", 0, 0, 0, dist_names,
+    {"routing.distribution", NPU_PT_ENUM, NPU_PARAM_OFF(distribution), 0, "uniform", 0, 0, 0, dist_names,
      "experts' shares of the token copies: uniform, zipf (1/rank^skew over permuted experts) or profile (a file)"},
-    {"routing.skew", NPU_PT_REAL, OFF(skew), 0, "1.0", NPU_PF_NONNEG, 0, 0, NULL,
+    {"routing.skew", NPU_PT_REAL, NPU_PARAM_OFF(skew), 0, "1.0", NPU_PF_NONNEG, 0, 0, NULL,
      "Zipf exponent: the r-th hottest expert's share is proportional to 1/r^skew (zipf)"},
-    {"routing.profile", NPU_PT_STRING, OFF(profile), sizeof(((struct wl_routing_cfg *)0)->profile), "", 0, 0, 0,
+    {"routing.profile", NPU_PT_STRING, NPU_PARAM_OFF(profile), NPU_PARAM_SZ(profile), "", 0, 0, 0,
      NULL, "file of relative expert loads, one per expert ('LOAD' or 'EXPERT LOAD' lines), relative to the file "
            "that sets it (profile)"},
-    {"routing.per_layer", NPU_PT_BOOL, OFF(per_layer), 0, "true", 0, 0, 0, NULL,
+    {"routing.per_layer", NPU_PT_BOOL, NPU_PARAM_OFF(per_layer), 0, "true", 0, 0, 0, NULL,
      "draw a new routing for every layer (false: every layer routes like the others)"},
-    {"routing.hot_shift", NPU_PT_BOOL, OFF(hot_shift), 0, "true", 0, 0, 0, NULL,
+    {"routing.hot_shift", NPU_PT_BOOL, NPU_PARAM_OFF(hot_shift), 0, "true", 0, 0, 0, NULL,
      "zipf: permute the experts' ranks per layer, so the hot experts differ from layer to layer"},
 };
 
