@@ -109,7 +109,7 @@ int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, s
 
   struct arch_derived dv;
   arch_derive(&job->sys, &dv);
-  double peak = dv.peak_flops_per_s[job->plan.dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16];
+  double peak = dv.peak_flops_per_s[wl_plan_wide_dtype(&job->plan)];
   res->peak_flops_per_s = peak;
   res->train_step_s = tr.step_s;
   res->train_steps = tr.steps;

@@ -243,3 +243,18 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, sd.key, "%s", sd.msg);
   return 0;
 }
+
+enum npu_dtype wl_plan_wide_dtype(const struct wl_plan *p)
+{
+  return p->dtype == WL_DTYPE_FP16 ? NPU_DT_FP16 : NPU_DT_BF16;
+}
+
+bool wl_plan_is_fp8(const struct wl_plan *p)
+{
+  return p->dtype == WL_DTYPE_FP8;
+}
+
+enum npu_dtype wl_plan_fp8_dtype(const struct wl_plan *p)
+{
+  return p->fp8_recipe == WL_FP8_MX ? NPU_DT_MXFP8 : NPU_DT_FP8_E4M3;
+}

@@ -14,6 +14,7 @@
 
 #include "arch/arch.h"
 #include "common/cfg.h"
+#include "common/dtype.h"
 #include "workloads/model.h"
 
 enum wl_recompute { WL_RECOMPUTE_NONE, WL_RECOMPUTE_SELECTIVE, WL_RECOMPUTE_FULL };
@@ -24,6 +25,15 @@ enum wl_schedule {
   WL_SCHED_ZB_H1,       /* zero bubble H1 (MoE issue) */
   WL_SCHED_DUALPIPE,    /* DeepSeek DualPipe (MoE issue) */
   WL_SCHED_COUNT
+};
+
+/* Training precision (plan.dtype): the linear layers' input type; fp8 keeps bf16 elsewhere. */
+enum wl_dtype { WL_DTYPE_BF16, WL_DTYPE_FP16, WL_DTYPE_FP8 };
+/* fp8 scaling (plan.fp8_recipe). */
+enum wl_fp8_recipe {
+  WL_FP8_TENSOR, /* one scale per tensor */
+  WL_FP8_BLOCK,  /* 1x128 activation blocks, 128x128 weight blocks (DeepSeek-V3) */
+  WL_FP8_MX      /* OCP MXFP8: blocks of 32 with E8M0 scales */
 };
 
 /* Parallel dimensions, in the order of enum values used by wl_coord. */
@@ -45,8 +55,8 @@ struct wl_plan {
   bool overlap_grad_reduce; /* DP gradient reduction overlapped with backward */
   bool overlap_param_gather;/* ZeRO parameter all-gathers overlapped with compute */
   double bucket_params;     /* gradient bucket size, parameters */
-  int dtype;                /* training dtype: 0 bf16, 1 fp16, 2 fp8 (linear layers; bf16 elsewhere) */
-  int fp8_recipe;           /* fp8 scaling: 0 per tensor, 1 blocks (1x128 activations), 2 MXFP8 */
+  int dtype;                /* enum wl_dtype */
+  int fp8_recipe;           /* enum wl_fp8_recipe */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */
@@ -79,5 +89,13 @@ int wl_plan_rank(const struct wl_plan *p, const struct wl_coord *c);
 void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks);
 
 const char *wl_schedule_name(enum wl_schedule s);
+
+/* The 16-bit type of everything but fp8 GEMMs: fp16 for an fp16 plan, else bf16 (also the
+ * type whose dense peak MFU is judged against: fp8 runs are judged against bf16). */
+enum npu_dtype wl_plan_wide_dtype(const struct wl_plan *p);
+/* Whether the linear layers run in fp8. */
+bool wl_plan_is_fp8(const struct wl_plan *p);
+/* The fp8 GEMM input type of the plan's recipe: NPU_DT_MXFP8 or NPU_DT_FP8_E4M3. */
+enum npu_dtype wl_plan_fp8_dtype(const struct wl_plan *p);
 
 #endif
