@@ -11,8 +11,10 @@
  * cache and concurrent sweeps do not lose each other's entries.
  *
  * The key holds the operator's canonical arguments, the fidelity, and arch_chip_fingerprint()
- * of the chip: any change to any chip parameter makes a different key. OP_MODEL_REVISION must
- * be bumped by any change to the chip model or a kernel that alters simulated times.
+ * of the chip: any change to any chip parameter makes a different key. The file's header holds
+ * OP_MODEL_REVISION, which carries OP_MODEL_FINGERPRINT, a hash of the sources of formats/,
+ * memory/, cores/, ops/, engine/ and arch/ computed by the build (cmake/model_fingerprint.cmake):
+ * a file written by any other version of the cost model is stale, with nothing to bump by hand.
  */
 #ifndef NPUSIM_OPS_COST_CACHE_H
 #define NPUSIM_OPS_COST_CACHE_H
@@ -21,9 +23,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ops/model_fingerprint.h" /* generated: OP_MODEL_FINGERPRINT */
 #include "ops/op.h"
 
-#define OP_MODEL_REVISION "npusim-model-3"
+#define OP_MODEL_REVISION "npusim-model-" OP_MODEL_FINGERPRINT
 
 /* What a cached cost keeps of an operator run. */
 struct op_cost {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ops/cost_cache.h"
 #include "tests/support/chip.h"
@@ -191,4 +192,56 @@ Test(cost_cache, event_fidelity_runs_in_a_child_process)
   cr_assert_eq(op_cost_get(c, d, &b, &sys, CORE_FIDELITY_EVENT, &y, &diag), 0, "%s", diag.msg);
   cr_assert(y.time_s < x.time_s);
   op_cache_close(c);
+}
+
+/* Run the build's fingerprint script over the tree src; returns the fingerprint written. */
+static char *fingerprint_of(const char *src)
+{
+  char out[1100], script[1100], arg_src[1200], arg_out[1200];
+  snprintf(out, sizeof out, "%s/fp.h", dir);
+  snprintf(script, sizeof script, "%s/cmake/model_fingerprint.cmake", NPUSIM_SOURCE_DIR);
+  snprintf(arg_src, sizeof arg_src, "-DSRC=%s", src);
+  snprintf(arg_out, sizeof arg_out, "-DOUT=%s", out);
+  char *argv[] = {NPUSIM_CMAKE, arg_src, arg_out, "-P", script, NULL};
+  struct run_result r = ts_run(argv, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  char *text = ts_read(out);
+  cr_assert(text != NULL);
+  char *q = strchr(text, '"');
+  cr_assert(q != NULL, "%s", text);
+  char *fp = strndup(q + 1, 16);
+  free(text);
+  return fp;
+}
+
+/* The cache's model revision is a hash of the cost model's sources, made by the build: the same
+ * sources give the same fingerprint, an edit to any of them another (so no cost computed by an
+ * older model is ever reused), and files outside the model's folders do not count. */
+Test(cost_cache, model_fingerprint_follows_the_sources)
+{
+  cr_assert(strstr(OP_MODEL_REVISION, OP_MODEL_FINGERPRINT) != NULL);
+  cr_assert_eq(strlen(OP_MODEL_FINGERPRINT), 16);
+  char src[1100], sub[1200];
+  snprintf(src, sizeof src, "%s/tree", dir);
+  mkdir(src, 0777);
+  snprintf(sub, sizeof sub, "%s/cores", src);
+  mkdir(sub, 0777);
+  snprintf(sub, sizeof sub, "%s/workloads", src);
+  mkdir(sub, 0777);
+  snprintf(sub, sizeof sub, "%s/cores", src);
+  free(ts_write(sub, "timing.c", "double cycles = 1;\n"));
+  char *a = fingerprint_of(src), *b = fingerprint_of(src);
+  cr_assert_str_eq(a, b);
+  free(ts_write(sub, "timing.c", "double cycles = 2;\n"));
+  char *c = fingerprint_of(src);
+  cr_assert_str_neq(a, c);
+  snprintf(sub, sizeof sub, "%s/workloads", src);
+  free(ts_write(sub, "replay.c", "int x;\n"));
+  char *d = fingerprint_of(src);
+  cr_assert_str_eq(c, d);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
 }
