@@ -2,6 +2,7 @@
 #include "common/units.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,18 +119,31 @@ static bool split_number(const char *text, char *num, size_t numlen, char *sym, 
   return true;
 }
 
-static double apply_unit(const char *num, const struct unit *u)
+/*
+ * num (a decimal number as written) times the unit's factor; *range is set when the value
+ * overflows or underflows a double. The exponents are folded in integer arithmetic with its
+ * range checked ("1e99999999999999999999" must not wrap around to a tiny value).
+ */
+static double apply_unit(const char *num, const struct unit *u, bool *range)
 {
   char buf[160];
-  snprintf(buf, sizeof buf, "%se%d", num, u->exp10);
-  /* "1.5e3" + "e9" is not a number; fold the exponents instead. */
+  long long ex = u->exp10;
+  int mant_len = (int)strlen(num);
   char *e = strpbrk(num, "eE");
   if (e) {
-    long ex = strtol(e + 1, NULL, 10) + u->exp10;
-    snprintf(buf, sizeof buf, "%.*se%ld", (int)(e - num), num, ex);
+    errno = 0;
+    long long given = strtoll(e + 1, NULL, 10);
+    if (errno == ERANGE || given > 100000 || given < -100000) given = given > 0 ? 100000 : -100000;
+    ex += given;
+    mant_len = (int)(e - num);
   }
+  snprintf(buf, sizeof buf, "%.*se%lld", mant_len, num, ex);
+  errno = 0;
   double v = strtod(buf, NULL);
-  return ldexp(v, u->exp2);
+  *range = errno == ERANGE;
+  v = ldexp(v, u->exp2);
+  if (!isfinite(v)) *range = true;
+  return v;
 }
 
 int npu_unit_parse(const char *text, enum npu_unit_kind kind, double *out, char *why,
@@ -159,8 +173,9 @@ int npu_unit_parse(const char *text, enum npu_unit_kind kind, double *out, char 
     snprintf(why, whylen, "unknown unit '%s': expected a %s like '%s'", sym, name, ex);
     return NPU_EINVAL;
   }
-  double v = apply_unit(num, u);
-  if (!isfinite(v)) {
+  bool range = false;
+  double v = apply_unit(num, u, &range);
+  if (range || !isfinite(v)) {
     snprintf(why, whylen, "value out of range: '%s'", text);
     return NPU_EINVAL;
   }

@@ -69,6 +69,23 @@ Test(units, names_what_is_wrong, .timeout = 10)
   parse_err("1Gbps", NPU_UNIT_SIZE); /* bits are no size */
 }
 
+/* Exponents beyond any double, written out or folded with the unit's, are out of range: never
+ * wrapped around (a signed overflow once turned 1e99999999999999999999GBps into 0 B/s) nor
+ * flushed to zero. */
+Test(units, huge_exponents_are_out_of_range, .timeout = 10)
+{
+  cr_assert_str_eq(parse_err("1e99999999999999999999GBps", NPU_UNIT_BANDWIDTH),
+                   "value out of range: '1e99999999999999999999GBps'");
+  cr_assert_str_eq(parse_err("1e-99999999999999999999GBps", NPU_UNIT_BANDWIDTH),
+                   "value out of range: '1e-99999999999999999999GBps'");
+  parse_err("1e400GBps", NPU_UNIT_BANDWIDTH);
+  parse_err("1e300TBps", NPU_UNIT_BANDWIDTH); /* finite as written, not once scaled */
+  parse_err("1e-330s", NPU_UNIT_TIME);
+  parse_err("9223372036854775807e9223372036854775807B", NPU_UNIT_SIZE);
+  cr_assert_eq(parse_ok("0e99999999999999999999GBps", NPU_UNIT_BANDWIDTH), 0.0);
+  cr_assert_eq(parse_ok("1e300B", NPU_UNIT_SIZE), 1e300);
+}
+
 static const char *fmt(double v, enum npu_unit_kind kind)
 {
   static char buf[96];
