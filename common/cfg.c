@@ -705,6 +705,40 @@ static void include_name(const char *file, int line, char *out, size_t n)
   fclose(f);
 }
 
+/*
+ * Check the @include lines of file (and of what they include, to libconfig's depth) before
+ * libconfig reads it: libconfig hands an include that names a directory (`@include ""` is the
+ * including file's directory) to its scanner, which then exits the process ("input in flex
+ * scanner failed") with no file or line. 0, or NPU_ECONFIG with diag at the @include line.
+ */
+static int check_includes(struct npu_cfg *cfg, const char *file, const char *incdir, int depth,
+                          struct npu_diag *diag)
+{
+  FILE *f = fopen(file, "r");
+  if (!f) return 0; /* libconfig reports it */
+  char buf[1024];
+  int rc = 0;
+  for (int line = 1; !rc && fgets(buf, sizeof buf, f); line++) {
+    const char *s = buf;
+    while (*s == ' ' || *s == '\t') s++;
+    if (strncmp(s, "@include", 8) != 0) continue;
+    const char *q = strchr(s + 8, '"');
+    const char *r = q ? strchr(q + 1, '"') : NULL;
+    if (!q || !r) continue; /* libconfig's own syntax error */
+    char name[512], full[PATH_MAX];
+    snprintf(name, sizeof name, "%.*s", (int)(r - q - 1), q + 1);
+    if (name[0] == '/') snprintf(full, sizeof full, "%s", name);
+    else join_path(full, sizeof full, incdir, name);
+    struct stat st;
+    if (!name[0] || (stat(full, &st) == 0 && !S_ISREG(st.st_mode)))
+      rc = npu_diag_set(diag, display_path(cfg, file), line, NULL, "@include '%s' does not name a file", name);
+    else if (stat(full, &st) == 0 && depth < 10)
+      rc = check_includes(cfg, full, incdir, depth + 1, diag);
+  }
+  fclose(f);
+  return rc;
+}
+
 static int load_path(struct npu_cfg *cfg, const char *path, const char *only,
                      struct npu_diag *diag)
 {
@@ -730,6 +764,11 @@ static int load_path(struct npu_cfg *cfg, const char *path, const char *only,
     return npu_diag_set(diag, display_path(cfg, path), 0, NULL, "cannot open: %s",
                         strerror(errno));
   fclose(probe);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return npu_diag_set(diag, display_path(cfg, path), 0, NULL, "not a file");
+  int irc = check_includes(cfg, path, incdir, 0, diag);
+  if (irc) return irc;
 
   config_t lc;
   config_init(&lc);

@@ -166,3 +166,13 @@ Test(bad_input, unknown_commands_and_options)
               "'list', 'show' or 'keys')\n",
               "arch", "lst", NULL, NULL, NULL);
 }
+
+/* An @include of no file (`@include ""` names the including file's directory) once ended the
+ * process inside libconfig's scanner with no file or line; a directory as the scenario too. */
+Test(bad_input, include_of_a_directory)
+{
+  expect_file("chip = { preset = \"ascend-910b2\"; };\n@include \"\"\n", NULL,
+              "error: %s:2: @include '' does not name a file\n");
+  expect_file("@include \"/\"\n", NULL, "error: %s:1: @include '/' does not name a file\n");
+  expect_args("error: /: not a file\n", "arch", "show", "/", NULL, NULL);
+}
