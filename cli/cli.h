@@ -31,6 +31,7 @@ extern const struct npu_cmd npu_cmd_sweep;
 extern const struct npu_cmd npu_cmd_merge;
 extern const struct npu_cmd npu_cmd_report;
 extern const struct npu_cmd npu_cmd_plot;
+extern const struct npu_cmd npu_cmd_calibrate;
 
 /* Batch runs (cli/cmd_sweep.c): `npusim run A.cfg B.cfg ... --csv OUT.csv`, one CSV row per
  * scenario, each in its own process. cmd_run.c hands over when cli_run_is_batch says so. */

@@ -28,6 +28,7 @@ static const struct npu_cmd *const commands[] = {
     &npu_cmd_merge,
     &npu_cmd_report,
     &npu_cmd_plot,
+    &npu_cmd_calibrate,
 #endif
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,305 @@
+/*
+ * fit.c - the knobs, their models of the data points, and the one-dimensional fit; see
+ * calibrate.h.
+ *
+ * GEMM points run the gemm operator on the chip model in this process (analytic fidelity needs
+ * no engine; event fidelity runs each in a child). A collective point runs on the cluster
+ * platform in a child process (one SimGrid engine per process). Every link whose bandwidth
+ * the knob scales carries the point's data, so its time at efficiency e is a + b / e (latency
+ * and reduction terms do not scale): two runs, at e = 1 and e = 1/2, give a and b, the fit
+ * searches that closed form, and one more run at the fitted value gives the residual shown.
+ */
+#include "calibrate/calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "interconnect/comm.h"
+#include "interconnect/run.h"
+#include "ops/cost_cache.h"
+#include "ops/op.h"
+
+static const struct cal_knob knobs[] = {
+    {"chip.calib.cube", "chip.calib.cube_source", CAL_GEMM, true, 0, 0, 0.05, 1.0,
+     "achievable share of the cube MAC rate, from GEMM throughput over shapes and dtypes"},
+    {"node.link.efficiency", "node.link.efficiency_source", CAL_COLLECTIVE, false, 1, 1, 0.05, 1.0,
+     "achievable share of intra-node link bandwidth, from collective bus bandwidth inside one server"},
+    {"cluster.scaleout.efficiency", "cluster.scaleout.efficiency_source", CAL_COLLECTIVE, false, 2, 1 << 20, 0.05,
+     1.0, "achievable share of NIC bandwidth, from collective bus bandwidth across servers"},
+};
+
+const struct cal_knob *cal_knobs(int *n)
+{
+  *n = (int)(sizeof knobs / sizeof knobs[0]);
+  return knobs;
+}
+
+/* ------------------------------------------------------------------ the search */
+
+static double objective(double x, int n, int (*eval)(double, void *, double *), void *ctx, double *r, int *rc)
+{
+  *rc = eval(x, ctx, r);
+  double s = 0;
+  for (int i = 0; i < n; i++) s += r[i] * r[i];
+  return s;
+}
+
+int cal_minimise(double lo, double hi, int n, int (*eval)(double x, void *ctx, double *r), void *ctx, double *best)
+{
+  const double g = (sqrt(5.0) - 1) / 2;
+  double *r = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *r);
+  int rc = 0;
+  double a = lo, b = hi, c = b - g * (b - a), d = a + g * (b - a);
+  double fc = objective(c, n, eval, ctx, r, &rc), fd = rc ? 0 : objective(d, n, eval, ctx, r, &rc);
+  while (!rc && b - a > 1e-5 * (hi - lo)) {
+    if (fc <= fd) {
+      b = d, d = c, fd = fc;
+      c = b - g * (b - a);
+      fc = objective(c, n, eval, ctx, r, &rc);
+    } else {
+      a = c, c = d, fc = fd;
+      d = a + g * (b - a);
+      fd = objective(d, n, eval, ctx, r, &rc);
+    }
+  }
+  /* the ends themselves: a monotone model whose best is a bound reaches it exactly */
+  double x = (a + b) / 2, fx = rc ? 0 : objective(x, n, eval, ctx, r, &rc);
+  double flo = rc ? 0 : objective(lo, n, eval, ctx, r, &rc), fhi = rc ? 0 : objective(hi, n, eval, ctx, r, &rc);
+  if (!rc) *best = flo < fx && flo <= fhi ? lo : fhi < fx ? hi : x;
+  free(r);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ GEMM points */
+
+struct gemm_ctx {
+  const struct cal_set *set;
+  const int *idx;
+  int n;
+  struct arch_system sys;
+  const struct cal_opts *opts;
+  struct op_cache *cache;
+  double *model_s;
+  struct npu_diag *diag;
+};
+
+/* The device time of one GEMM point (launch overhead excluded: throughput benchmarks time
+ * back-to-back launches), through an in-memory cost cache (event fidelity runs in a child). */
+static int gemm_time(const struct cal_point *p, const struct arch_system *sys, const struct cal_opts *o,
+                     struct op_cache *cache, double *t, struct npu_diag *diag)
+{
+  const struct op_desc *d = op_find("gemm");
+  NPU_ASSERT(d != NULL);
+  char m[32], n[32], k[32], dt[32];
+  snprintf(m, sizeof m, "m=%ld", p->m);
+  snprintf(n, sizeof n, "n=%ld", p->n);
+  snprintf(k, sizeof k, "k=%ld", p->k);
+  snprintf(dt, sizeof dt, "dtype=%s", p->dtype);
+  const char *kv[] = {m, n, k, dt};
+  struct op_args a;
+  struct op_cost c;
+  int rc = op_args_parse(d, &a, kv, 4, diag);
+  if (!rc) rc = op_cost_get(cache, d, &a, sys, (enum core_fidelity)o->kernel_fidelity, &c, diag);
+  if (rc) {
+    char msg[512];
+    npu_diag_format(diag, msg, sizeof msg);
+    return npu_diag_set(diag, p->where, 0, NULL, "gemm %ldx%ldx%ld %s: %s", p->m, p->n, p->k, p->dtype, msg), rc;
+  }
+  *t = c.time_s - c.launch_s;
+  return 0;
+}
+
+static int gemm_eval(double x, void *ctx, double *r)
+{
+  struct gemm_ctx *g = ctx;
+  g->sys.chip.calib.cube.value = x;
+  for (int i = 0; i < g->n; i++) {
+    const struct cal_point *p = &g->set->p[g->idx[i]];
+    int rc = gemm_time(p, &g->sys, g->opts, g->cache, &g->model_s[i], g->diag);
+    if (rc) return rc;
+    r[i] = log(g->model_s[i] / p->measured_s);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ collective points */
+
+/* Time of collective point p on sys with the knob at value x, simulated in a child process. */
+static int coll_time(const struct cal_point *p, const struct cal_knob *k, const struct arch_system *sys0, double x,
+                     const struct cal_opts *o, double *t, struct npu_diag *diag)
+{
+  struct arch_system sys = *sys0;
+  if (!strcmp(k->key, "node.link.efficiency")) sys.node.link_efficiency.value = x;
+  else sys.cluster.scaleout.efficiency.value = x;
+  sys.cluster.nodes = p->nodes;
+  int fd[2];
+  if (pipe(fd)) return npu_diag_set(diag, p->where, 0, NULL, "cannot create a pipe"), NPU_EINTERNAL;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return npu_diag_set(diag, p->where, 0, NULL, "cannot fork"), NPU_EINTERNAL;
+  if (pid == 0) {
+    close(fd[0]);
+    struct {
+      int rc;
+      double t;
+      char msg[512];
+    } out = {0};
+    struct ic_params prm;
+    ic_params_default(&prm);
+    struct ic_sim *sim = NULL;
+    struct ic_comm comm = {0};
+    struct npu_diag d;
+    enum ic_op op;
+    ic_op_parse(p->op, &op);
+    out.rc = ic_sim_create(&sim, &sys, p->ranks, &prm, &d);
+    if (!out.rc) out.rc = ic_comm_init_range(&comm, 0, p->ranks, 1, ic_sim_topo(sim), "ranks", &d);
+    if (!out.rc) {
+      struct ic_run run = {.comm = &comm,
+                           .coll = {.op = op, .algo = IC_ALGO_AUTO, .fidelity = (enum ic_fidelity)o->coll_fidelity,
+                                    .bytes = p->bytes}};
+      out.rc = ic_sim_run(sim, &run, 1, &d);
+      out.t = run.result.time_s;
+    }
+    if (out.rc) npu_diag_format(&d, out.msg, sizeof out.msg);
+    ssize_t w = write(fd[1], &out, sizeof out);
+    _exit(w == (ssize_t)sizeof out ? 0 : 1);
+  }
+  close(fd[1]);
+  struct {
+    int rc;
+    double t;
+    char msg[512];
+  } in;
+  ssize_t got = read(fd[0], &in, sizeof in);
+  close(fd[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  if (got != (ssize_t)sizeof in)
+    return npu_diag_set(diag, p->where, 0, NULL, "the collective's child process ended without a result"),
+           NPU_EINTERNAL;
+  if (in.rc)
+    return npu_diag_set(diag, p->where, 0, NULL, "%s %g bytes on %d ranks: %s", p->op, p->bytes, p->ranks, in.msg),
+           in.rc;
+  *t = in.t;
+  return 0;
+}
+
+struct coll_ctx {
+  const struct cal_set *set;
+  const int *idx;
+  int n;
+  double *a, *b; /* t(e) = a + b / e per point */
+};
+
+static int coll_eval(double x, void *ctx, double *r)
+{
+  struct coll_ctx *c = ctx;
+  for (int i = 0; i < c->n; i++) r[i] = log((c->a[i] + c->b[i] / x) / c->set->p[c->idx[i]].measured_s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ fitting a knob */
+
+static double knob_value(const struct arch_system *sys, const struct cal_knob *k)
+{
+  if (!strcmp(k->key, "chip.calib.cube")) return sys->chip.calib.cube.value;
+  if (!strcmp(k->key, "node.link.efficiency")) return sys->node.link_efficiency.value;
+  return sys->cluster.scaleout.efficiency.value;
+}
+
+static bool explains(const struct cal_knob *k, const struct cal_point *p, const struct arch_system *sys)
+{
+  if (p->kind != k->kind) return false;
+  bool chip_arch = !strcmp(p->arch, sys->chip.name);
+  if (k->chip_level != chip_arch) return false;
+  return k->kind != CAL_COLLECTIVE || (p->nodes >= k->min_nodes && p->nodes <= k->max_nodes);
+}
+
+/* Residuals that change sign between the smallest and the largest sizes of a collective knob's
+ * points: one number cannot explain them. */
+static void find_trend(struct cal_fit *f, const struct cal_set *set)
+{
+  if (f->knob->kind != CAL_COLLECTIVE || f->npoints < 3) return;
+  int lo = 0, hi = 0;
+  for (int i = 1; i < f->npoints; i++) {
+    if (set->p[f->res[i].point].bytes < set->p[f->res[lo].point].bytes) lo = i;
+    if (set->p[f->res[i].point].bytes > set->p[f->res[hi].point].bytes) hi = i;
+  }
+  double rl = f->res[lo].residual, rh = f->res[hi].residual;
+  if (fabs(rl - rh) > 0.1)
+    snprintf(f->trend, sizeof f->trend,
+             "residuals move with size (%+.0f%% at %g bytes, %+.0f%% at %g bytes): one efficiency cannot explain "
+             "the curve; the fit is a compromise",
+             100 * rl, set->p[f->res[lo].point].bytes, 100 * rh, set->p[f->res[hi].point].bytes);
+}
+
+int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal_set *set,
+                 const struct arch_system *sys, const struct cal_opts *opts, struct npu_diag *diag)
+{
+  memset(out, 0, sizeof *out);
+  out->knob = k;
+  out->before = out->value = knob_value(sys, k);
+  int *idx = npu_xcalloc((size_t)(set->n ? set->n : 1), sizeof *idx), n = 0;
+  for (int i = 0; i < set->n; i++)
+    if (explains(k, &set->p[i], sys)) idx[n++] = i;
+  out->npoints = n;
+  if (!n) {
+    free(idx);
+    return 0;
+  }
+  out->res = npu_xcalloc((size_t)n, sizeof *out->res);
+  double *model_s = npu_xcalloc((size_t)n, sizeof *model_s);
+  int rc = 0;
+  double best = 0;
+  if (k->kind == CAL_GEMM) {
+    struct gemm_ctx g = {.set = set, .idx = idx, .n = n, .sys = *sys, .opts = opts,
+                         .cache = op_cache_open(NULL, NULL), .model_s = model_s, .diag = diag};
+    rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best);
+    double *r = npu_xcalloc((size_t)n, sizeof *r);
+    if (!rc) rc = gemm_eval(best, &g, r); /* model_s at the fitted value */
+    free(r);
+    op_cache_close(g.cache);
+  } else {
+    double *a = npu_xcalloc((size_t)n, sizeof *a), *b = npu_xcalloc((size_t)n, sizeof *b);
+    for (int i = 0; !rc && i < n; i++) {
+      double t1 = 0, t2 = 0;
+      rc = coll_time(&set->p[idx[i]], k, sys, 1.0, opts, &t1, diag);
+      if (!rc) rc = coll_time(&set->p[idx[i]], k, sys, 0.5, opts, &t2, diag);
+      b[i] = t2 - t1;
+      a[i] = t1 - b[i];
+    }
+    struct coll_ctx c = {.set = set, .idx = idx, .n = n, .a = a, .b = b};
+    if (!rc) rc = cal_minimise(k->lo, k->hi, n, coll_eval, &c, &best);
+    for (int i = 0; !rc && i < n; i++) rc = coll_time(&set->p[idx[i]], k, sys, best, opts, &model_s[i], diag);
+    free(a);
+    free(b);
+  }
+  if (!rc) {
+    out->value = best;
+    out->at_bound = best >= k->hi - 1e-9 * (k->hi - k->lo) || best <= k->lo + 1e-9 * (k->hi - k->lo);
+    double ss = 0;
+    for (int i = 0; i < n; i++) {
+      double res = set->p[idx[i]].measured_s / model_s[i] - 1;
+      out->res[i] = (struct cal_residual){.point = idx[i], .model_s = model_s[i], .residual = res};
+      ss += res * res;
+      if (fabs(res) > out->max_abs) out->max_abs = fabs(res);
+    }
+    out->rms = sqrt(ss / n);
+    find_trend(out, set);
+  }
+  free(model_s);
+  free(idx);
+  if (rc) cal_fit_release(out);
+  return rc;
+}
+
+void cal_fit_release(struct cal_fit *f)
+{
+  free(f->res);
+  f->res = NULL;
+}

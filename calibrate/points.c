@@ -1,0 +1,135 @@
+/*
+ * points.c - microbenchmark data files (calibration/data/ (one CSV per kind)) read into points; see
+ * calibrate.h. Each file has a header naming its columns; the columns a kind needs must be
+ * there, others (note, library, ...) are kept for people. Times come from the measured
+ * throughput: a GEMM's 2 m n k FLOPs over its TFLOP/s; a collective's bytes over its algbw
+ * (busbw over the nccl-tests factor of its op and ranks).
+ */
+#include "calibrate/calibrate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "arch/arch.h"
+#include "common/err.h"
+#include "interconnect/coll.h"
+#include "sweep/table.h"
+
+static const struct {
+  const char *file;
+  const char *const cols[8]; /* required, NULL-terminated */
+} files[CAL_KIND_COUNT] = {
+    [CAL_GEMM] = {"gemm.csv", {"arch", "m", "n", "k", "dtype", "tflops", "source", NULL}},
+    [CAL_COLLECTIVE] = {"collective.csv", {"arch", "op", "bytes", "ranks", "nodes", "busbw_gbps", "source", NULL}},
+};
+
+static bool want_arch(const char *arch, const char *const *archs)
+{
+  for (int i = 0; archs[i]; i++)
+    if (!strcmp(arch, archs[i])) return true;
+  return false;
+}
+
+/* A number in a field; fills diag at file:line naming the column when it is not one. */
+static int number(const char *text, const char *path, int line, const char *col, double *out, struct npu_diag *diag)
+{
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || *end || errno || !isfinite(v) || v <= 0)
+    return npu_diag_set(diag, path, line, col, "expected a positive number, got '%s'", text), NPU_ECONFIG;
+  *out = v;
+  return 0;
+}
+
+static void push(struct cal_set *set, const struct cal_point *p)
+{
+  if (set->n == set->cap) {
+    set->cap = set->cap ? 2 * set->cap : 32;
+    set->p = npu_xrealloc(set->p, (size_t)set->cap * sizeof *set->p);
+  }
+  set->p[set->n++] = *p;
+}
+
+static int row(struct cal_set *set, enum cal_kind kind, const struct sw_table *t, int r, const int *col,
+               const char *shown, struct npu_diag *diag)
+{
+  char *const *f = t->rows[r];
+  int line = r + 2, rc = 0;
+  struct cal_point p = {.kind = kind};
+  snprintf(p.arch, sizeof p.arch, "%s", f[col[0]]);
+  snprintf(p.where, sizeof p.where, "%s:%d", shown, line);
+  double v[6] = {0};
+  if (kind == CAL_GEMM) {
+    for (int i = 1; !rc && i <= 3; i++) rc = number(f[col[i]], shown, line, files[kind].cols[i], &v[i], diag);
+    if (!rc) rc = number(f[col[5]], shown, line, "tflops", &v[5], diag);
+    if (rc) return rc;
+    p.m = (long)v[1], p.n = (long)v[2], p.k = (long)v[3];
+    snprintf(p.dtype, sizeof p.dtype, "%s", f[col[4]]);
+    p.measured = v[5];
+    p.measured_s = 2.0 * (double)p.m * (double)p.n * (double)p.k / (v[5] * 1e12);
+    snprintf(p.source, sizeof p.source, "%s", f[col[6]]);
+  } else {
+    enum ic_op op;
+    if (ic_op_parse(f[col[1]], &op))
+      return npu_diag_set(diag, shown, line, "op", "unknown collective '%s'", f[col[1]]), NPU_ECONFIG;
+    for (int i = 2; !rc && i <= 5; i++) rc = number(f[col[i]], shown, line, files[kind].cols[i], &v[i], diag);
+    if (rc) return rc;
+    snprintf(p.op, sizeof p.op, "%s", f[col[1]]);
+    p.bytes = v[2];
+    p.ranks = (int)v[3];
+    p.nodes = (int)v[4];
+    p.measured = v[5];
+    double algbw = v[5] * 1e9 / ic_busbw_factor(op, p.ranks);
+    p.measured_s = p.bytes / algbw;
+    snprintf(p.source, sizeof p.source, "%s", f[col[6]]);
+  }
+  push(set, &p);
+  return 0;
+}
+
+int cal_points_load(struct cal_set *set, const char *dir, const char *const *archs, struct npu_diag *diag)
+{
+  memset(set, 0, sizeof *set);
+  for (int kind = 0; kind < CAL_KIND_COUNT; kind++) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, files[kind].file);
+    struct stat st;
+    if (stat(path, &st) != 0) continue; /* no points of this kind */
+    /* show paths under the source tree relative to it, as the loader does */
+    const char *root = arch_source_root();
+    size_t rl = strlen(root);
+    const char *shown = !strncmp(path, root, rl) && path[rl] == '/' ? path + rl + 1 : path;
+    struct sw_table t;
+    int rc = sw_table_read(path, &t, diag);
+    if (rc) return rc;
+    int col[8];
+    for (int c = 0; !rc && files[kind].cols[c]; c++) {
+      col[c] = -1;
+      for (int i = 0; i < t.ncols; i++)
+        if (!strcmp(t.cols[i], files[kind].cols[c])) col[c] = i;
+      if (col[c] < 0) {
+        npu_diag_set(diag, shown, 1, files[kind].cols[c], "the header has no column '%s'", files[kind].cols[c]);
+        rc = NPU_ECONFIG;
+      }
+    }
+    for (int r = 0; !rc && r < t.nrows; r++)
+      if (want_arch(t.rows[r][col[0]], archs)) rc = row(set, (enum cal_kind)kind, &t, r, col, shown, diag);
+    sw_table_free(&t);
+    if (rc) {
+      cal_set_release(set);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void cal_set_release(struct cal_set *set)
+{
+  free(set->p);
+  memset(set, 0, sizeof *set);
+}

@@ -1,0 +1,158 @@
+/*
+ * write.c - a fitted knob written into the preset file that sets it; see calibrate.h.
+ *
+ * The loader knows where every value came from (npu_cfg_origin): the knob's own line when a
+ * file sets it, its value replaced there; otherwise the line of a sibling of its group
+ * (chip.calib.*, node.link.*, ...) that a file sets, and the knob is added right after that
+ * sibling's setting (on its line, so that it lands inside the same group even when the group is
+ * written on one line). Its `_source` string goes right after it. The file is rewritten whole
+ * (a temporary renamed into place).
+ */
+#include "calibrate/calibrate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cfg.h"
+#include "common/err.h"
+
+/* The end (one past the ';') of the setting `leaf = ...;` that starts at or after p on its line,
+ * skipping quoted text; NULL if the line has none. */
+static char *setting_end(char *line, const char *leaf)
+{
+  size_t n = strlen(leaf);
+  for (char *s = line; (s = strstr(s, leaf)); s += n) {
+    if (s > line && (s[-1] == '_' || (s[-1] >= 'a' && s[-1] <= 'z'))) continue;
+    char *q = s + n;
+    while (*q == ' ' || *q == '\t') q++;
+    if (*q != '=' && *q != ':') continue;
+    bool quoted = false;
+    for (q++; *q && *q != '\n'; q++) {
+      if (*q == '"') quoted = !quoted;
+      else if (*q == ';' && !quoted) return q + 1;
+    }
+    return NULL;
+  }
+  return NULL;
+}
+
+/* Read a file into lines (each keeps its newline); NULL on failure. */
+static char **read_lines(const char *path, int *n)
+{
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char **lines = NULL, buf[8192];
+  int cap = 0;
+  *n = 0;
+  while (fgets(buf, sizeof buf, f)) {
+    if (*n == cap) lines = npu_xrealloc(lines, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *lines);
+    lines[(*n)++] = npu_xstrdup(buf);
+  }
+  fclose(f);
+  return lines;
+}
+
+static const char *leaf_of(const char *key)
+{
+  const char *d = strrchr(key, '.');
+  return d ? d + 1 : key;
+}
+
+/* Replace line[at..end) by text. */
+static void splice(char **line, char *at, char *end, const char *text)
+{
+  size_t pre = (size_t)(at - *line), post = strlen(end);
+  char *nl = npu_xcalloc(pre + strlen(text) + post + 1, 1);
+  memcpy(nl, *line, pre);
+  strcpy(nl + pre, text);
+  strcat(nl, end);
+  free(*line);
+  *line = nl;
+}
+
+static void full_path(char *out, size_t n, const char *file)
+{
+  if (file[0] == '/') snprintf(out, n, "%s", file);
+  else snprintf(out, n, "%s/%s", arch_source_root(), file);
+}
+
+int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
+                   char *file, size_t nfile, struct npu_diag *diag)
+{
+  const struct npu_origin *o = npu_cfg_origin(cfg, k->key);
+  const char *leaf = leaf_of(k->key), *sleaf = leaf_of(k->source_key);
+  const char *anchor_file = NULL, *anchor_leaf = NULL;
+  int anchor_line = 0;
+  bool replace = false;
+  if (o && o->kind == NPU_ORIGIN_FILE) {
+    anchor_file = o->file, anchor_line = o->line, anchor_leaf = leaf, replace = true;
+  } else {
+    /* a sibling of the knob's group that a file sets */
+    char group[128];
+    snprintf(group, sizeof group, "%.*s", (int)(leaf - k->key), k->key);
+    const struct npu_table *t = arch_table();
+    for (size_t i = 0; i < t->nparams && !anchor_file; i++) {
+      const char *name = t->params[i].name;
+      if (strncmp(name, group, strlen(group)) || strchr(name + strlen(group), '.')) continue;
+      const struct npu_origin *so = npu_cfg_origin(cfg, name);
+      if (so && so->kind == NPU_ORIGIN_FILE) anchor_file = so->file, anchor_line = so->line, anchor_leaf = leaf_of(name);
+    }
+  }
+  if (!anchor_file)
+    return npu_diag_set(diag, "command line", 0, k->key,
+                        "no preset file sets %s or another key of its group: add it to the preset by hand", k->key),
+           NPU_ECONFIG;
+  full_path(file, nfile, anchor_file);
+  int n;
+  char **lines = read_lines(file, &n);
+  if (!lines) return npu_diag_set(diag, file, 0, k->key, "cannot read: %s", strerror(errno)), NPU_EIO;
+  int rc = 0;
+  char val[64], text[1400];
+  snprintf(val, sizeof val, "%.4g", value);
+  char *end = anchor_line >= 1 && anchor_line <= n ? setting_end(lines[anchor_line - 1], anchor_leaf) : NULL;
+  if (!end) rc = npu_diag_set(diag, file, anchor_line, k->key, "cannot find the setting '%s' on this line", anchor_leaf);
+  /* the _source setting: replaced where this file sets it, else added after the knob */
+  const struct npu_origin *so = npu_cfg_origin(cfg, k->source_key);
+  bool source_here = so && so->kind == NPU_ORIGIN_FILE && !strcmp(so->file, anchor_file) && so->line >= 1 && so->line <= n;
+  if (!rc && replace) {
+    char *eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), '=');
+    if (!eq) eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), ':');
+    snprintf(text, sizeof text, " %s;", val);
+    splice(&lines[anchor_line - 1], eq + 1, end, text);
+    if (!source_here) {
+      end = setting_end(lines[anchor_line - 1], anchor_leaf);
+      snprintf(text, sizeof text, " %s = \"%s\";", sleaf, provenance);
+      splice(&lines[anchor_line - 1], end, end, text);
+    }
+  } else if (!rc) {
+    snprintf(text, sizeof text, " %s = %s; %s = \"%s\";", leaf, val, sleaf, provenance);
+    splice(&lines[anchor_line - 1], end, end, text);
+  }
+  if (!rc && source_here && replace) {
+    char *s = lines[so->line - 1], *se = setting_end(s, sleaf);
+    char *eq = se ? strchr(strstr(s, sleaf), '=') : NULL;
+    if (!eq) rc = npu_diag_set(diag, file, so->line, k->source_key, "cannot find the setting '%s'", sleaf);
+    else {
+      snprintf(text, sizeof text, " \"%s\";", provenance);
+      splice(&lines[so->line - 1], eq + 1, se, text);
+    }
+  }
+  if (!rc) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    FILE *f = fopen(tmp, "w");
+    bool ok = f != NULL;
+    for (int i = 0; ok && i < n; i++) ok = fputs(lines[i], f) >= 0;
+    if (f && fclose(f)) ok = false;
+    if (!ok || rename(tmp, file)) {
+      remove(tmp);
+      npu_diag_set(diag, file, 0, k->key, "cannot write: %s", strerror(errno));
+      rc = NPU_EIO;
+    }
+  }
+  for (int i = 0; i < n; i++) free(lines[i]);
+  free(lines);
+  return rc;
+}

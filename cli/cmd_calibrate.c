@@ -1,0 +1,248 @@
+/*
+ * cmd_calibrate.c - `npusim calibrate PRESET [--data DIR] [--knob KEY] [--fidelity F] [--write]
+ * [--json] [--set KEY=VALUE]...`: fit the preset's calibration knobs to the microbenchmark data
+ * files (calibrate/calibrate.h), print each fitted value with every point's residual, and with
+ * --write put the values and their provenance into the preset files.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "calibrate/calibrate.h"
+#include "cli/cli.h"
+#include "common/cfg.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "cores/kernel.h"
+#include "interconnect/coll.h"
+
+static const char usage[] =
+    "usage: npusim calibrate PRESET|FILE [--data DIR] [--knob KEY] [--fidelity analytic|event]\n"
+    "                        [--write] [--json] [--set KEY=VALUE]...\n"
+    "\n"
+    "Fit the calibration knobs of a hardware preset (chip.calib.cube from GEMM throughput,\n"
+    "node.link.efficiency and cluster.scaleout.efficiency from collective bus bandwidth) to\n"
+    "the microbenchmark measurements in the data files (calibration/data/*.csv, each row with\n"
+    "its source), by running npusim's model of every point. Prints each knob's fitted value,\n"
+    "the preset's current one, and every point's measured and modelled figure with the\n"
+    "residual. A knob is a share of a peak, at most 1: when the model is slower than the data\n"
+    "even at 1, the fit says so (a modelling gap) instead of exceeding the peak. Only\n"
+    "microbenchmarks feed this, never training results.\n"
+    "\n"
+    "  --data DIR     data files (default: calibration/data of the source tree)\n"
+    "  --knob KEY     fit this knob only\n"
+    "  --fidelity F   kernel fidelity of the GEMM points (default analytic, as the training\n"
+    "                 replay runs kernels); collectives run at bulk fidelity, as in the replay\n"
+    "  --write        write the fitted values, with their provenance, into the preset files\n"
+    "                 (the file that sets each knob, or that sets its group)\n"
+    "  --json         .knobs[] with .key, .points, .value, .before, .at_bound, .rms,\n"
+    "                 .residuals[] (.where, .measured_s, .model_s, .residual)\n";
+
+struct opts {
+  const char *spec, *data, *knob, *fidelity;
+  bool write, json;
+  struct cli_sets sets;
+};
+
+static int parse(int argc, char **argv, struct opts *o, struct npu_diag *d)
+{
+  for (int i = 1; i < argc; i++) {
+    int t = cli_take_set(argc, argv, &i, &o->sets, d);
+    if (t < 0) return NPU_EINVAL;
+    if (t > 0) continue;
+    const char **val = !strcmp(argv[i], "--data")       ? &o->data
+                       : !strcmp(argv[i], "--knob")     ? &o->knob
+                       : !strcmp(argv[i], "--fidelity") ? &o->fidelity
+                                                        : NULL;
+    if (val) {
+      if (i + 1 >= argc) return npu_diag_set(d, "command line", 0, argv[i], "needs a value"), NPU_EINVAL;
+      *val = argv[++i];
+    } else if (!strcmp(argv[i], "--write")) {
+      o->write = true;
+    } else if (!strcmp(argv[i], "--json")) {
+      o->json = true;
+    } else if (argv[i][0] != '-' && !o->spec) {
+      o->spec = argv[i];
+    } else {
+      return cli_bad_arg(d, "calibrate", argv[i]);
+    }
+  }
+  if (!o->spec) return npu_diag_set(d, "command line", 0, NULL, "calibrate needs a preset or a file"), NPU_EINVAL;
+  return 0;
+}
+
+/* "gemm 8192x8192x8192 bf16" / "allreduce 1 GiB x 8 ranks" */
+static void point_label(const struct cal_point *p, char *buf, size_t n)
+{
+  if (p->kind == CAL_GEMM) snprintf(buf, n, "gemm %ldx%ldx%ld %s", p->m, p->n, p->k, p->dtype);
+  else snprintf(buf, n, "%s %.4g B, %d ranks on %d node%s", p->op, p->bytes, p->ranks, p->nodes, p->nodes > 1 ? "s" : "");
+}
+
+/* The measured figure and the model's, in the file's unit. */
+static double model_figure(const struct cal_point *p, double model_s)
+{
+  return p->measured * p->measured_s / model_s; /* throughputs scale as 1 / time */
+}
+
+static void provenance(const struct cal_fit *f, const struct cal_set *set, char *buf, size_t n)
+{
+  int len = snprintf(buf, n, "npusim calibrate: fitted to %d point%s (rms residual %.1f%%%s):", f->npoints,
+                     f->npoints == 1 ? "" : "s", 100 * f->rms, f->at_bound ? ", at the bound: a modelling gap" : "");
+  for (int i = 0; i < f->npoints && len < (int)n - 1; i++) {
+    const struct cal_point *p = &set->p[f->res[i].point];
+    len += snprintf(buf + len, n - (size_t)len, " %s", p->where);
+  }
+  /* the distinct sources, as far as they fit */
+  for (int i = 0; i < f->npoints && len < (int)n - 1; i++) {
+    const char *s = set->p[f->res[i].point].source;
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen |= !strcmp(s, set->p[f->res[j].point].source);
+    if (!seen) len += snprintf(buf + len, n - (size_t)len, "%s %s", i ? ";" : "; from", s);
+  }
+  /* a preset string: no double quotes inside */
+  for (char *c = buf; *c; c++)
+    if (*c == '"') *c = '\'';
+}
+
+static void print_text(struct npu_buf *out, const struct cal_fit *f, const struct cal_set *set)
+{
+  const struct cal_knob *k = f->knob;
+  if (!f->npoints) {
+    npu_buf_printf(out, "%s: no points in the data for this preset (left at %.4g)\n\n", k->key, f->before);
+    return;
+  }
+  npu_buf_printf(out, "%s = %.4g   (preset: %.4g; %d points, rms residual %.1f%%, worst %.1f%%)\n", k->key, f->value,
+                 f->before, f->npoints, 100 * f->rms, 100 * f->max_abs);
+  npu_buf_printf(out, "  %s\n", k->what);
+  if (f->at_bound && f->value >= k->hi)
+    npu_buf_printf(out, "  the model is slower than the measurements even at %.4g: a modelling gap, not a knob\n", k->hi);
+  if (f->trend[0]) npu_buf_printf(out, "  %s\n", f->trend);
+  npu_buf_printf(out, "  %-46s %12s %12s %9s  %s\n", "point", "measured", "model", "residual", "data");
+  for (int i = 0; i < f->npoints; i++) {
+    const struct cal_point *p = &set->p[f->res[i].point];
+    char label[128];
+    point_label(p, label, sizeof label);
+    const char *unit = p->kind == CAL_GEMM ? "TFLOP/s" : "GB/s";
+    npu_buf_printf(out, "  %-46s %7.1f %-4s %7.1f %-4s %+8.1f%%  %s\n", label, p->measured,
+                   p->kind == CAL_GEMM ? "TF/s" : "GB/s", model_figure(p, f->res[i].model_s),
+                   p->kind == CAL_GEMM ? "TF/s" : "GB/s", 100 * f->res[i].residual, p->where);
+    (void)unit;
+  }
+  npu_buf_printf(out, "\n");
+}
+
+static void print_json(struct npu_json *j, const struct cal_fit *f, const struct cal_set *set)
+{
+  npu_json_object_begin(j);
+  npu_json_key(j, "key");
+  npu_json_string(j, f->knob->key);
+  npu_json_key(j, "points");
+  npu_json_number(j, f->npoints);
+  npu_json_key(j, "value");
+  npu_json_number(j, f->value);
+  npu_json_key(j, "before");
+  npu_json_number(j, f->before);
+  npu_json_key(j, "at_bound");
+  npu_json_bool(j, f->at_bound);
+  npu_json_key(j, "rms");
+  npu_json_number(j, f->rms);
+  npu_json_key(j, "residuals");
+  npu_json_array_begin(j);
+  for (int i = 0; i < f->npoints; i++) {
+    const struct cal_point *p = &set->p[f->res[i].point];
+    npu_json_object_begin(j);
+    npu_json_key(j, "where");
+    npu_json_string(j, p->where);
+    npu_json_key(j, "measured_s");
+    npu_json_number(j, p->measured_s);
+    npu_json_key(j, "model_s");
+    npu_json_number(j, f->res[i].model_s);
+    npu_json_key(j, "residual");
+    npu_json_number(j, f->res[i].residual);
+    npu_json_object_end(j);
+  }
+  npu_json_array_end(j);
+  npu_json_object_end(j);
+}
+
+static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
+{
+  struct opts o = {0};
+  int rc = parse(argc, argv, &o, d);
+  if (rc) return rc;
+  struct cal_opts co = {.kernel_fidelity = CORE_FIDELITY_ANALYTIC, .coll_fidelity = IC_FIDELITY_BULK};
+  if (o.fidelity) {
+    if (!strcmp(o.fidelity, "event")) co.kernel_fidelity = CORE_FIDELITY_EVENT;
+    else if (strcmp(o.fidelity, "analytic"))
+      return npu_diag_set(d, "command line", 0, "--fidelity", "expected analytic or event, got '%s'", o.fidelity),
+             NPU_EINVAL;
+  }
+  int nk;
+  const struct cal_knob *knobs = cal_knobs(&nk);
+  if (o.knob) {
+    bool found = false;
+    for (int i = 0; i < nk; i++) found |= !strcmp(knobs[i].key, o.knob);
+    if (!found) return npu_diag_set(d, "command line", 0, "--knob", "'%s' is not a calibrated knob", o.knob), NPU_EINVAL;
+  }
+  struct npu_cfg *cfg = npu_cfg_create();
+  npu_cfg_set_display_root(cfg, arch_source_root());
+  struct arch_system sys;
+  arch_register(cfg, &sys);
+  rc = npu_cfg_load_spec(cfg, o.spec, d);
+  for (int i = 0; !rc && i < o.sets.n; i++) rc = npu_cfg_set(cfg, o.sets.items[i], d);
+  if (!rc) rc = npu_cfg_finish(cfg, d);
+  if (!rc) rc = arch_finish(cfg, &sys, d);
+  char data[1100];
+  if (o.data) snprintf(data, sizeof data, "%s", o.data);
+  else snprintf(data, sizeof data, "%s/calibration/data", arch_source_root());
+  /* the system's points, and its chip's */
+  const char *name = strrchr(o.spec, '/') ? NULL : o.spec;
+  const char *archs[] = {sys.chip.name, sys.node.name[0] ? sys.node.name : sys.chip.name, name, NULL};
+  struct cal_set set = {0};
+  if (!rc) rc = cal_points_load(&set, data, archs, d);
+  struct npu_json j;
+  if (!rc && o.json) {
+    npu_json_init(&j, out);
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "preset");
+    npu_json_string(&j, o.spec);
+    npu_json_key(&j, "knobs");
+    npu_json_array_begin(&j);
+  } else if (!rc) {
+    npu_buf_printf(out, "calibrating %s (chip %s) against %d measured points (GEMMs at %s fidelity, collectives at "
+                        "bulk fidelity)\n\n",
+                   o.spec, sys.chip.name, set.n, co.kernel_fidelity == CORE_FIDELITY_EVENT ? "event" : "analytic");
+  }
+  for (int i = 0; !rc && i < nk; i++) {
+    if (o.knob && strcmp(o.knob, knobs[i].key)) continue;
+    struct cal_fit f;
+    rc = cal_fit_knob(&f, &knobs[i], &set, &sys, &co, d);
+    if (rc) break;
+    if (o.json) print_json(&j, &f, &set);
+    else print_text(out, &f, &set);
+    if (o.write && f.npoints) {
+      char prov[1024], file[1100];
+      provenance(&f, &set, prov, sizeof prov);
+      rc = cal_write_knob(cfg, &knobs[i], f.value, prov, file, sizeof file, d);
+      if (!rc && !o.json) npu_buf_printf(out, "  written: %s = %.4g in %s\n\n", knobs[i].key, f.value, file);
+    }
+    cal_fit_release(&f);
+  }
+  if (!rc && o.json) {
+    npu_json_array_end(&j);
+    npu_json_object_end(&j);
+    npu_json_finish(&j);
+  }
+  cal_set_release(&set);
+  free(o.sets.items);
+  npu_cfg_destroy(cfg);
+  return rc;
+}
+
+const struct npu_cmd npu_cmd_calibrate = {
+    .name = "calibrate",
+    .summary = "fit a preset's calibration knobs to microbenchmark data, with residuals",
+    .usage = usage,
+    .run = run,
+};

@@ -1,0 +1,240 @@
+/*
+ * test_calibrate.c - fitting calibration knobs to microbenchmark data: data made by the model
+ * itself at a known knob value is fitted back to that value (closed form), data the model cannot
+ * reach is reported at the bound, the fitted value is written into the preset file that sets
+ * it, and bad data files are refused at file:line.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibrate/calibrate.h"
+#include "common/cfg.h"
+#include "cores/kernel.h"
+#include "interconnect/coll.h"
+#include "ops/cost_cache.h"
+#include "tests/support/chip.h"
+#include "tests/support/support.h"
+
+static char *dir;
+
+static void setup(void) { dir = ts_tmpdir(); }
+static void teardown(void)
+{
+  ts_rmtree(dir);
+  free(dir);
+}
+
+TestSuite(calibrate, .init = setup, .fini = teardown, .timeout = 120);
+
+static const struct cal_opts opts = {.kernel_fidelity = CORE_FIDELITY_ANALYTIC, .coll_fidelity = IC_FIDELITY_BULK};
+
+static const struct cal_knob *knob(const char *key)
+{
+  int n;
+  const struct cal_knob *k = cal_knobs(&n);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(k[i].key, key)) return &k[i];
+  cr_assert_fail("no knob %s", key);
+  return NULL;
+}
+
+/* TFLOP/s of a bf16 GEMM on sys's chip with its cube at fraction c (device time). */
+static double gemm_tflops(const char *preset, long m, long n, long k, double c)
+{
+  char set[64];
+  snprintf(set, sizeof set, "chip.calib.cube=%g", c);
+  const char *sets[] = {set, NULL};
+  struct arch_system sys;
+  ts_load_system(&sys, preset, sets);
+  const struct op_desc *d = op_find("gemm");
+  char a1[32], a2[32], a3[32];
+  snprintf(a1, sizeof a1, "m=%ld", m);
+  snprintf(a2, sizeof a2, "n=%ld", n);
+  snprintf(a3, sizeof a3, "k=%ld", k);
+  const char *kv[] = {a1, a2, a3, "dtype=bf16"};
+  struct op_args a;
+  struct npu_diag diag;
+  cr_assert_eq(op_args_parse(d, &a, kv, 4, &diag), 0);
+  struct op_cache *cache = op_cache_open(NULL, NULL);
+  struct op_cost cost;
+  cr_assert_eq(op_cost_get(cache, d, &a, &sys, CORE_FIDELITY_ANALYTIC, &cost, &diag), 0);
+  op_cache_close(cache);
+  return 2.0 * m * n * k / (cost.time_s - cost.launch_s) / 1e12;
+}
+
+static struct cal_set load(const char *arch)
+{
+  const char *archs[] = {arch, NULL};
+  struct cal_set set;
+  struct npu_diag diag;
+  int rc = cal_points_load(&set, dir, archs, &diag);
+  cr_assert_eq(rc, 0, "%s", diag.msg);
+  return set;
+}
+
+/* GEMM throughput the model itself gives at cube fraction 0.8, over three shapes (one of them
+ * memory-bound, where the knob matters less): the fit finds 0.8 and residuals vanish. */
+Test(calibrate, gemm_points_made_at_a_known_fraction_fit_back_to_it)
+{
+  static const long shapes[][3] = {{8192, 8192, 8192}, {4096, 4096, 1024}, {64, 8192, 8192}};
+  char csv[2048] = "arch,m,n,k,dtype,tflops,source\n";
+  for (int i = 0; i < 3; i++) {
+    char line[256];
+    snprintf(line, sizeof line, "nvidia-a100-80gb,%ld,%ld,%ld,bf16,%.17g,made by the test\n", shapes[i][0],
+             shapes[i][1], shapes[i][2], gemm_tflops("nvidia-a100-80gb", shapes[i][0], shapes[i][1], shapes[i][2], 0.8));
+    strcat(csv, line);
+  }
+  free(ts_write(dir, "gemm.csv", csv));
+  struct cal_set set = load("nvidia-a100-80gb");
+  cr_assert_eq(set.n, 3);
+  struct arch_system sys;
+  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
+  struct cal_fit f;
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(f.npoints, 3);
+  cr_assert_float_eq(f.value, 0.8, 2e-4, "fitted %g", f.value);
+  cr_assert_float_eq(f.before, 0.891, 1e-9);
+  cr_assert(!f.at_bound);
+  cr_assert_lt(f.max_abs, 1e-3, "worst residual %g", f.max_abs);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+}
+
+/* A measurement above what the chip can do at its full peak: the knob stays at 1 and the fit
+ * says the bound was hit, never a fraction above 1. */
+Test(calibrate, data_beyond_the_peak_is_reported_at_the_bound)
+{
+  char csv[512];
+  snprintf(csv, sizeof csv, "arch,m,n,k,dtype,tflops,source\nnvidia-a100-80gb,8192,8192,8192,bf16,%.17g,too fast\n",
+           1.2 * gemm_tflops("nvidia-a100-80gb", 8192, 8192, 8192, 1.0));
+  free(ts_write(dir, "gemm.csv", csv));
+  struct cal_set set = load("nvidia-a100-80gb");
+  struct arch_system sys;
+  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
+  struct cal_fit f;
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(f.value, 1.0);
+  cr_assert(f.at_bound);
+  cr_assert_float_eq(f.res[0].residual, 1 / 1.2 - 1, 1e-6, "residual %g", f.res[0].residual);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+}
+
+/* Run `npusim collective` and read its busbw (GB/s) of one size. */
+static double busbw(const char *arch, const char *op, const char *bytes, const char *ranks, const char *eff)
+{
+  char set[64];
+  snprintf(set, sizeof set, "node.link.efficiency=%s", eff);
+  struct run_result r = ts_npusim("collective", "--op", op, "--bytes", bytes, "--ranks", ranks, "--arch", arch,
+                                  "--fidelity", "bulk", "--set", set, "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *p = strstr(r.out, "\"busbw_bytes_per_s\": ");
+  cr_assert(p != NULL, "%s", r.out);
+  double v = strtod(p + strlen("\"busbw_bytes_per_s\": "), NULL) / 1e9;
+  ts_run_free(&r);
+  return v;
+}
+
+/* Collective bus bandwidth simulated at link efficiency 0.5 (all-gather and all-reduce, two
+ * sizes): the fit finds 0.5, through its a + b / e closed form and a check run. */
+Test(calibrate, collective_points_made_at_a_known_efficiency_fit_back_to_it)
+{
+  char csv[2048] = "arch,op,bytes,ranks,nodes,busbw_gbps,source\n";
+  static const char *const cases[][3] = {{"allgather", "268435456", "8"}, {"allreduce", "1073741824", "8"},
+                                         {"allgather", "1048576", "4"}};
+  for (int i = 0; i < 3; i++) {
+    char line[256];
+    snprintf(line, sizeof line, "atlas-800t-a2,%s,%s,%s,1,%.17g,made by the test\n", cases[i][0], cases[i][1],
+             cases[i][2], busbw("atlas-800t-a2", cases[i][0], cases[i][1], cases[i][2], "0.5"));
+    strcat(csv, line);
+  }
+  free(ts_write(dir, "collective.csv", csv));
+  struct cal_set set = load("atlas-800t-a2");
+  struct arch_system sys;
+  ts_load_system(&sys, "atlas-800t-a2", NULL);
+  struct cal_fit f;
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(&f, knob("node.link.efficiency"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(f.npoints, 3);
+  cr_assert_float_eq(f.value, 0.5, 1e-3, "fitted %g", f.value);
+  cr_assert_lt(f.max_abs, 2e-3, "worst residual %g", f.max_abs);
+  cr_assert_str_eq(f.trend, "");
+  cal_fit_release(&f);
+  /* the scale-out knob has no multi-node points here */
+  cr_assert_eq(cal_fit_knob(&f, knob("cluster.scaleout.efficiency"), &set, &sys, &opts, &diag), 0);
+  cr_assert_eq(f.npoints, 0);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+}
+
+/* --write: into the line that sets the knob (value and source replaced), or, where only a
+ * default sets it, after a sibling of its group; the file loads back with the new values. */
+Test(calibrate, write_puts_the_value_and_its_source_into_the_preset_file)
+{
+  char src[1100];
+  snprintf(src, sizeof src, "%s/arch/presets/nvidia-a100-80gb.cfg", NPUSIM_SOURCE_DIR);
+  char *text = ts_read(src);
+  cr_assert(text != NULL);
+  char *path = ts_write(dir, "a100.cfg", text);
+  free(text);
+  for (int pass = 0; pass < 2; pass++) {
+    struct npu_cfg *cfg = npu_cfg_create();
+    struct arch_system sys;
+    arch_register(cfg, &sys);
+    struct npu_diag diag;
+    cr_assert_eq(npu_cfg_load_file(cfg, path, &diag), 0, "%s", diag.msg);
+    cr_assert_eq(npu_cfg_finish(cfg, &diag), 0, "%s", diag.msg);
+    cr_assert_eq(arch_finish(cfg, &sys, &diag), 0, "%s", diag.msg);
+    char file[1100];
+    /* pass 0: chip.calib.cube is set on its own line; pass 1: chip.calib.hbm is a default */
+    const char *key = pass == 0 ? "chip.calib.cube" : "chip.calib.vector";
+    struct cal_knob k = *knob("chip.calib.cube");
+    k.key = key;
+    k.source_key = pass == 0 ? "chip.calib.cube_source" : "chip.calib.vector_source";
+    cr_assert_eq(cal_write_knob(cfg, &k, pass == 0 ? 0.8123 : 0.7, "fitted by the test", file, sizeof file, &diag), 0,
+                 "%s", diag.msg);
+    cr_assert_str_eq(file, path);
+    npu_cfg_destroy(cfg);
+  }
+  struct npu_cfg *cfg = npu_cfg_create();
+  struct arch_system sys;
+  arch_register(cfg, &sys);
+  struct npu_diag diag;
+  cr_assert_eq(npu_cfg_load_file(cfg, path, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(npu_cfg_finish(cfg, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(arch_finish(cfg, &sys, &diag), 0, "%s", diag.msg);
+  cr_assert_float_eq(sys.chip.calib.cube.value, 0.8123, 1e-12);
+  cr_assert_str_eq(sys.chip.calib.cube.source, "fitted by the test");
+  cr_assert_float_eq(sys.chip.calib.vector.value, 0.7, 1e-12);
+  cr_assert_str_eq(sys.chip.calib.vector.source, "fitted by the test");
+  npu_cfg_destroy(cfg);
+  free(path);
+}
+
+/* Bad data: a field that is not a number, a missing column; exit 2 with file:line. */
+Test(calibrate, bad_data_files_are_refused_at_their_line)
+{
+  free(ts_write(dir, "gemm.csv", "arch,m,n,k,dtype,tflops,source\nnvidia-a100-80gb,8192,8192,x,bf16,271,src\n"));
+  struct run_result r = ts_npusim("calibrate", "nvidia-a100-80gb", "--data", dir, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  char want[1300];
+  snprintf(want, sizeof want, "error: %s/gemm.csv:2: k: expected a positive number, got 'x'\n", dir);
+  cr_assert_str_eq(r.err, want);
+  cr_assert_str_eq(r.out, "");
+  ts_run_free(&r);
+  free(ts_write(dir, "gemm.csv", "arch,m,n,k,dtype,source\nnvidia-a100-80gb,8192,8192,8192,bf16,src\n"));
+  r = ts_npusim("calibrate", "nvidia-a100-80gb", "--data", dir, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  snprintf(want, sizeof want, "error: %s/gemm.csv:1: tflops: the header has no column 'tflops'\n", dir);
+  cr_assert_str_eq(r.err, want);
+  ts_run_free(&r);
+  r = ts_npusim("calibrate", "nvidia-a100-80gb", "--knob", "chip.calib.l2", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert_str_eq(r.err, "error: command line: --knob: 'chip.calib.l2' is not a calibrated knob\n");
+  ts_run_free(&r);
+}
