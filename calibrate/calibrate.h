@@ -28,7 +28,7 @@
 /* What a point measures. */
 enum cal_kind {
   CAL_GEMM,       /* gemm.csv: m, n, k, dtype, tflops */
-  CAL_COLLECTIVE, /* collective.csv: op, bytes, ranks, nodes, busbw_gbps */
+  CAL_COLLECTIVE, /* collective.csv: op, size_bytes, ranks, nodes, time_us | algbw_gbps | busbw_gbps */
   CAL_KIND_COUNT
 };
 
@@ -44,7 +44,7 @@ struct cal_point {
   long m, n, k;
   char dtype[16];
   /* CAL_COLLECTIVE */
-  char op[24];
+  char op[32];
   double bytes;         /* per rank, nccl-tests convention */
   int ranks, nodes;
 };
@@ -52,6 +52,8 @@ struct cal_point {
 struct cal_set {
   struct cal_point *p;
   int n, cap;
+  int skipped;          /* rows of these archs that npusim cannot model */
+  char skip_why[1400];  /* the last one's reason */
 };
 
 /*
@@ -99,6 +101,8 @@ struct cal_fit {
   double rms, max_abs;        /* of the residuals (log-free, relative) */
   struct cal_residual *res;   /* npoints */
   char trend[256];            /* "" or a sentence: residuals that change with size (a curve is needed) */
+  int unmodelled;             /* points the model gave no time for (left out of the fit) */
+  char unmodelled_at[1024];   /* their data lines */
 };
 
 /*

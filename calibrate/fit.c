@@ -266,14 +266,32 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     op_cache_close(g.cache);
   } else {
     double *a = npu_xcalloc((size_t)n, sizeof *a), *b = npu_xcalloc((size_t)n, sizeof *b);
+    int kept = 0;
     for (int i = 0; !rc && i < n; i++) {
       double t1 = 0, t2 = 0;
       rc = coll_time(&set->p[idx[i]], k, sys, 1.0, opts, &t1, diag);
       if (!rc) rc = coll_time(&set->p[idx[i]], k, sys, 0.5, opts, &t2, diag);
-      b[i] = t2 - t1;
-      a[i] = t1 - b[i];
+      if (!rc && !(t1 > 0 && t2 >= t1)) {
+        /* a point the collective model cannot time: shown apart, never fitted */
+        out->unmodelled++;
+        int len = (int)strlen(out->unmodelled_at);
+        snprintf(out->unmodelled_at + len, sizeof out->unmodelled_at - (size_t)len, "%s%s", len ? " " : "",
+                 set->p[idx[i]].where);
+        continue;
+      }
+      b[kept] = t2 - t1;
+      a[kept] = t1 - b[kept];
+      idx[kept++] = idx[i];
     }
+    n = out->npoints = kept;
     struct coll_ctx c = {.set = set, .idx = idx, .n = n, .a = a, .b = b};
+    if (!rc && !n) {
+      free(a);
+      free(b);
+      free(model_s);
+      free(idx);
+      return 0;
+    }
     if (!rc) rc = cal_minimise(k->lo, k->hi, n, coll_eval, &c, &best);
     for (int i = 0; !rc && i < n; i++) rc = coll_time(&set->p[idx[i]], k, sys, best, opts, &model_s[i], diag);
     free(a);

@@ -2,8 +2,9 @@
  * points.c - microbenchmark data files (calibration/data/ (one CSV per kind)) read into points; see
  * calibrate.h. Each file has a header naming its columns; the columns a kind needs must be
  * there, others (note, library, ...) are kept for people. Times come from the measured
- * throughput: a GEMM's 2 m n k FLOPs over its TFLOP/s; a collective's bytes over its algbw
- * (busbw over the nccl-tests factor of its op and ranks).
+ * throughput: a GEMM's 2 m n k FLOPs over its TFLOP/s; a collective's time as measured
+ * (time_us), or its bytes over its algbw, or over its busbw divided by the nccl-tests factor of
+ * its op and ranks. A collective npusim does not model (sendrecv) is counted as skipped.
  */
 #include "calibrate/calibrate.h"
 
@@ -24,7 +25,7 @@ static const struct {
   const char *const cols[8]; /* required, NULL-terminated */
 } files[CAL_KIND_COUNT] = {
     [CAL_GEMM] = {"gemm.csv", {"arch", "m", "n", "k", "dtype", "tflops", "source", NULL}},
-    [CAL_COLLECTIVE] = {"collective.csv", {"arch", "op", "bytes", "ranks", "nodes", "busbw_gbps", "source", NULL}},
+    [CAL_COLLECTIVE] = {"collective.csv", {"arch", "op", "size_bytes", "ranks", "nodes", "source", NULL}},
 };
 
 static bool want_arch(const char *arch, const char *const *archs)
@@ -63,6 +64,14 @@ static int row(struct cal_set *set, enum cal_kind kind, const struct sw_table *t
   struct cal_point p = {.kind = kind};
   snprintf(p.arch, sizeof p.arch, "%s", f[col[0]]);
   snprintf(p.where, sizeof p.where, "%s:%d", shown, line);
+  /* a row that leaves a required field empty (a source that does not state the shape or the
+   * size) cannot be modelled: counted as skipped */
+  for (int c = 1; files[kind].cols[c]; c++)
+    if (!f[col[c]][0]) {
+      set->skipped++;
+      snprintf(set->skip_why, sizeof set->skip_why, "%s: no %s", p.where, files[kind].cols[c]);
+      return 0;
+    }
   double v[6] = {0};
   if (kind == CAL_GEMM) {
     for (int i = 1; !rc && i <= 3; i++) rc = number(f[col[i]], shown, line, files[kind].cols[i], &v[i], diag);
@@ -74,19 +83,41 @@ static int row(struct cal_set *set, enum cal_kind kind, const struct sw_table *t
     p.measured_s = 2.0 * (double)p.m * (double)p.n * (double)p.k / (v[5] * 1e12);
     snprintf(p.source, sizeof p.source, "%s", f[col[6]]);
   } else {
+    /* nccl-tests names (all_reduce) or npusim's (allreduce) */
+    char name[32];
+    size_t o = 0;
+    for (const char *c = f[col[1]]; *c && o + 1 < sizeof name; c++)
+      if (*c != '_') name[o++] = *c;
+    name[o] = '\0';
     enum ic_op op;
-    if (ic_op_parse(f[col[1]], &op))
-      return npu_diag_set(diag, shown, line, "op", "unknown collective '%s'", f[col[1]]), NPU_ECONFIG;
-    for (int i = 2; !rc && i <= 5; i++) rc = number(f[col[i]], shown, line, files[kind].cols[i], &v[i], diag);
+    if (ic_op_parse(name, &op)) {
+      set->skipped++;
+      snprintf(set->skip_why, sizeof set->skip_why, "%s: '%s' is not a collective npusim models", p.where, f[col[1]]);
+      return 0;
+    }
+    for (int i = 2; !rc && i <= 4; i++) rc = number(f[col[i]], shown, line, files[kind].cols[i], &v[i], diag);
     if (rc) return rc;
-    snprintf(p.op, sizeof p.op, "%s", f[col[1]]);
+    snprintf(p.op, sizeof p.op, "%s", name);
     p.bytes = v[2];
     p.ranks = (int)v[3];
     p.nodes = (int)v[4];
-    p.measured = v[5];
-    double algbw = v[5] * 1e9 / ic_busbw_factor(op, p.ranks);
-    p.measured_s = p.bytes / algbw;
-    snprintf(p.source, sizeof p.source, "%s", f[col[6]]);
+    double factor = ic_busbw_factor(op, p.ranks);
+    /* the time, as measured or from algbw / busbw */
+    if (col[6] >= 0 && f[col[6]][0]) {
+      rc = number(f[col[6]], shown, line, "time_us", &v[5], diag);
+      p.measured_s = v[5] * 1e-6;
+    } else if (col[7] >= 0 && f[col[7]][0]) {
+      rc = number(f[col[7]], shown, line, "algbw_gbps", &v[5], diag);
+      p.measured_s = p.bytes / (v[5] * 1e9);
+    } else if (col[8] >= 0 && f[col[8]][0]) {
+      rc = number(f[col[8]], shown, line, "busbw_gbps", &v[5], diag);
+      p.measured_s = p.bytes / (v[5] * 1e9 / factor);
+    } else {
+      rc = npu_diag_set(diag, shown, line, "time_us", "a collective needs time_us, algbw_gbps or busbw_gbps");
+    }
+    if (rc) return rc;
+    p.measured = p.bytes / p.measured_s * factor / 1e9; /* busbw, GB/s */
+    snprintf(p.source, sizeof p.source, "%s", f[col[5]]);
   }
   push(set, &p);
   return 0;
@@ -107,8 +138,9 @@ int cal_points_load(struct cal_set *set, const char *dir, const char *const *arc
     struct sw_table t;
     int rc = sw_table_read(path, &t, diag);
     if (rc) return rc;
-    int col[8];
-    for (int c = 0; !rc && files[kind].cols[c]; c++) {
+    int col[9];
+    int c = 0;
+    for (; !rc && files[kind].cols[c]; c++) {
       col[c] = -1;
       for (int i = 0; i < t.ncols; i++)
         if (!strcmp(t.cols[i], files[kind].cols[c])) col[c] = i;
@@ -116,6 +148,13 @@ int cal_points_load(struct cal_set *set, const char *dir, const char *const *arc
         npu_diag_set(diag, shown, 1, files[kind].cols[c], "the header has no column '%s'", files[kind].cols[c]);
         rc = NPU_ECONFIG;
       }
+    }
+    /* optional columns of a collective: the measured figure, in the first one a row gives */
+    static const char *const optional[] = {"time_us", "algbw_gbps", "busbw_gbps"};
+    for (int o = 0; kind == CAL_COLLECTIVE && o < 3; o++) {
+      col[6 + o] = -1;
+      for (int i = 0; i < t.ncols; i++)
+        if (!strcmp(t.cols[i], optional[o])) col[6 + o] = i;
     }
     for (int r = 0; !rc && r < t.nrows; r++)
       if (want_arch(t.rows[r][col[0]], archs)) rc = row(set, (enum cal_kind)kind, &t, r, col, shown, diag);

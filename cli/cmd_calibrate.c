@@ -108,6 +108,9 @@ static void provenance(const struct cal_fit *f, const struct cal_set *set, char 
 static void print_text(struct npu_buf *out, const struct cal_fit *f, const struct cal_set *set)
 {
   const struct cal_knob *k = f->knob;
+  if (f->unmodelled)
+    npu_buf_printf(out, "%s: %d points left out: npusim's model gives them no time (a defect to fix): %s\n", k->key,
+                   f->unmodelled, f->unmodelled_at);
   if (!f->npoints) {
     npu_buf_printf(out, "%s: no points in the data for this preset (left at %.4g)\n\n", k->key, f->before);
     return;
@@ -213,6 +216,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     npu_buf_printf(out, "calibrating %s (chip %s) against %d measured points (GEMMs at %s fidelity, collectives at "
                         "bulk fidelity)\n\n",
                    o.spec, sys.chip.name, set.n, co.kernel_fidelity == CORE_FIDELITY_EVENT ? "event" : "analytic");
+    if (set.skipped) npu_buf_printf(out, "%d rows skipped (last: %s)\n\n", set.skipped, set.skip_why);
   }
   for (int i = 0; !rc && i < nk; i++) {
     if (o.knob && strcmp(o.knob, knobs[i].key)) continue;

@@ -144,7 +144,7 @@ static double busbw(const char *arch, const char *op, const char *bytes, const c
  * sizes): the fit finds 0.5, through its a + b / e closed form and a check run. */
 Test(calibrate, collective_points_made_at_a_known_efficiency_fit_back_to_it)
 {
-  char csv[2048] = "arch,op,bytes,ranks,nodes,busbw_gbps,source\n";
+  char csv[2048] = "arch,op,size_bytes,ranks,nodes,busbw_gbps,source\n";
   static const char *const cases[][3] = {{"allgather", "268435456", "8"}, {"allreduce", "1073741824", "8"},
                                          {"allgather", "1048576", "4"}};
   for (int i = 0; i < 3; i++) {
