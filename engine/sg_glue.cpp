@@ -18,7 +18,10 @@ npu_xfer* npu__xfer_start(sg_host_t from, sg_host_t to, double bytes, double rat
   sg4::CommPtr c = sg4::Comm::sendto_init();
   if (rate > 0)
     c->set_rate(rate);
-  c->set_payload_size(static_cast<uint64_t>(bytes));
+  // Whole bytes, as SimGrid counts them; a transfer of less than one byte (a collective of S
+  // bytes split over more than S ranks) moves one byte: a 0-byte payload would truncate it away,
+  // and SimGrid then reported a deadlock.
+  c->set_payload_size(bytes > 0 && bytes < 1 ? 1 : static_cast<uint64_t>(bytes));
   c->set_source(from);
   c->set_destination(to);
   if (c->get_state() == sg4::Activity::State::INITED)

@@ -198,3 +198,24 @@ Test(features, library_refuses_what_cannot_run)
   ic_comm_release(&c);
   ic_topo_destroy(t);
 }
+
+/* A collective smaller than its communicator (8 bytes over 16 ranks on 2 servers: transfers of
+ * half a byte) once handed SimGrid 0-byte payloads and ended in a reported deadlock with time 0:
+ * it takes its latency-bound time. One test per fidelity (one engine per process). */
+static void tiny_allreduce(enum ic_fidelity f)
+{
+  static const char *const two[] = {"cluster.nodes=2", NULL};
+  struct th h;
+  th_init(&h, "dgx-h100", two, 16);
+  struct ic_comm c;
+  th_comm(&h, &c, 0, 16, 1);
+  struct ic_result res;
+  double t8 = th_run(&h, &c, th_coll(IC_OP_ALLREDUCE, IC_ALGO_AUTO, f, 8), &res);
+  cr_assert_gt(t8, 1e-6, "8-byte all-reduce over 16 ranks took %g s", t8);
+  cr_assert_geq(res.plan.loops, 1);
+  ic_comm_release(&c);
+  th_fini(&h);
+}
+
+Test(features, collectives_smaller_than_their_communicator_take_their_latency_bulk) { tiny_allreduce(IC_FIDELITY_BULK); }
+Test(features, collectives_smaller_than_their_communicator_take_their_latency_step) { tiny_allreduce(IC_FIDELITY_STEP); }
