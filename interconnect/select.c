@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/units.h"
 #include "interconnect/interconnect_int.h"
 
 #define OPBIT(op) (1u << (op))
@@ -233,6 +234,16 @@ int ic_plan_make(struct ic_plan *pl, const struct ic_topo *t, const struct ic_co
       }
       rowmax = fmax(rowmax, row);
     }
+  }
+  /* a buffer no device could hold would only make the simulation unbounded */
+  const struct arch_system *sys = ic_topo_system(t);
+  double hbm = sys ? (double)sys->chip.hbm.size_bytes : 0;
+  if (hbm > 0 && (coll->bytes > hbm || rowmax > hbm)) {
+    char b[32];
+    npu_unit_format(hbm, NPU_UNIT_SIZE, b, sizeof b);
+    return npu_diag_set(d, "command line", 0, "--bytes", "%.4g bytes per rank is more than a device's memory (%s HBM on %s)",
+                        fmax(coll->bytes, rowmax), b, sys->chip.name),
+           NPU_EINVAL;
   }
   struct ic__layout l;
   ic__layout_init(&l, c, t);

@@ -120,3 +120,15 @@ Test(cli, sweep_table_like_nccl_tests)
   cr_assert(strstr(r.out, "collective"));
   ts_run_free(&r);
 }
+
+/* A size no device could hold is refused before anything is built (1e18 bytes once failed an
+ * assertion, 1e17 exhausted memory on 500 million steps, 1e15 ran without end). */
+Test(cli, sizes_beyond_a_device_memory)
+{
+  expect_bad("error: command line: --bytes: 1e+18 bytes per rank is more than a device's memory (64GiB HBM on "
+             "ascend-910b2)\n",
+             "--op", "allreduce", "--bytes", "1e18", "--arch", "atlas-800t-a2", NULL, NULL, NULL, NULL, NULL, NULL);
+  expect_bad("error: command line: --bytes: 1e+15 bytes per rank is more than a device's memory (64GiB HBM on "
+             "ascend-910b2)\n",
+             "--op", "allgather", "--bytes", "1e15", "--arch", "atlas-800t-a2", NULL, NULL, NULL, NULL, NULL, NULL);
+}
