@@ -176,3 +176,15 @@ Test(bad_input, include_of_a_directory)
   expect_file("@include \"/\"\n", NULL, "error: %s:1: @include '/' does not name a file\n");
   expect_args("error: /: not a file\n", "arch", "show", "/", NULL, NULL);
 }
+
+/* The model presets state head_dim only where it differs from hidden / heads, so a hidden size
+ * that heads do not divide is refused instead of keeping the preset's head_dim silently. */
+Test(bad_input, hidden_not_divisible_by_heads)
+{
+  struct run_result r = ts_npusim("run", NPUSIM_SOURCE_DIR "/scenarios/default.cfg", "--set", "model.hidden=4097", NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert_str_eq(r.out, "");
+  cr_assert(strstr(r.err, ": model.heads: hidden 4097 is not a multiple of 32 heads (set model.head_dim)\n") != NULL,
+            "%s", r.err);
+  ts_run_free(&r);
+}
