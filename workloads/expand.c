@@ -37,6 +37,7 @@
 #include "common/err.h"
 #include "ops/op.h"
 #include "workloads/schedule.h"
+#include "workloads/workloads_int.h"
 
 static const char *const cat_names[WL_CAT_COUNT] = {
 #define WL__CAT_NAME(e, name, desc) name,
@@ -68,7 +69,7 @@ bool wl_cat_is_compute(enum wl_cat c)
 
 /* ------------------------------------------------------------------ building */
 
-static int add_kernel(struct wl_job *j, const char *op, const char *args)
+static int add_kernel(struct wl_program *j, const char *op, const char *args)
 {
   for (int i = 0; i < j->nkernels; i++)
     if (!strcmp(j->kernels[i].op, op) && !strcmp(j->kernels[i].args, args)) return i;
@@ -83,7 +84,7 @@ static int add_kernel(struct wl_job *j, const char *op, const char *args)
   return j->nkernels++;
 }
 
-static int add_coll(struct wl_job *j, enum ic_op op, double bytes, int dim)
+static int add_coll(struct wl_program *j, enum ic_op op, double bytes, int dim)
 {
   for (int i = 0; i < j->ncolls; i++)
     if (j->colls[i].op == op && j->colls[i].bytes == bytes && j->colls[i].dim == dim) return i;
@@ -99,7 +100,7 @@ static int add_coll(struct wl_job *j, enum ic_op op, double bytes, int dim)
   return j->ncolls++;
 }
 
-static void push(struct wl_job *j, enum wl_cat cat, bool recompute, bool coll, int index)
+static void push(struct wl_program *j, enum wl_cat cat, bool recompute, bool coll, int index)
 {
   if (j->nitems == j->cap_items) {
     j->cap_items = j->cap_items ? 2 * j->cap_items : 128;
@@ -110,7 +111,7 @@ static void push(struct wl_job *j, enum wl_cat cat, bool recompute, bool coll, i
 
 /* A kernel item: op with printf-style arguments. */
 static void __attribute__((format(printf, 5, 6)))
-kern(struct wl_job *j, enum wl_cat cat, bool rc, const char *op, const char *fmt, ...)
+kern(struct wl_program *j, enum wl_cat cat, bool rc, const char *op, const char *fmt, ...)
 {
   char args[256];
   va_list ap;
@@ -121,18 +122,18 @@ kern(struct wl_job *j, enum wl_cat cat, bool rc, const char *op, const char *fmt
 }
 
 /* A tensor-parallel collective item (skipped when the group has one rank). */
-static void tpcoll(struct wl_job *j, bool rc, enum ic_op op, double bytes)
+static void tpcoll(struct wl_program *j, bool rc, enum ic_op op, double bytes)
 {
   if (j->plan.tp < 2 || bytes <= 0) return;
   push(j, WL_CAT_TP, rc, true, add_coll(j, op, bytes, WL_DIM_TP));
 }
 
-static void seg_begin(struct wl_job *j, enum wl_seg_kind k)
+static void seg_begin(struct wl_program *j, enum wl_seg_kind k)
 {
   j->seg[k].first_item = j->nitems;
 }
 
-static void seg_end(struct wl_job *j, enum wl_seg_kind k)
+static void seg_end(struct wl_program *j, enum wl_seg_kind k)
 {
   j->seg[k].nitems = j->nitems - j->seg[k].first_item;
 }
@@ -152,7 +153,7 @@ struct shape {
   double act_bytes; /* T x h activations in the training type */
 };
 
-static struct shape shape_of(const struct wl_job *j)
+static struct shape shape_of(const struct wl_program *j)
 {
   const struct wl_model *m = &j->model;
   const struct wl_plan *p = &j->plan;
@@ -176,13 +177,13 @@ static struct shape shape_of(const struct wl_job *j)
 }
 
 /* The collective that gathers a sequence-parallel activation for a TP region, or nothing. */
-static void sp_gather(struct wl_job *j, const struct shape *s, bool rc)
+static void sp_gather(struct wl_program *j, const struct shape *s, bool rc)
 {
   if (j->plan.sp) tpcoll(j, rc, IC_OP_ALLGATHER, s->act_bytes);
 }
 
 /* The collective that leaves a TP region: reduce-scatter with SP, else all-reduce. */
-static void tp_reduce(struct wl_job *j, const struct shape *s, bool rc)
+static void tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
 {
   tpcoll(j, rc, j->plan.sp ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, s->act_bytes);
 }
@@ -190,12 +191,12 @@ static void tp_reduce(struct wl_job *j, const struct shape *s, bool rc)
 /* fp8 training (plan.fp8_recipe): the GEMM's input type and the quantization of its operand
  * (rows x cols of the training type) before it: per-tensor scaling (an amax pass and a
  * quantize pass), 1x128 blocks (DeepSeek-V3's activations), or MXFP8 (32-element blocks). */
-static const char *fp8_gemm_type(const struct wl_job *j)
+static const char *fp8_gemm_type(const struct wl_program *j)
 {
   return j->plan.fp8_recipe == 2 ? "mxfp8" : "fp8_e4m3";
 }
 
-static void fp8_quantize(struct wl_job *j, const struct shape *s, bool rc, long rows, int cols)
+static void fp8_quantize(struct wl_program *j, const struct shape *s, bool rc, long rows, int cols)
 {
   static const char *const gran[] = {"tensor", "block1x128", "block1x32"};
   kern(j, WL_CAT_VEC, rc, "quantize", "rows=%ld cols=%d in=%s dtype=%s granularity=%s", rows, cols, s->dt,
@@ -203,7 +204,7 @@ static void fp8_quantize(struct wl_job *j, const struct shape *s, bool rc, long 
 }
 
 /* A linear layer's GEMM m x k x n (A transposed when ta, B when tb), in the training type or fp8. */
-static void linear(struct wl_job *j, const struct shape *s, bool rc, long m, int n, long k, bool ta, bool tb)
+static void linear(struct wl_program *j, const struct shape *s, bool rc, long m, int n, long k, bool ta, bool tb)
 {
   /* a GEMM whose quantized operand's rows are not whole scaling blocks stays in the training type */
   int block = j->plan.fp8_recipe == 1 ? 128 : j->plan.fp8_recipe == 2 ? 32 : 1;
@@ -218,13 +219,13 @@ static void linear(struct wl_job *j, const struct shape *s, bool rc, long m, int
 }
 
 /* Y = X W^T with W [n, k] as Megatron stores it: forward GEMM T x k -> n. */
-static void gemm_fwd(struct wl_job *j, const struct shape *s, bool rc, int k, int n)
+static void gemm_fwd(struct wl_program *j, const struct shape *s, bool rc, int k, int n)
 {
   linear(j, s, rc, s->T, n, k, false, true);
 }
 
 /* dX = dY W (T x n -> k: with the input gradients, BI) and dW = dY^T X (n x T -> k: W). */
-static void gemm_bwd(struct wl_job *j, const struct shape *s, int k, int n)
+static void gemm_bwd(struct wl_program *j, const struct shape *s, int k, int n)
 {
   if (s->mode != EM_W) linear(j, s, false, s->T, k, n, false, false);
   if (s->mode != EM_BI) linear(j, s, false, n, k, s->T, true, false);
@@ -236,7 +237,7 @@ static bool bi(const struct shape *s)
   return s->mode != EM_W;
 }
 
-static void norm(struct wl_job *j, const struct shape *s, bool rc, bool fused)
+static void norm(struct wl_program *j, const struct shape *s, bool rc, bool fused)
 {
   if (j->model.norm == WL_NORM_RMS)
     kern(j, WL_CAT_VEC, rc, "rms_norm", "rows=%d hidden=%d dtype=%s residual=%s", s->Tn, s->h, s->dt,
@@ -246,14 +247,14 @@ static void norm(struct wl_job *j, const struct shape *s, bool rc, bool fused)
 }
 
 /* Dropout on rows x cols (forward or backward: the same kernel), when the model has it. */
-static void dropout(struct wl_job *j, const struct shape *s, bool rc, long rows, int cols, enum wl_cat cat)
+static void dropout(struct wl_program *j, const struct shape *s, bool rc, long rows, int cols, enum wl_cat cat)
 {
   if (j->model.dropout > 0)
     kern(j, cat, rc, "dropout", "rows=%ld cols=%d dtype=%s p=%g", rows, cols, s->dt, j->model.dropout);
 }
 
 /* Standard attention's core: QK^T and PV as batched GEMMs, the softmax between them. */
-static void attn_core_std(struct wl_job *j, const struct shape *s, bool rc)
+static void attn_core_std(struct wl_program *j, const struct shape *s, bool rc)
 {
   int heads = s->b * s->a / s->t;
   kern(j, WL_CAT_ATTN, rc, "grouped_gemm", "groups=%d m=%d n=%d k=%d dtype=%s", heads, heads * s->s, s->s, s->d,
@@ -266,7 +267,7 @@ static void attn_core_std(struct wl_job *j, const struct shape *s, bool rc)
 
 /* With context parallelism a rank's queries (s / cp, in balanced causal chunks) meet every key:
  * the work of cp causal blocks of s / cp, costed as FlashAttention over a batch cp times larger. */
-static void attention_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void attention_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   if (j->model.attention == WL_ATTN_FLASH)
     kern(j, WL_CAT_ATTN, rc, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=fwd",
@@ -275,7 +276,7 @@ static void attention_fwd(struct wl_job *j, const struct shape *s, bool rc)
     attn_core_std(j, s, rc);
 }
 
-static void attention_bwd(struct wl_job *j, const struct shape *s)
+static void attention_bwd(struct wl_program *j, const struct shape *s)
 {
   if (j->model.attention == WL_ATTN_FLASH) {
     kern(j, WL_CAT_ATTN, false, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=bwd",
@@ -301,7 +302,7 @@ static void attention_bwd(struct wl_job *j, const struct shape *s)
  * like TP collectives, minus the attention kernel it overlaps (exposed only when longer). The
  * backward sends dK, dV back: a reduce-scatter of the same size.
  */
-static void cp_exchange(struct wl_job *j, const struct shape *s, bool bwd)
+static void cp_exchange(struct wl_program *j, const struct shape *s, bool bwd)
 {
   if (j->plan.cp < 2) return;
   double kv = 2.0 * s->b * j->model.seq_len * (s->g / s->t) * s->d * 2; /* K and V of the whole sequence */
@@ -310,12 +311,12 @@ static void cp_exchange(struct wl_job *j, const struct shape *s, bool bwd)
   j->items[j->nitems - 1].hide = j->nitems - 2; /* under the attention kernel just before it */
 }
 
-static int mlp_up_cols(const struct wl_job *j, const struct shape *s)
+static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
 {
   return (j->model.act == WL_ACT_SWIGLU ? 2 : 1) * s->f / s->t;
 }
 
-static void activation(struct wl_job *j, const struct shape *s, bool rc, bool bwd)
+static void activation(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
 {
   if (j->model.act == WL_ACT_SWIGLU) /* backward: 5/3 of the forward's bytes */
     kern(j, WL_CAT_VEC, rc, "swiglu", "rows=%d ffn=%d dtype=%s", bwd ? (s->T * 5 + 2) / 3 : s->T, s->f / s->t, s->dt);
@@ -323,7 +324,7 @@ static void activation(struct wl_job *j, const struct shape *s, bool rc, bool bw
     kern(j, WL_CAT_VEC, rc, "swiglu", "rows=%d ffn=%d dtype=%s", bwd ? 2 * s->T : s->T, s->f / s->t / 2, s->dt);
 }
 
-static void rope(struct wl_job *j, const struct shape *s, bool rc)
+static void rope(struct wl_program *j, const struct shape *s, bool rc)
 {
   if (j->model.pos == WL_POS_ROPE)
     kern(j, WL_CAT_VEC, rc, "rope", "tokens=%d heads=%d head_dim=%d dtype=%s", s->T, (s->a + s->g) / s->t, s->d,
@@ -338,14 +339,14 @@ static void rope(struct wl_job *j, const struct shape *s, bool rc)
  * dimension nope + rope, value dimension v) is costed by the FlashAttention kernel at head
  * dimension 128 with the heads scaled to the same FLOPs: heads x (qk + v) / 256.
  */
-static int mla_fa_heads(const struct wl_job *j, const struct shape *s)
+static int mla_fa_heads(const struct wl_program *j, const struct shape *s)
 {
   int qh, kvh, qk, v;
   wl_model_attn_shape(&j->model, &qh, &kvh, &qk, &v);
   return (int)ceil((double)qh / s->t * (qk + v) / 256.0);
 }
 
-static void mla_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   const struct wl_model *m = &j->model;
   int qh, kvh, qk, v, h = qh = 0;
@@ -369,7 +370,7 @@ static void mla_fwd(struct wl_job *j, const struct shape *s, bool rc)
   gemm_fwd(j, s, rc, h * v, s->h);
 }
 
-static void mla_bwd(struct wl_job *j, const struct shape *s)
+static void mla_bwd(struct wl_program *j, const struct shape *s)
 {
   const struct wl_model *m = &j->model;
   int qh, kvh, qk, v;
@@ -399,7 +400,7 @@ static void mla_bwd(struct wl_job *j, const struct shape *s)
 
 /* The attention block's forward: norm, QKV, RoPE, attention (with the CP exchange), output
  * projection; rc: as recomputation inside the backward. */
-static void attn_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   if (wl_model_is_mla(&j->model)) {
     norm(j, s, rc, true);
@@ -423,7 +424,7 @@ static void attn_fwd(struct wl_job *j, const struct shape *s, bool rc)
 }
 
 /* The dense MLP's forward. */
-static void mlp_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void mlp_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
@@ -436,14 +437,14 @@ static void mlp_fwd(struct wl_job *j, const struct shape *s, bool rc)
 }
 
 /* One dense layer's forward; rc: as recomputation inside the backward. */
-static void layer_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void layer_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   attn_fwd(j, s, rc);
   mlp_fwd(j, s, rc);
 }
 
 /* The recomputation a layer's backward starts with (BI only). */
-static void recompute(struct wl_job *j, const struct shape *s, void (*fwd)(struct wl_job *, const struct shape *, bool))
+static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(struct wl_program *, const struct shape *, bool))
 {
   if (!bi(s)) return;
   if (j->plan.recompute == WL_RECOMPUTE_FULL)
@@ -453,7 +454,7 @@ static void recompute(struct wl_job *j, const struct shape *s, void (*fwd)(struc
 }
 
 /* The dense MLP's backward: dropout, the transposed collectives, down, activation, up. */
-static void mlp_bwd(struct wl_job *j, const struct shape *s)
+static void mlp_bwd(struct wl_program *j, const struct shape *s)
 {
   if (bi(s)) {
     dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
@@ -470,7 +471,7 @@ static void mlp_bwd(struct wl_job *j, const struct shape *s)
 }
 
 /* The attention block's backward. */
-static void attn_bwd(struct wl_job *j, const struct shape *s)
+static void attn_bwd(struct wl_program *j, const struct shape *s)
 {
   if (bi(s)) {
     dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
@@ -498,7 +499,7 @@ static void attn_bwd(struct wl_job *j, const struct shape *s)
   }
 }
 
-static void layer_bwd(struct wl_job *j, const struct shape *s)
+static void layer_bwd(struct wl_program *j, const struct shape *s)
 {
   recompute(j, s, layer_fwd);
   mlp_bwd(j, s);
@@ -520,7 +521,7 @@ static int moe_tokens(const struct shape *s)
   return s->Tn;
 }
 
-static void moe_route(struct wl_job *j, const struct shape *s, bool rc)
+static void moe_route(struct wl_program *j, const struct shape *s, bool rc)
 {
   const struct wl_model *m = &j->model;
   int T = moe_tokens(s);
@@ -530,7 +531,7 @@ static void moe_route(struct wl_job *j, const struct shape *s, bool rc)
        m->moe.groups ? m->moe.groups : 1, m->moe.top_groups);
 }
 
-static void moe_permute(struct wl_job *j, const struct shape *s, bool rc, bool as_unpermute)
+static void moe_permute(struct wl_program *j, const struct shape *s, bool rc, bool as_unpermute)
 {
   const struct wl_model *m = &j->model;
   if (as_unpermute)
@@ -542,14 +543,14 @@ static void moe_permute(struct wl_job *j, const struct shape *s, bool rc, bool a
 }
 
 /* The shared experts: a dense MLP of shared x expert size over the rank's tokens. */
-static struct shape shared_shape(const struct wl_job *j, const struct shape *s)
+static struct shape shared_shape(const struct wl_program *j, const struct shape *s)
 {
   struct shape sh = *s;
   sh.f = j->model.moe.shared * j->model.moe.ffn;
   return sh;
 }
 
-static void shared_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void shared_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   if (!j->model.moe.shared) return;
   struct shape sh = shared_shape(j, s);
@@ -560,7 +561,7 @@ static void shared_fwd(struct wl_job *j, const struct shape *s, bool rc)
   tp_reduce(j, &sh, rc);
 }
 
-static void shared_bwd(struct wl_job *j, const struct shape *s)
+static void shared_bwd(struct wl_program *j, const struct shape *s)
 {
   if (!j->model.moe.shared) return;
   struct shape sh = shared_shape(j, s);
@@ -571,7 +572,7 @@ static void shared_bwd(struct wl_job *j, const struct shape *s)
   if (bi(&sh)) tp_reduce(j, &sh, false);
 }
 
-static void moe_pre_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void moe_pre_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   attn_fwd(j, s, rc);
   norm(j, s, rc, true);
@@ -579,26 +580,26 @@ static void moe_pre_fwd(struct wl_job *j, const struct shape *s, bool rc)
   moe_permute(j, s, rc, false);
 }
 
-static void moe_post_fwd(struct wl_job *j, const struct shape *s, bool rc)
+static void moe_post_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   moe_permute(j, s, rc, true);
   shared_fwd(j, s, rc);
 }
 
 /* A whole MoE layer's forward without the experts (recomputation of everything else). */
-static void moe_fwd_no_experts(struct wl_job *j, const struct shape *s, bool rc)
+static void moe_fwd_no_experts(struct wl_program *j, const struct shape *s, bool rc)
 {
   moe_pre_fwd(j, s, rc);
   moe_post_fwd(j, s, rc);
 }
 
-static void moe_post_bwd(struct wl_job *j, const struct shape *s)
+static void moe_post_bwd(struct wl_program *j, const struct shape *s)
 {
   shared_bwd(j, s);
   if (bi(s)) moe_permute(j, s, false, false);
 }
 
-static void moe_pre_bwd(struct wl_job *j, const struct shape *s)
+static void moe_pre_bwd(struct wl_program *j, const struct shape *s)
 {
   const struct wl_model *m = &j->model;
   if (bi(s)) {
@@ -615,12 +616,12 @@ static void moe_pre_bwd(struct wl_job *j, const struct shape *s)
 }
 
 /* The embedding gather, costed as a row copy of the same bytes (an un-fused RMSNorm pass). */
-static void embed(struct wl_job *j, const struct shape *s)
+static void embed(struct wl_program *j, const struct shape *s)
 {
   kern(j, WL_CAT_VEC, false, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, s->h, s->dt);
 }
 
-static void head_fwd(struct wl_job *j, const struct shape *s)
+static void head_fwd(struct wl_program *j, const struct shape *s)
 {
   norm(j, s, false, false);
   sp_gather(j, s, false);
@@ -629,7 +630,7 @@ static void head_fwd(struct wl_job *j, const struct shape *s)
   for (int i = 0; i < 3; i++) tpcoll(j, false, IC_OP_ALLREDUCE, (double)s->T * 4); /* max, sum, target */
 }
 
-static void head_bwd(struct wl_job *j, const struct shape *s)
+static void head_bwd(struct wl_program *j, const struct shape *s)
 {
   if (bi(s)) kern(j, WL_CAT_VEC, false, "cross_entropy", "rows=%d vocab=%d dtype=%s", s->T, s->V / s->t, s->dt);
   gemm_bwd(j, s, s->h, s->V / s->t);
@@ -643,7 +644,7 @@ static void head_bwd(struct wl_job *j, const struct shape *s)
 
 /* Parameters one rank of `stage` holds: its layers, the embedding on the first stage, the
  * final norm and output projection on the last (TP-sharded; norms replicated). */
-void wl_layer_rank_params(const struct wl_job *j, int l, double *dense, double *expert)
+void wl_layer_rank_params(const struct wl_program *j, int l, double *dense, double *expert)
 {
   const struct wl_model *m = &j->model;
   double all = wl_model_layer_params(m, l) / j->plan.tp, routed = 0;
@@ -655,7 +656,7 @@ void wl_layer_rank_params(const struct wl_job *j, int l, double *dense, double *
 }
 
 /* One rank's parameters of a pipeline stage: non-expert (returned) and routed experts (*eparams). */
-static double stage_params(const struct wl_job *j, int stage, double *eparams)
+static double stage_params(const struct wl_program *j, int stage, double *eparams)
 {
   const struct wl_model *m = &j->model;
   const struct wl_plan *p = &j->plan;
@@ -678,7 +679,7 @@ static double stage_params(const struct wl_job *j, int stage, double *eparams)
   return per;
 }
 
-void wl_expand(struct wl_job *j)
+void wl_expand(struct wl_program *j)
 {
   struct shape s = shape_of(j);
   seg_begin(j, WL_SEG_EMBED_F);
@@ -755,160 +756,9 @@ void wl_expand(struct wl_job *j)
   }
 }
 
-/* ------------------------------------------------------------------ costing */
+/* ------------------------------------------------------------------ for cost.c */
 
-/* Cost kernel k through the cache (the chip model at the run's fidelity). */
-static int cost_kernel(struct wl_job *j, struct op_cache *cache, struct wl_kernel *k, struct npu_diag *diag)
+int wl__kernel_add(struct wl_program *p, const char *op, const char *args)
 {
-  const struct op_desc *d = op_find(k->op);
-  NPU_ASSERT(d != NULL);
-  /* split "a=1 b=2" into the parser's "a=1", "b=2" */
-  char buf[256], *kv[OP_MAX_PARAMS];
-  int n = 0;
-  snprintf(buf, sizeof buf, "%s", k->args);
-  for (char *tok = strtok(buf, " "); tok && n < OP_MAX_PARAMS; tok = strtok(NULL, " ")) kv[n++] = tok;
-  struct op_args a;
-  int rc = op_args_parse(d, &a, (const char *const *)kv, n, diag);
-  if (!rc) {
-    struct op_cost c;
-    rc = op_cost_get(cache, d, &a, &j->sys, (enum core_fidelity)j->run.fidelity, &c, diag);
-    if (!rc) {
-      /* inside a step kernels are queued ahead: the stream gap replaces the launch overhead */
-      k->time_s = c.time_s - c.launch_s + j->sys.chip.stream_gap_s;
-      k->flops = c.flops;
-      k->costed = true;
-      snprintf(k->bottleneck, sizeof k->bottleneck, "%s", c.bottleneck);
-    }
-  }
-  if (rc) {
-    char msg[512];
-    npu_diag_format(diag, msg, sizeof msg);
-    return npu_diag_set(diag, j->path, 0, k->op, "kernel %s %s: %s", k->op, k->args, msg), rc;
-  }
-  return 0;
-}
-
-int wl_cost_kernels(struct wl_job *j, struct op_cache *cache, struct npu_diag *diag)
-{
-  for (int i = 0; i < j->nkernels; i++) {
-    if (j->kernels[i].costed) continue;
-    int rc = cost_kernel(j, cache, &j->kernels[i], diag);
-    if (rc) return rc;
-  }
-  return 0;
-}
-
-static void sum_seg(const struct wl_job *j, struct wl_seg *sg)
-{
-  double keep_first = sg->first_item;
-  int n = sg->nitems;
-  memset(sg, 0, sizeof *sg);
-  sg->first_item = (int)keep_first;
-  sg->nitems = n;
-  for (int i = sg->first_item; i < sg->first_item + n; i++) {
-    const struct wl_item *it = &j->items[i];
-    double t, f = 0;
-    if (it->coll) {
-      t = j->colls[it->index].time_s;
-      if (it->hide >= 0) {
-        const struct wl_item *h = &j->items[it->hide];
-        double under = h->coll ? j->colls[h->index].time_s : j->kernels[h->index].time_s;
-        t = t > under ? t - under : 0;
-      }
-    } else {
-      t = j->kernels[it->index].time_s;
-      f = j->kernels[it->index].flops;
-    }
-    sg->time_s += t;
-    sg->cat_s[it->cat] += t;
-    sg->flops += f;
-    if (!it->recompute) sg->model_flops += f;
-  }
-}
-
-void wl_sum_segments(struct wl_job *j)
-{
-  for (int k = 0; k < WL_SEG_KINDS; k++) sum_seg(j, &j->seg[k]);
-  for (int s = 0; s < j->plan.pp; s++) sum_seg(j, &j->optim[s]);
-}
-
-/* Cost one kernel "op args" through the cache: its time in a step and its FLOPs. */
-static int cost_one(struct wl_job *j, struct op_cache *cache, const char *op, const char *args, double *t, double *f,
-                    struct npu_diag *diag)
-{
-  int i = add_kernel(j, op, args);
-  struct wl_kernel *k = &j->kernels[i];
-  if (!k->costed) {
-    int rc = cost_kernel(j, cache, k, diag);
-    if (rc) return rc;
-  }
-  *t += k->time_s;
-  *f += k->flops;
-  return 0;
-}
-
-/* Buckets of expert token counts: multiples of 64 on a ladder of ratio 1.05; the cost of a
- * count is its bucket's scaled linearly (within 5%). */
-static double bucket_of(double tokens)
-{
-  double b = 64;
-  while (b < tokens) b = ceil(b * 1.05 / 64) * 64;
-  return b;
-}
-
-int wl_expert_cost(struct wl_job *j, struct op_cache *cache, double tokens, double *f_s, double *bi_s, double *w_s,
-                   double *flops, struct npu_diag *diag)
-{
-  const struct wl_model *m = &j->model;
-  double b = bucket_of(tokens > 1 ? tokens : 1), scale = tokens / b;
-  struct wl_expert_cost *e = NULL;
-  for (int i = 0; i < j->nexperts && !e; i++)
-    if (j->experts[i].tokens == b) e = &j->experts[i];
-  if (!e) {
-    if (j->nexperts == j->cap_experts) {
-      j->cap_experts = j->cap_experts ? 2 * j->cap_experts : 32;
-      j->experts = npu_xrealloc(j->experts, (size_t)j->cap_experts * sizeof *j->experts);
-    }
-    e = &j->experts[j->nexperts];
-    memset(e, 0, sizeof *e);
-    e->tokens = b;
-    int groups = m->moe.experts / j->plan.ep, f = m->moe.ffn, h = m->hidden, up = (m->act == WL_ACT_SWIGLU ? 2 : 1) * f;
-    const char *dt = j->plan.dtype == 2 ? "fp8_e4m3" : j->plan.dtype == 1 ? "fp16" : "bf16";
-    const char *vt = j->plan.dtype == 1 ? "fp16" : "bf16";
-    char a[256];
-    int rc = 0;
-    long mt = (long)b;
-    /* forward: up, activation, down */
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, up, h, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
-    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", mt, f, vt);
-    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->f_s, &e->f_flops, diag);
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, f, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
-    /* input gradients: down^T, the activation's backward (5/3 of its bytes), up^T */
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
-    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", (mt * 5 + 2) / 3, f, vt);
-    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->bi_s, &e->bi_flops, diag);
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
-    /* weight gradients: per expert tokens_e x h by tokens_e x ffn, the same FLOPs as the
-     * input-gradient GEMMs; costed by them (the grouped GEMM takes groups of rows, not of K) */
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
-    if (rc) return rc;
-    j->nexperts++;
-  }
-  *f_s = e->f_s * scale;
-  *bi_s = e->bi_s * scale;
-  *w_s = e->w_s * scale;
-  if (flops) *flops = (e->f_flops + e->bi_flops + e->w_flops) * scale;
-  return 0;
-}
-
-void wl_kernel_label(const struct wl_kernel *k, char *buf, size_t n)
-{
-  snprintf(buf, n, "%s %s", k->op, k->args);
+  return add_kernel(p, op, args);
 }

@@ -104,13 +104,6 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
 
 void wl_job_release(struct wl_job *job)
 {
-  free(job->items);
-  free(job->kernels);
-  free(job->colls);
-  free(job->optim);
-  free(job->stage_params);
-  free(job->stage_eparams);
-  free(job->experts);
   wl_routing_release(&job->routing);
   if (job->cfg) npu_cfg_destroy(job->cfg);
   memset(job, 0, sizeof *job);

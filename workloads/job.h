@@ -1,11 +1,15 @@
 /*
- * job.h - a training job: scenario loading, expansion into per-rank work, replay, results.
+ * job.h - a training job's scenario: the loaded configuration, and the element types of the
+ * step program built from it.
  *
  * A scenario file holds the system (chip, node, cluster sections, or a system preset), the
- * model, the parallel plan and run options. wl_job_load reads and checks it; wl_job_run
- * expands the step into per-stage work (expand.c), costs every distinct kernel through the
- * operator cost cache (the chip model is the only source of compute time) and replays the
- * step on the cluster's SimGrid platform (replay.c); the results feed the report (report.c).
+ * model, the parallel plan and run options. wl_job_load reads and checks it into a struct
+ * wl_job, which nothing changes afterwards except the report view below. wl_program_create
+ * (program.h) turns it into a step program: the kernels of each segment (expand.c), each costed
+ * through the operator cost cache (cost.c; the chip model is the only source of compute time),
+ * the MoE routing and expert costs, and per stage the schedule's steps. wl_replay (replay.h)
+ * builds the program and simulates it on the cluster's SimGrid platform; the results
+ * (struct wl_result, results.c) feed the summaries (summary.c).
  */
 #ifndef NPUSIM_WORKLOADS_JOB_H
 #define NPUSIM_WORKLOADS_JOB_H
@@ -65,7 +69,7 @@ struct wl_seg {
   double cat_s[WL_CAT_COUNT];     /* how time_s splits */
   double flops;                   /* executed FLOPs (recomputation included) */
   double model_flops;             /* FLOPs the model needs (no recomputation) */
-  int first_item, nitems;         /* its kernels and collectives, in order (job->items) */
+  int first_item, nitems;         /* its kernels and collectives, in order (program->items) */
 };
 
 /* Segments. A backward is split into BI (gradients of the inputs: what the previous stage
@@ -124,22 +128,13 @@ struct wl_job {
   struct wl_run run;
   struct wl_routing_cfg routing;  /* MoE token routing (the "routing" section) */
   int devices, microbatches;
-  /* expansion */
-  struct wl_item *items;
-  int nitems, cap_items;
-  struct wl_kernel *kernels;
-  int nkernels, cap_kernels;
-  struct wl_coll *colls;
-  int ncolls, cap_colls;
-  struct wl_seg seg[WL_SEG_KINDS];
-  struct wl_expert_cost *experts; /* by bucket (see expand.h) */
-  int nexperts, cap_experts;
-  struct wl_seg *optim;           /* per stage: the optimizer step */
-  double *stage_params;           /* per stage: non-expert parameters one rank holds (TP-sharded, before
-                                     ZeRO), replicated over dp x cp */
-  double *stage_eparams;          /* per stage: routed-expert parameters one rank holds (experts / ep),
-                                     replicated over the expert data-parallel group */
-  double layer_params;            /* one layer's parameters on one rank (TP-sharded) */
+  /* Report view, not configuration: the kernel and collective tables of the last wl_replay's
+   * program, for workloads/summary.c until it reads them from struct wl_result. Set by
+   * wl_replay; they point into the result's program (valid until wl_result_release). */
+  const struct wl_kernel *kernels;
+  int nkernels;
+  const struct wl_coll *colls;
+  int ncolls;
 };
 
 /* Register the "run" section's table (target: struct wl_run), zeroing it first. */

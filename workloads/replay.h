@@ -17,6 +17,8 @@
 #include "workloads/job.h"
 #include "workloads/memory.h"
 
+struct wl_program;
+
 /* Per replay rank (pipeline stage) results. */
 struct wl_stage_result {
   int stage, ep;                 /* pipeline stage and EP index of this replay rank */
@@ -49,13 +51,31 @@ struct wl_result {
   double wall_s;
   size_t kernels_costed, kernel_cache_hits;
   double probe_s;                /* simulated time spent costing collectives before the step */
+  /* the step program replayed (owned: wl_result_release destroys it), and its tables */
+  struct wl_program *program;
+  const struct wl_kernel *kernels; /* every distinct kernel with its cost (program's) */
+  int nkernels;
+  const struct wl_coll *colls;   /* every memoised collective with its probed time (program's) */
+  int ncolls;
 };
 
 /*
- * Expand, cost and replay job's step; trace (may be NULL) gets a track per stage and stream.
- * Starts the process's SimGrid engine. Returns 0 or an error with diag.
+ * Simulate step program p (program.h): probe its memoised collectives, then replay the step;
+ * trace (may be NULL) gets a track per replay rank and stream. Takes p over (res->program, also
+ * on failure). Starts the process's SimGrid engine. Returns 0 or an error with diag.
+ */
+int wl_replay_program(struct wl_program *p, struct npu_trace *trace, struct wl_result *res,
+                      struct npu_diag *diag);
+
+/*
+ * Build job's step program (wl_program_create, before the engine) and simulate it
+ * (wl_replay_program). Sets job's report view (kernels, colls) to res's program; the job's
+ * configuration is not changed, so a job can be replayed again (in another process: one engine
+ * per process). Returns 0 or an error with diag.
  */
 int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag);
+
+/* Free res's per-rank results and its program. */
 void wl_result_release(struct wl_result *res);
 
 #endif

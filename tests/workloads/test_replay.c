@@ -14,6 +14,7 @@
 #include "workloads/expand.h"
 #include "workloads/isolate.h"
 #include "workloads/job.h"
+#include "workloads/program.h"
 #include "workloads/replay.h"
 
 #define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
@@ -53,10 +54,11 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
   struct wl_result r;
   replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16"));
   int m = j.microbatches, L = j.model.layers;
-  double want = m * (j.seg[WL_SEG_EMBED_F].time_s + L * j.seg[WL_SEG_LAYER_F].time_s + j.seg[WL_SEG_HEAD_F].time_s +
-                     j.seg[WL_SEG_HEAD_BI].time_s + j.seg[WL_SEG_HEAD_W].time_s +
-                     L * (j.seg[WL_SEG_LAYER_BI].time_s + j.seg[WL_SEG_LAYER_W].time_s) + j.seg[WL_SEG_EMBED_B].time_s) +
-                j.optim[0].time_s;
+  const struct wl_program *pg = r.program;
+  double want = m * (pg->seg[WL_SEG_EMBED_F].time_s + L * pg->seg[WL_SEG_LAYER_F].time_s + pg->seg[WL_SEG_HEAD_F].time_s +
+                     pg->seg[WL_SEG_HEAD_BI].time_s + pg->seg[WL_SEG_HEAD_W].time_s +
+                     L * (pg->seg[WL_SEG_LAYER_BI].time_s + pg->seg[WL_SEG_LAYER_W].time_s) + pg->seg[WL_SEG_EMBED_B].time_s) +
+                pg->optim[0].time_s;
   /* plus the gradient reduction still running when the backward ends (dp 8), nothing else */
   double dp = r.cat_s[WL_CAT_DP];
   cr_expect_float_eq(r.step_s, want + dp, 1e-9 * want, "step %.9g s, segments %.9g s + dp %.9g s", r.step_s, want, dp);
@@ -77,8 +79,9 @@ Test(replay, one_f_one_b_bubble_is_pp_minus_one_slots)
    * that the transfers take only their latency */
   replay(&j, &r, SETS("plan.pp=4", "plan.global_batch=16", "model.vocab=1024", "node.link.bandwidth=100TBps"));
   int L = j.model.layers / 4, m = j.microbatches;
-  double F = L * j.seg[WL_SEG_LAYER_F].time_s, B = L * (j.seg[WL_SEG_LAYER_BI].time_s + j.seg[WL_SEG_LAYER_W].time_s);
-  double want = 3 * (F + B), head = j.seg[WL_SEG_HEAD_F].time_s + j.seg[WL_SEG_HEAD_BI].time_s + j.seg[WL_SEG_HEAD_W].time_s;
+  const struct wl_program *pg = r.program;
+  double F = L * pg->seg[WL_SEG_LAYER_F].time_s, B = L * (pg->seg[WL_SEG_LAYER_BI].time_s + pg->seg[WL_SEG_LAYER_W].time_s);
+  double want = 3 * (F + B), head = pg->seg[WL_SEG_HEAD_F].time_s + pg->seg[WL_SEG_HEAD_BI].time_s + pg->seg[WL_SEG_HEAD_W].time_s;
   double got = r.stages[0].cat_s[WL_CAT_BUBBLE] + r.stages[0].cat_s[WL_CAT_PP];
   cr_expect(got >= 0.97 * want && got <= 1.05 * want + m * head, "stage 0 waits %.6g s, closed form %.6g s (+ %d x %.3g s)",
             got, want, m, head);

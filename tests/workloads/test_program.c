@@ -1,0 +1,90 @@
+/*
+ * test_program.c - the step program: built and fully costed before the SimGrid engine starts
+ * (MoE expert buckets included), so an MoE scenario runs at event fidelity (the cost model
+ * forks a child per kernel, which must not inherit a started engine); a program is data built
+ * from a read-only scenario, so two builds of one job agree.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "workloads/isolate.h"
+#include "workloads/job.h"
+#include "workloads/program.h"
+#include "workloads/replay.h"
+
+#define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
+
+static void load(struct wl_job *job, const char *file, const char *const *sets, int n)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  char msg[1024];
+  int rc = wl_job_load(job, file, sets, n, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+}
+
+/* The regression of "a second SimGrid engine in one process": tiny_moe at event fidelity. */
+Test(program, moe_runs_at_event_fidelity, .timeout = 120)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_outcome an; /* analytic, in a child process, before this process starts its engine */
+  cr_assert_eq(wl_run_isolated(SCN "tiny_moe.cfg", NULL, 0, &an, &d), 0);
+  cr_assert_eq(an.status, 0, "%s", an.message);
+  struct wl_job job;
+  load(&job, SCN "tiny_moe.cfg", (const char *const[]){"run.fidelity=event"}, 1);
+  struct wl_result res;
+  char msg[1024];
+  int rc = wl_replay(&job, NULL, &res, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  cr_expect(res.step_s > 0 && isfinite(res.step_s), "step %g s", res.step_s);
+  cr_expect(res.moe_max_mean_expert >= 1 && res.moe_max_mean_rank >= 1, "expert load max/mean %g, %g",
+            res.moe_max_mean_expert, res.moe_max_mean_rank);
+  cr_expect(res.moe_dropped_fraction >= 0 && res.moe_dropped_fraction < 1);
+  cr_expect(res.cat_s[WL_CAT_EP] > 0, "exposed all-to-all %g s", res.cat_s[WL_CAT_EP]);
+  /* the two fidelities of the chip model agree within 20% on this step (9.7% when written) */
+  cr_expect(fabs(res.step_s / an.step_time_s - 1) < 0.2, "event %g s, analytic %g s", res.step_s, an.step_time_s);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
+/* The program of an MoE scenario: experts costed for every (MoE layer, micro-batch, EP rank),
+ * steps of every kind an MoE 1F1B step has, and a second build of the same job identical. */
+Test(program, moe_program_is_costed_data, .timeout = 60)
+{
+  struct wl_job job;
+  load(&job, SCN "tiny_moe.cfg", NULL, 0);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_program *a, *b;
+  cr_assert_eq(wl_program_create(&a, &job, &d), 0);
+  cr_assert_eq(wl_program_create(&b, &job, &d), 0);
+  cr_assert_eq(a->E, 4);
+  for (int l = 0; l < job.model.layers; l++) {
+    cr_expect_eq(wl_program_route(a, l, 0) != NULL, wl_model_layer_is_moe(&job.model, l), "layer %d", l);
+    if (!wl_model_layer_is_moe(&job.model, l)) continue;
+    for (int m = 0; m < a->mb; m++)
+      for (int e = 0; e < a->E; e++)
+        for (int q = 0; q < WL_EXPERT_PASSES; q++) {
+          double t = wl_program_expert_s(a, l, m, e, (enum wl_expert_pass)q);
+          cr_expect(t > 0, "layer %d mb %d EP rank %d pass %d: %g s", l, m, e, q, t);
+          cr_expect_eq(t, wl_program_expert_s(b, l, m, e, (enum wl_expert_pass)q));
+        }
+  }
+  int kinds[8] = {0};
+  for (int s = 0; s < a->pp; s++)
+    for (int i = 0; i < a->stages[s].nsteps; i++) kinds[a->stages[s].steps[i].kind]++;
+  cr_expect(kinds[WL_STEP_SEG] > 0 && kinds[WL_STEP_EXPERTS] > 0 && kinds[WL_STEP_A2A] > 0);
+  cr_expect_eq(kinds[WL_STEP_GATHER], 0, "no ZeRO-3 gathers with zero = 1");
+  cr_expect_eq(a->nkernels, b->nkernels);
+  for (int k = 0; k < a->nkernels; k++) cr_expect_eq(a->kernels[k].time_s, b->kernels[k].time_s, "kernel %d", k);
+  /* slots alike share their steps: fewer step lists than slots */
+  cr_expect(a->stages[0].nlists < (int)a->stages[0].nslots);
+  wl_program_destroy(a);
+  wl_program_destroy(b);
+  wl_job_release(&job);
+}

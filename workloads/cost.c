@@ -1,0 +1,171 @@
+/*
+ * cost.c - the costs of a step program's kernels: every distinct kernel through the operator
+ * cost cache (the chip model at the run's fidelity, the only source of compute time), the routed
+ * experts of a rank by buckets of received token copies, and the segments' sums.
+ *
+ * Everything here runs before the SimGrid engine starts (wl_program_create): event-fidelity
+ * costs fork a child process per kernel, which must not inherit a started engine.
+ */
+#include "workloads/expand.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "ops/op.h"
+#include "workloads/workloads_int.h"
+
+/* Cost kernel k through the cache (the chip model at the run's fidelity). */
+static int cost_kernel(struct wl_program *j, struct op_cache *cache, struct wl_kernel *k, struct npu_diag *diag)
+{
+  const struct op_desc *d = op_find(k->op);
+  NPU_ASSERT(d != NULL);
+  /* split "a=1 b=2" into the parser's "a=1", "b=2" */
+  char buf[256], *kv[OP_MAX_PARAMS];
+  int n = 0;
+  snprintf(buf, sizeof buf, "%s", k->args);
+  for (char *tok = strtok(buf, " "); tok && n < OP_MAX_PARAMS; tok = strtok(NULL, " ")) kv[n++] = tok;
+  struct op_args a;
+  int rc = op_args_parse(d, &a, (const char *const *)kv, n, diag);
+  if (!rc) {
+    struct op_cost c;
+    rc = op_cost_get(cache, d, &a, &j->job->sys, (enum core_fidelity)j->job->run.fidelity, &c, diag);
+    if (!rc) {
+      /* inside a step kernels are queued ahead: the stream gap replaces the launch overhead */
+      k->time_s = c.time_s - c.launch_s + j->job->sys.chip.stream_gap_s;
+      k->flops = c.flops;
+      k->costed = true;
+      snprintf(k->bottleneck, sizeof k->bottleneck, "%s", c.bottleneck);
+    }
+  }
+  if (rc) {
+    char msg[512];
+    npu_diag_format(diag, msg, sizeof msg);
+    return npu_diag_set(diag, j->job->path, 0, k->op, "kernel %s %s: %s", k->op, k->args, msg), rc;
+  }
+  return 0;
+}
+
+int wl__cost_kernels(struct wl_program *j, struct op_cache *cache, struct npu_diag *diag)
+{
+  for (int i = 0; i < j->nkernels; i++) {
+    if (j->kernels[i].costed) continue;
+    int rc = cost_kernel(j, cache, &j->kernels[i], diag);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
+{
+  double keep_first = sg->first_item;
+  int n = sg->nitems;
+  memset(sg, 0, sizeof *sg);
+  sg->first_item = (int)keep_first;
+  sg->nitems = n;
+  for (int i = sg->first_item; i < sg->first_item + n; i++) {
+    const struct wl_item *it = &j->items[i];
+    double t, f = 0;
+    if (it->coll) {
+      t = j->colls[it->index].time_s;
+      if (it->hide >= 0) {
+        const struct wl_item *h = &j->items[it->hide];
+        double under = h->coll ? j->colls[h->index].time_s : j->kernels[h->index].time_s;
+        t = t > under ? t - under : 0;
+      }
+    } else {
+      t = j->kernels[it->index].time_s;
+      f = j->kernels[it->index].flops;
+    }
+    sg->time_s += t;
+    sg->cat_s[it->cat] += t;
+    sg->flops += f;
+    if (!it->recompute) sg->model_flops += f;
+  }
+}
+
+void wl_program_sum_segments(struct wl_program *j)
+{
+  for (int k = 0; k < WL_SEG_KINDS; k++) sum_seg(j, &j->seg[k]);
+  for (int s = 0; s < j->plan.pp; s++) sum_seg(j, &j->optim[s]);
+}
+
+/* Cost one kernel "op args" through the cache: its time in a step and its FLOPs. */
+static int cost_one(struct wl_program *j, struct op_cache *cache, const char *op, const char *args, double *t, double *f,
+                    struct npu_diag *diag)
+{
+  int i = wl__kernel_add(j, op, args);
+  struct wl_kernel *k = &j->kernels[i];
+  if (!k->costed) {
+    int rc = cost_kernel(j, cache, k, diag);
+    if (rc) return rc;
+  }
+  *t += k->time_s;
+  *f += k->flops;
+  return 0;
+}
+
+/* Buckets of expert token counts: multiples of 64 on a ladder of ratio 1.05; the cost of a
+ * count is its bucket's scaled linearly (within 5%). */
+static double bucket_of(double tokens)
+{
+  double b = 64;
+  while (b < tokens) b = ceil(b * 1.05 / 64) * 64;
+  return b;
+}
+
+int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens, double *out, struct npu_diag *diag)
+{
+  const struct wl_model *m = &j->model;
+  double b = bucket_of(tokens > 1 ? tokens : 1), scale = tokens / b;
+  struct wl_expert_cost *e = NULL;
+  for (int i = 0; i < j->nexperts && !e; i++)
+    if (j->experts[i].tokens == b) e = &j->experts[i];
+  if (!e) {
+    if (j->nexperts == j->cap_experts) {
+      j->cap_experts = j->cap_experts ? 2 * j->cap_experts : 32;
+      j->experts = npu_xrealloc(j->experts, (size_t)j->cap_experts * sizeof *j->experts);
+    }
+    e = &j->experts[j->nexperts];
+    memset(e, 0, sizeof *e);
+    e->tokens = b;
+    int groups = m->moe.experts / j->plan.ep, f = m->moe.ffn, h = m->hidden, up = (m->act == WL_ACT_SWIGLU ? 2 : 1) * f;
+    const char *dt = j->plan.dtype == 2 ? "fp8_e4m3" : j->plan.dtype == 1 ? "fp16" : "bf16";
+    const char *vt = j->plan.dtype == 1 ? "fp16" : "bf16";
+    char a[256];
+    int rc = 0;
+    long mt = (long)b;
+    /* forward: up, activation, down */
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, up, h, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
+    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", mt, f, vt);
+    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->f_s, &e->f_flops, diag);
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, f, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
+    /* input gradients: down^T, the activation's backward (5/3 of its bytes), up^T */
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
+    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", (mt * 5 + 2) / 3, f, vt);
+    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->bi_s, &e->bi_flops, diag);
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
+    /* weight gradients: per expert tokens_e x h by tokens_e x ffn, the same FLOPs as the
+     * input-gradient GEMMs; costed by them (the grouped GEMM takes groups of rows, not of K) */
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
+    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
+    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
+    if (rc) return rc;
+    j->nexperts++;
+  }
+  out[WL_EXPERT_F] = e->f_s * scale;
+  out[WL_EXPERT_BI] = e->bi_s * scale;
+  out[WL_EXPERT_W] = e->w_s * scale;
+  return 0;
+}
+
+void wl_kernel_label(const struct wl_kernel *k, char *buf, size_t n)
+{
+  snprintf(buf, n, "%s %s", k->op, k->args);
+}

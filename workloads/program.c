@@ -1,0 +1,354 @@
+/*
+ * program.c - building a step program (program.h) from a scenario: expansion (expand.c), the
+ * kernels' and experts' costs (cost.c), the routing draws, and per pipeline stage the
+ * schedule's slots with their steps and pipeline transfers. Also the rank geometry the replay
+ * shares. Nothing here runs inside the SimGrid engine.
+ *
+ * Steps of a slot. Pieces (embedding, layers, head) run in layer order for a forward and in
+ * reverse for backward passes: F runs forwards; BI input gradients; W weight gradients; B both
+ * for each piece in turn. A dense piece is one segment step; an MoE layer's forward is
+ * PRE | dispatch | experts | combine | POST, its input gradients POST_BI | combine^T | experts |
+ * dispatch^T | PRE_BI and its weight gradients MOE_W | experts. In the last micro-batch the pass
+ * that finishes a piece's weight gradients adds them to the buckets; with ZeRO-3 each piece
+ * first gathers its parameters. A slot's steps depend on its chunk, phase and pairing, not on
+ * its micro-batch (the expert times and all-to-all sizes are looked up by micro-batch), so
+ * slots alike share one step list.
+ */
+#include "workloads/program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "workloads/expand.h"
+#include "workloads/workloads_int.h"
+
+/* ------------------------------------------------------------------ geometry */
+
+int wl__phys_rank(const struct wl_plan *plan, int stage, int tp, int cp, int dp)
+{
+  struct wl_coord c = {{0}};
+  c.c[WL_DIM_TP] = tp;
+  c.c[WL_DIM_CP] = cp;
+  c.c[WL_DIM_DP] = dp;
+  c.c[WL_DIM_PP] = stage;
+  return wl_plan_rank(plan, &c);
+}
+
+int wl__ep_rank(const struct wl_plan *plan, int stage, int tp, int ci)
+{
+  return wl__phys_rank(plan, stage, tp, ci % plan->cp, ci / plan->cp);
+}
+
+int wl__stage_of(const struct wl_program *p, int k, int m)
+{
+  int st, ch;
+  wl_schedule_locate((enum wl_schedule)p->plan.schedule, p->pp, p->plan.vpp, p->mb, m, k, &st, &ch);
+  return st;
+}
+
+double wl__moe_tokens(const struct wl_plan *plan, const struct wl_model *model)
+{
+  return (double)plan->micro_batch * (model->seq_len / plan->cp) / (plan->sp ? plan->tp : 1);
+}
+
+static int model_chunk(const struct wl_program *p, int stage, const struct wl_slot *sl)
+{
+  return wl_schedule_model_chunk((enum wl_schedule)p->plan.schedule, p->pp, p->plan.vpp, stage, sl->chunk);
+}
+
+static bool zero3(const struct wl_plan *plan)
+{
+  return plan->zero >= 3 && plan->dp * plan->cp > 1;
+}
+
+int wl_program_p2p_index(const struct wl_program *p, int dir, int b, int m)
+{
+  return (dir * (p->mchunks - 1) + b) * p->mb + m;
+}
+
+/* The transfer slot sl of `stage` waits for before it starts, and the one it sends when done. */
+static void slot_p2p(const struct wl_program *p, int stage, const struct wl_slot *sl, int *recv, int *send)
+{
+  int k = model_chunk(p, stage, sl), m = (int)sl->mb, last = p->mchunks - 1;
+  *recv = *send = -1;
+  if (sl->phase == WL_PH_W) return;
+  if (sl->phase == WL_PH_F) {
+    if (k > 0 && wl__stage_of(p, k - 1, m) != stage) *recv = wl_program_p2p_index(p, 0, k - 1, m);
+    if (k < last && wl__stage_of(p, k + 1, m) != stage) *send = wl_program_p2p_index(p, 0, k, m);
+  } else {
+    if (k < last && wl__stage_of(p, k + 1, m) != stage) *recv = wl_program_p2p_index(p, 1, k, m);
+    if (k > 0 && wl__stage_of(p, k - 1, m) != stage) *send = wl_program_p2p_index(p, 1, k - 1, m);
+  }
+}
+
+/* ------------------------------------------------------------------ steps */
+
+static struct wl_step *add_step(struct wl_prog_stage *st, enum wl_step_kind kind, enum wl_cat cat, int half)
+{
+  if (st->nsteps == st->cap_steps) {
+    st->cap_steps = st->cap_steps ? 2 * st->cap_steps : 64;
+    st->steps = npu_xrealloc(st->steps, (size_t)st->cap_steps * sizeof *st->steps);
+  }
+  struct wl_step *s = &st->steps[st->nsteps++];
+  memset(s, 0, sizeof *s);
+  s->kind = (uint8_t)kind;
+  s->cat = (uint8_t)cat;
+  s->half = (uint8_t)half;
+  return s;
+}
+
+static void seg_step(struct wl_prog_stage *st, const struct wl_seg *sg, int half)
+{
+  if (sg->nitems) add_step(st, WL_STEP_SEG, WL_CAT_GEMM, half)->u.seg.seg = sg;
+}
+
+static void experts_step(struct wl_prog_stage *st, int layer, enum wl_expert_pass pass, int half)
+{
+  struct wl_step *s = add_step(st, WL_STEP_EXPERTS, WL_CAT_GEMM, half);
+  s->u.experts.layer = layer;
+  s->u.experts.pass = (uint8_t)pass;
+}
+
+static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, int which, bool pair, int half)
+{
+  if (p->E < 2) return; /* ep 1: every expert is local, the tokens stay */
+  struct wl_step *s = add_step(st, WL_STEP_A2A, WL_CAT_EP, half);
+  s->u.a2a.layer = layer;
+  s->u.a2a.which = (uint8_t)which;
+  s->u.a2a.pair = pair;
+}
+
+/* Append the steps of slot sl of `stage` (half: its place in a pair, pair: whether in one). */
+static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int stage, const struct wl_slot *sl,
+                       bool pair, int half)
+{
+  const struct wl_model *md = &p->model;
+  const struct wl_plan *pl = &p->plan;
+  int k = model_chunk(p, stage, sl), mb = (int)sl->mb;
+  bool first = k == 0, last = k == p->mchunks - 1, fwd = sl->phase == WL_PH_F, z3 = zero3(pl);
+  int n = wl_plan_chunk_layers(pl, md->layers, p->mchunks, k);
+  int l0 = wl_plan_chunk_first_layer(pl, md->layers, p->mchunks, k);
+  bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && mb == p->mb - 1 && pl->overlap_grad_reduce && !z3;
+  double emb = (double)md->vocab * md->hidden / pl->tp, head = emb + md->hidden, acc = 0, eacc = 0;
+  int np = n + (first ? 1 : 0) + (last ? 1 : 0);
+  for (int q = 0; q < np; q++) {
+    int pos = fwd ? q : np - 1 - q; /* position in layer order (the embedding first) */
+    bool is_emb = first && pos == 0, is_head = last && pos == np - 1;
+    int layer = l0 + pos - (first ? 1 : 0);
+    bool is_moe = !is_emb && !is_head && wl_model_layer_is_moe(md, layer);
+    double params = is_emb ? emb : head, eparams = 0;
+    if (!is_emb && !is_head) wl_layer_rank_params(p, layer, &params, &eparams); /* experts / ep on this rank */
+    if (z3) {
+      struct wl_step *g = add_step(st, WL_STEP_GATHER, WL_CAT_DP, half);
+      g->u.gather.params = params + eparams * pl->ep / (pl->dp * pl->cp); /* experts: over their own group */
+      g->u.gather.piece = q;
+      g->u.gather.next = q + 1 < np;
+    }
+    const struct wl_seg *sg = p->seg;
+    if (fwd) {
+      if (is_emb) seg_step(st, &sg[WL_SEG_EMBED_F], half);
+      else if (is_head) seg_step(st, &sg[WL_SEG_HEAD_F], half);
+      else if (!is_moe) seg_step(st, &sg[WL_SEG_LAYER_F], half);
+      else {
+        seg_step(st, &sg[WL_SEG_MOE_PRE_F], half);
+        a2a_step(p, st, layer, 0, pair, half);
+        experts_step(st, layer, WL_EXPERT_F, half);
+        a2a_step(p, st, layer, 1, pair, half);
+        seg_step(st, &sg[WL_SEG_MOE_POST_F], half);
+      }
+      continue;
+    }
+    bool do_bi = sl->phase != WL_PH_W, do_w = sl->phase != WL_PH_BI;
+    if (is_emb) {
+      if (do_bi) seg_step(st, &sg[WL_SEG_EMBED_B], half);
+    } else if (is_head) {
+      if (do_bi) seg_step(st, &sg[WL_SEG_HEAD_BI], half);
+      if (do_w) seg_step(st, &sg[WL_SEG_HEAD_W], half);
+    } else if (!is_moe) {
+      if (do_bi) seg_step(st, &sg[WL_SEG_LAYER_BI], half);
+      if (do_w) seg_step(st, &sg[WL_SEG_LAYER_W], half);
+    } else {
+      if (do_bi) {
+        seg_step(st, &sg[WL_SEG_MOE_POST_BI], half);
+        a2a_step(p, st, layer, 2, pair, half);
+        experts_step(st, layer, WL_EXPERT_BI, half);
+        a2a_step(p, st, layer, 3, pair, half);
+        seg_step(st, &sg[WL_SEG_MOE_PRE_BI], half);
+      }
+      if (do_w) {
+        seg_step(st, &sg[WL_SEG_MOE_W], half);
+        experts_step(st, layer, WL_EXPERT_W, half);
+      }
+    }
+    if (grads) {
+      acc += params;
+      eacc += eparams;
+      if (acc >= pl->bucket_params || q == np - 1) {
+        struct wl_step *b = add_step(st, WL_STEP_BUCKET, WL_CAT_DP, half);
+        b->u.bucket.params = acc;
+        b->u.bucket.eparams = eacc;
+        acc = eacc = 0;
+      }
+    }
+  }
+}
+
+/* What a slot's steps depend on: chunk, phase and whether it adds to the gradient buckets. */
+static unsigned slot_shape(const struct wl_program *p, const struct wl_slot *sl)
+{
+  bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && (int)sl->mb == p->mb - 1 &&
+               p->plan.overlap_grad_reduce && !zero3(&p->plan);
+  return (unsigned)sl->chunk << 3 | (unsigned)sl->phase << 1 | (grads ? 1u : 0u);
+}
+
+/* Build stage s's slots and step lists. */
+static int build_stage(struct wl_program *p, int s, struct npu_diag *diag)
+{
+  struct wl_prog_stage *st = &p->stages[s];
+  struct wl_slot *sched;
+  size_t n;
+  int rc = wl_schedule_build((enum wl_schedule)p->plan.schedule, p->pp, p->plan.vpp, p->mb, s, &sched, &n, diag);
+  if (rc) return rc;
+  st->slots = npu_xcalloc(n ? n : 1, sizeof *st->slots);
+  st->nslots = n;
+  for (size_t i = 0; i < n; i++) {
+    st->slots[i].slot = sched[i];
+    st->slots[i].list = -1;
+    slot_p2p(p, s, &sched[i], &st->slots[i].recv, &st->slots[i].send);
+  }
+  /* the keys of the lists built so far: (shape of the slot) << 16 | (shape of its partner + 1) */
+  unsigned *keys = NULL;
+  for (size_t pc = 0; pc < n;) {
+    bool pair = sched[pc].overlap && pc + 1 < n;
+    unsigned key = slot_shape(p, &sched[pc]) << 16 | (pair ? slot_shape(p, &sched[pc + 1]) + 1 : 0);
+    int l = 0;
+    while (l < st->nlists && keys[l] != key) l++;
+    if (l == st->nlists) {
+      if (st->nlists == st->cap_lists) {
+        st->cap_lists = st->cap_lists ? 2 * st->cap_lists : 8;
+        st->lists = npu_xrealloc(st->lists, (size_t)st->cap_lists * sizeof *st->lists);
+        keys = npu_xrealloc(keys, (size_t)st->cap_lists * sizeof *keys);
+      }
+      keys[l] = key;
+      st->lists[l].first = st->nsteps;
+      build_slot(p, st, s, &sched[pc], pair, 0);
+      if (pair) build_slot(p, st, s, &sched[pc + 1], true, 1);
+      st->lists[l].n = st->nsteps - st->lists[l].first;
+      st->nlists++;
+    }
+    st->slots[pc].list = l;
+    pc += pair ? 2 : 1;
+  }
+  free(keys);
+  free(sched);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ MoE */
+
+const struct wl_route *wl_program_route(const struct wl_program *p, int layer, int m)
+{
+  if (!p->routes || !wl_model_layer_is_moe(&p->model, layer)) return NULL;
+  return &p->routes[(size_t)layer * (size_t)p->mb + (size_t)m];
+}
+
+double wl_program_expert_s(const struct wl_program *p, int layer, int m, int e, enum wl_expert_pass pass)
+{
+  return p->expert_s[(((size_t)layer * (size_t)p->mb + (size_t)m) * (size_t)p->E + (size_t)e) * WL_EXPERT_PASSES + pass];
+}
+
+/* Draw every MoE layer's routing for every micro-batch, and cost each EP rank's experts for
+ * the token copies it receives (seeded draws: the buckets are known before the step). */
+static int build_moe(struct wl_program *p, struct op_cache *cache, struct npu_diag *diag)
+{
+  const struct wl_job *j = p->job;
+  size_t nlm = (size_t)p->model.layers * (size_t)p->mb;
+  p->tokens_per_rank = wl__moe_tokens(&p->plan, &p->model);
+  p->routes = npu_xcalloc(nlm, sizeof *p->routes);
+  p->expert_s = npu_xcalloc(nlm * (size_t)p->E * WL_EXPERT_PASSES, sizeof *p->expert_s);
+  for (int l = 0; l < p->model.layers; l++) {
+    if (!wl_model_layer_is_moe(&p->model, l)) continue;
+    for (int m = 0; m < p->mb; m++) {
+      struct wl_route *rt = &p->routes[(size_t)l * (size_t)p->mb + (size_t)m];
+      int rc = wl_route_draw(&j->routing, &p->model, p->E, p->tokens_per_rank, j->run.seed, l, m, rt, diag);
+      if (rc) return rc;
+      for (int e = 0; e < p->E; e++) {
+        double in = 0;
+        for (int i = 0; i < p->E; i++) in += rt->matrix[(size_t)i * p->E + e];
+        double *out = &p->expert_s[(((size_t)l * (size_t)p->mb + (size_t)m) * (size_t)p->E + (size_t)e) * WL_EXPERT_PASSES];
+        rc = wl__expert_cost(p, cache, in, out, diag);
+        if (rc) return rc;
+      }
+    }
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ the program */
+
+int wl_program_create(struct wl_program **out, const struct wl_job *job, struct npu_diag *diag)
+{
+  struct wl_program *p = npu_xcalloc(1, sizeof *p);
+  *out = NULL;
+  p->job = job;
+  p->model = job->model;
+  p->plan = job->plan;
+  p->pp = job->plan.pp;
+  p->mb = job->microbatches;
+  p->E = job->model.moe.experts ? job->plan.ep : 1;
+  p->edp = job->plan.dp * job->plan.cp / p->E;
+  p->nranks = p->pp * p->E;
+  p->mchunks = p->pp * job->plan.vpp;
+  wl_expand(p);
+  struct op_cache *cache = op_cache_open(job->run.cost_cache[0] ? job->run.cost_cache : NULL, stderr);
+  int rc = wl__cost_kernels(p, cache, diag);
+  if (!rc && job->model.moe.experts) rc = build_moe(p, cache, diag);
+  size_t entries;
+  uint64_t hits, misses;
+  op_cache_stats(cache, &entries, &hits, &misses);
+  p->kernels_costed = (size_t)misses;
+  p->kernel_cache_hits = (size_t)hits;
+  if (!rc && job->run.cost_cache[0]) op_cache_save(cache);
+  op_cache_close(cache);
+  if (!rc) {
+    p->stages = npu_xcalloc((size_t)p->pp, sizeof *p->stages);
+    for (int s = 0; s < p->pp && !rc; s++) rc = build_stage(p, s, diag);
+  }
+  if (rc) {
+    wl_program_destroy(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+void wl_program_set_coll_time(struct wl_program *p, int c, double time_s, const char *algo)
+{
+  NPU_ASSERT(c >= 0 && c < p->ncolls);
+  p->colls[c].time_s = time_s;
+  snprintf(p->colls[c].algo, sizeof p->colls[c].algo, "%s", algo);
+}
+
+void wl_program_destroy(struct wl_program *p)
+{
+  if (!p) return;
+  for (int s = 0; p->stages && s < p->pp; s++) {
+    free(p->stages[s].slots);
+    free(p->stages[s].steps);
+    free(p->stages[s].lists);
+  }
+  free(p->stages);
+  for (size_t i = 0; p->routes && i < (size_t)p->model.layers * (size_t)p->mb; i++) wl_route_release(&p->routes[i]);
+  free(p->routes);
+  free(p->expert_s);
+  free(p->items);
+  free(p->kernels);
+  free(p->colls);
+  free(p->optim);
+  free(p->stage_params);
+  free(p->stage_eparams);
+  free(p->experts);
+  free(p);
+}

@@ -1,0 +1,166 @@
+/*
+ * program.h - the step program of a training job: everything one optimizer step does, per
+ * replay rank, built and costed before the SimGrid engine starts.
+ *
+ * A scenario (struct wl_job, read-only) is turned into a program by wl_program_create: the
+ * kernels and memoised TP/CP collectives of every segment (expand.c), each kernel costed
+ * through the operator cost cache (the chip model is the only source of compute time), the
+ * MoE routing of every (layer, micro-batch) drawn (seeded: routing.c) and the routed experts of
+ * every (layer, micro-batch, EP rank) costed from their token counts, and per pipeline stage the
+ * schedule's slots with their steps. The replay (replay.h) receives the program as data, the way
+ * ASTRA-sim receives a Chakra graph, and only simulates it: it never costs a kernel, so the
+ * event-fidelity cost model (which forks a child per kernel) never runs inside the engine.
+ *
+ * The memoised collectives are the one part the program leaves open: they are costed on the
+ * cluster's platform, alone, by the replay's probe phase (wl_program_set_coll_time), before the
+ * step's clock starts; wl_program_sum_segments then closes each segment's time.
+ *
+ * Usage:
+ *   struct wl_program *p;
+ *   int rc = wl_program_create(&p, &job, diag);     (expansion, kernel and expert costs)
+ *   rc = wl_replay_program(p, trace, &res, diag);    (probe, then the step; res->program = p)
+ *   wl_result_release(&res);                          (destroys p)
+ */
+#ifndef NPUSIM_WORKLOADS_PROGRAM_H
+#define NPUSIM_WORKLOADS_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/diag.h"
+#include "workloads/job.h"
+#include "workloads/routing.h"
+#include "workloads/schedule.h"
+
+/* What a step of a slot does. One enum, one union member per kind (never a field whose
+ * meaning depends on the kind). */
+enum wl_step_kind {
+  WL_STEP_SEG,     /* the compute stream runs a segment (its kernels and TP/CP collectives) */
+  WL_STEP_EXPERTS, /* the compute stream runs this rank's routed experts for the token copies it
+                      received in (layer, micro-batch): a pass of program->expert_s */
+  WL_STEP_A2A,     /* join the EP all-to-all of (layer, micro-batch, which) and wait for it now
+                      or, inside a DualPipe F&B pair, at the pair's end */
+  WL_STEP_BUCKET,  /* post gradient buckets (dense over DP x CP, experts over expert DP) */
+  WL_STEP_GATHER,  /* ZeRO-3: the all-gather of a piece's parameters (posted by the piece before,
+                      or now for a slot's first piece), post the next piece's, wait for this one */
+};
+
+/* The passes of a rank's routed experts (program->expert_s). */
+enum wl_expert_pass { WL_EXPERT_F, WL_EXPERT_BI, WL_EXPERT_W, WL_EXPERT_PASSES };
+
+/* One step of a slot. The micro-batch is the slot's (half: which slot of a DualPipe pair). */
+struct wl_step {
+  uint8_t kind;  /* enum wl_step_kind */
+  uint8_t cat;   /* enum wl_cat: where waiting in this step counts (compute: by its segment) */
+  uint8_t half;  /* 0, or 1: the step belongs to the second slot of a DualPipe F&B pair */
+  union {
+    struct {
+      const struct wl_seg *seg; /* costed segment of the program (nitems > 0) */
+    } seg;                      /* WL_STEP_SEG */
+    struct {
+      int layer;                /* MoE layer */
+      uint8_t pass;             /* enum wl_expert_pass */
+    } experts;                  /* WL_STEP_EXPERTS */
+    struct {
+      int layer;                /* MoE layer */
+      uint8_t which;            /* 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T */
+      bool pair;                /* in a DualPipe F&B pair: waited for at the pair's end */
+    } a2a;                      /* WL_STEP_A2A */
+    struct {
+      double params;            /* dense parameters in the bucket (fp32 gradients) */
+      double eparams;           /* routed-expert parameters in the bucket */
+    } bucket;                   /* WL_STEP_BUCKET */
+    struct {
+      double params;            /* parameters of the piece (bf16), experts over their group */
+      int piece;                /* position of the piece in its slot: 0 posts its own gather */
+      bool next;                /* a next piece follows in the slot (its gather is posted now) */
+    } gather;                   /* WL_STEP_GATHER */
+  } u;
+};
+
+/* A run of steps: what a slot (or a DualPipe F&B pair of slots) does, shared by every slot
+ * with the same chunk, phase and pairing (the micro-batch is the slot's). */
+struct wl_step_list {
+  int first, n;  /* steps first .. first + n - 1 of the stage's steps */
+};
+
+/* One slot of a stage's schedule and the communications around it. */
+struct wl_prog_slot {
+  struct wl_slot slot;  /* phase, chunk, micro-batch, DualPipe pairing (schedule.h) */
+  int list;             /* its steps (with its partner's, if it opens a pair): stage's lists[] */
+  int recv, send;       /* pipeline transfer it waits for first / posts when done: index of
+                           wl_program_p2p_index (times EP, plus EP index), or -1 */
+};
+
+/* Per pipeline stage: the schedule and the steps its slots run (the same for every EP index). */
+struct wl_prog_stage {
+  struct wl_prog_slot *slots;
+  size_t nslots;
+  struct wl_step *steps;        /* every distinct slot's steps, back to back */
+  int nsteps, cap_steps;
+  struct wl_step_list *lists;
+  int nlists, cap_lists;
+};
+
+struct wl_program {
+  const struct wl_job *job;     /* the scenario (borrowed, read-only; outlives the program) */
+  struct wl_model model;        /* job's model and plan, copied: what expansion reads */
+  struct wl_plan plan;
+  int pp, mb;                   /* pipeline stages, micro-batches per step */
+  int E;                        /* EP ranks per stage (1: dense, or ep 1) */
+  int edp;                      /* expert data-parallel size: dp x cp / E */
+  int nranks;                   /* replay ranks: pp x E, index stage x E + EP index */
+  int mchunks;                  /* model chunks: pp x vpp */
+  /* expansion (expand.c) and its costs */
+  struct wl_item *items;
+  int nitems, cap_items;
+  struct wl_kernel *kernels;    /* every distinct kernel, costed (the experts' included) */
+  int nkernels, cap_kernels;
+  struct wl_coll *colls;        /* memoised TP/CP collectives: time_s after the probe */
+  int ncolls, cap_colls;
+  struct wl_seg seg[WL_SEG_KINDS];
+  struct wl_expert_cost *experts; /* costed expert buckets (see wl__expert_cost) */
+  int nexperts, cap_experts;
+  struct wl_seg *optim;         /* per stage: the optimizer step */
+  double *stage_params;         /* per stage: non-expert parameters one rank holds (TP-sharded,
+                                   before ZeRO), replicated over dp x cp */
+  double *stage_eparams;        /* per stage: routed-expert parameters one rank holds (experts /
+                                   ep), replicated over the expert data-parallel group */
+  double layer_params;          /* one layer's parameters on one rank (TP-sharded) */
+  /* MoE: routing and the experts' times, every (layer, micro-batch, EP rank) */
+  struct wl_route *routes;      /* [layer x mb], drawn for MoE layers (NULL for dense models) */
+  double *expert_s;             /* [((layer x mb + m) x E + e) x WL_EXPERT_PASSES] seconds */
+  double tokens_per_rank;       /* token copies one EP rank routes per micro-batch */
+  /* the schedule */
+  struct wl_prog_stage *stages; /* [pp] */
+  /* cost cache statistics of building it */
+  size_t kernels_costed, kernel_cache_hits;
+};
+
+/*
+ * Build and cost job's step program (*out, owned by the caller: wl_program_destroy). The
+ * kernels go through the operator cost cache (job->run.cost_cache: loaded and saved) at the
+ * run's fidelity; nothing here starts the SimGrid engine. Returns 0, or an error with diag
+ * naming the kernel or key.
+ */
+int wl_program_create(struct wl_program **out, const struct wl_job *job, struct npu_diag *diag);
+void wl_program_destroy(struct wl_program *p);
+
+/* The routing of MoE layer `layer` and micro-batch m (owned by p), or NULL for a dense layer. */
+const struct wl_route *wl_program_route(const struct wl_program *p, int layer, int m);
+
+/* Seconds of EP rank e's routed experts in pass `pass` of (layer, micro-batch m). */
+double wl_program_expert_s(const struct wl_program *p, int layer, int m, int e, enum wl_expert_pass pass);
+
+/* The pipeline transfer of direction dir (0 forward, 1 backward) across chunk boundary b for
+ * micro-batch m, as an index 0 .. 2 x (mchunks - 1) x mb - 1 (per EP index). */
+int wl_program_p2p_index(const struct wl_program *p, int dir, int b, int m);
+
+/* Probe results: collective c takes time_s seconds alone on its group (algo: its algorithm). */
+void wl_program_set_coll_time(struct wl_program *p, int c, double time_s, const char *algo);
+
+/* Sum each segment's items into its time and breakdown (after the collectives' probe). */
+void wl_program_sum_segments(struct wl_program *p);
+
+#endif
