@@ -111,9 +111,22 @@ static int list(int argc, char **argv, struct npu_buf *out, struct npu_diag *dia
                        q->def ? q->def : "", "]");
       }
     }
+    const struct op_bwd *b = &d->bwd;
     if (json) {
       npu_json_array_end(&j);
+      npu_json_key(&j, "backward");
+      npu_json_object_begin(&j);
+      npu_json_key(&j, "kind");
+      npu_json_string(&j, op_bwd_kind_name(b->kind));
+      npu_json_key(&j, "rule");
+      npu_json_string(&j, b->rule ? b->rule : "");
+      npu_json_key(&j, "reason");
+      if (b->reason) npu_json_string(&j, b->reason); else npu_json_null(&j);
       npu_json_object_end(&j);
+      npu_json_object_end(&j);
+    } else {
+      npu_buf_printf(out, "  backward (%s): %s\n", op_bwd_kind_name(b->kind), b->rule ? b->rule : "");
+      if (b->reason) npu_buf_printf(out, "    why: %s\n", b->reason);
     }
   }
   if (json) {

@@ -287,4 +287,5 @@ const struct op_desc op_adamw = {
     .flops = flops,
     .check = check,
     .release = release,
+    .bwd = {OP_BWD_NONE, "the optimizer step is not differentiated", NULL, NULL},
 };

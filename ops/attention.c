@@ -1446,6 +1446,15 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   return *max_err <= 1;
 }
 
+/* The backward: this operator's own backward pass. */
+static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *grad)
+{
+  out[0] = *fwd;
+  op_call_choice(&out[0], "pass", "bwd");
+  grad[0] = OP_GRAD_INPUT;
+  return 1;
+}
+
 const struct op_desc op_flash_attention = {
     .name = "flash_attention",
     .summary = "FlashAttention forward/backward: QK^T and PV on the cube, online softmax on the vector cores",
@@ -1456,4 +1465,5 @@ const struct op_desc op_flash_attention = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_KERNEL, "the same call with pass=bwd (the FlashAttention backward, recomputing P)", NULL, bwd},
 };

@@ -278,4 +278,8 @@ const struct op_desc op_cross_entropy = {
     .flops = flops,
     .check = check,
     .release = release,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward (softmax of the logits minus the one-hot label) is another online pass over the "
+            "logits: costed as the forward pass of the same shape",
+            op__bwd_same},
 };

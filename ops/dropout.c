@@ -201,4 +201,7 @@ const struct op_desc op_dropout = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward applies the same mask and scale to dy: the forward kernel of the same shape",
+            op__bwd_same},
 };

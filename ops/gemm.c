@@ -1252,6 +1252,35 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   return *max_err <= 1;
 }
 
+/* The backward of C = op(A) op(B) (m x k by k x n): dA and dB, each in its operand's layout; the
+ * precision is the forward's (a training step's fp8 recipe re-types them). */
+static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *grad)
+{
+  int64_t m = (int64_t)op_call_u(fwd, "m"), n = (int64_t)op_call_u(fwd, "n"), k = (int64_t)op_call_u(fwd, "k");
+  bool ta = op_call_u(fwd, "trans_a") != 0, tb = op_call_u(fwd, "trans_b") != 0;
+  enum npu_dtype dt = (enum npu_dtype)op_call_u(fwd, "dtype");
+  /* dA: dC op(B)^T (m x k), or its transpose op(B) dC^T (k x m) when A is stored K x M */
+  bool dta = ta ? tb : false, dtb = ta ? true : !tb;
+  op_call_init(&out[0], "gemm");
+  op_call_dim(&out[0], "m", ta ? k : m);
+  op_call_dim(&out[0], "n", ta ? m : k);
+  op_call_dim(&out[0], "k", n);
+  op_call_dtype(&out[0], "dtype", dt);
+  if (dta) op_call_bool(&out[0], "trans_a", true);
+  if (dtb) op_call_bool(&out[0], "trans_b", true);
+  grad[0] = OP_GRAD_INPUT;
+  /* dB: dC^T op(A) (n x k) when B is stored N x K, else op(A)^T dC (k x n) */
+  op_call_init(&out[1], "gemm");
+  op_call_dim(&out[1], "m", tb ? n : k);
+  op_call_dim(&out[1], "n", tb ? k : n);
+  op_call_dim(&out[1], "k", m);
+  op_call_dtype(&out[1], "dtype", dt);
+  if (tb ? true : !ta) op_call_bool(&out[1], "trans_a", true);
+  if (tb ? ta : false) op_call_bool(&out[1], "trans_b", true);
+  grad[1] = OP_GRAD_WEIGHT;
+  return 2;
+}
+
 const struct op_desc op_gemm = {
     .name = "gemm",
     .summary = "C = A x B on the cube cores (catlass tiling, swizzle, split-K, W8A8, MX, W4A8)",
@@ -1262,6 +1291,8 @@ const struct op_desc op_gemm = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_KERNEL, "two GEMMs: the input gradient dA = dC op(B)^T, the weight gradient dB = op(A)^T dC, "
+            "each stored as its operand", NULL, bwd},
 };
 
 /* ------------------------------------------------------------------ grouped GEMM */
@@ -1397,6 +1428,18 @@ static bool gcheck(void *p, struct op_exec *x, double *max_err, char *summary, s
   return *max_err <= 1;
 }
 
+/* The backward of the experts' GEMMs (see .bwd): the input gradient, twice. */
+static int gbwd(const struct op_call *fwd, struct op_call *out, enum op_grad *grad)
+{
+  for (int i = 0; i < 2; i++) {
+    out[i] = *fwd;
+    op_call_dim(&out[i], "n", (int64_t)op_call_u(fwd, "k"));
+    op_call_dim(&out[i], "k", (int64_t)op_call_u(fwd, "n"));
+    grad[i] = i ? OP_GRAD_WEIGHT : OP_GRAD_INPUT;
+  }
+  return 2;
+}
+
 const struct op_desc op_grouped_gemm = {
     .name = "grouped_gemm",
     .summary = "MoE experts: one GEMM per group of rows, variable rows per group",
@@ -1408,4 +1451,9 @@ const struct op_desc op_grouped_gemm = {
     .flops = flops,
     .check = gcheck,
     .release = grelease,
+    .bwd = {OP_BWD_PROXY, "the input gradient (n and k swapped) twice: for dX, and standing for dW",
+            "the weight gradient of each expert (its tokens x k by its tokens x n) has the input gradient's "
+            "FLOPs but reduces over the group's rows, which the kernel cannot split by: it is costed by the "
+            "input-gradient grouped GEMM",
+            gbwd},
 };

@@ -785,4 +785,8 @@ const struct op_desc op_moe_gating = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward of the scores and the top-k weights (a row pass over the tokens x experts scores) is "
+            "costed by the gating kernel of the same shape",
+            op__bwd_same},
 };

@@ -663,6 +663,15 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   return bad == 0;
 }
 
+/* The backward of the dispatch: the combine of the same shape. */
+static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *grad)
+{
+  op_call_init(&out[0], "moe_unpermute");
+  op_call_copy_given(&out[0], fwd);
+  grad[0] = OP_GRAD_INPUT;
+  return 1;
+}
+
 const struct op_desc op_moe_permute = {
     .name = "moe_permute",
     .summary = "MoE dispatch (MoeInitRouting): rows to expert-sorted order by a counting sort over all vector cores",
@@ -673,4 +682,7 @@ const struct op_desc op_moe_permute = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "moe_unpermute with the same tokens, hidden, experts, topk and dtype",
+            "the backward gathers and sums each token's k expert rows: the work of the combine kernel",
+            bwd},
 };

@@ -346,6 +346,15 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   return *max_err <= 1;
 }
 
+/* The backward of the combine: the dispatch of the same shape. */
+static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *grad)
+{
+  op_call_init(&out[0], "moe_permute");
+  op_call_copy_given(&out[0], fwd);
+  grad[0] = OP_GRAD_INPUT;
+  return 1;
+}
+
 const struct op_desc op_moe_unpermute = {
     .name = "moe_unpermute",
     .summary = "MoE combine (MoeFinalizeRouting): gather each token's k expert rows, weigh, sum in fp32",
@@ -356,4 +365,8 @@ const struct op_desc op_moe_unpermute = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "moe_permute with the same tokens, hidden, experts, topk and dtype",
+            "the backward sends each token's gradient back to its k expert rows: the work of the dispatch "
+            "kernel (the gradient of the k weights is not costed)",
+            bwd},
 };

@@ -572,6 +572,10 @@ const struct op_desc op_rms_norm = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward reads x and dy and writes dx (and the gamma gradient), as the fused forward reads x and "
+            "the residual and writes h and y: the same traffic, costed by the forward kernel of the same shape",
+            op__bwd_same},
 };
 
 const struct op_desc op_layer_norm = {
@@ -584,4 +588,8 @@ const struct op_desc op_layer_norm = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward reads x and dy and writes dx (and the gamma and beta gradients): a row pass of about the "
+            "forward's traffic, costed by the forward kernel of the same shape",
+            op__bwd_same},
 };

@@ -51,6 +51,32 @@ struct op_args {
 };
 
 struct op_exec; /* one execution: GM, tensors, kernels */
+struct op_call; /* a typed call of an operator (below) */
+
+/* What a backward call computes: the gradient of the forward's inputs, or of its weights
+ * (a training step runs the two at different times: input gradients first, weights later). */
+enum op_grad {
+  OP_GRAD_INPUT,  /* gradient of the activations (dX; the data-gradient GEMM) */
+  OP_GRAD_WEIGHT, /* gradient of the weights (dW) */
+};
+
+/* How an operator's backward is costed. */
+enum op_bwd_kind {
+  OP_BWD_NONE,   /* not on the gradient path (an optimizer step, a cast): no backward calls */
+  OP_BWD_KERNEL, /* a real backward: the operator's own backward pass, or named kernels that are it */
+  OP_BWD_PROXY,  /* a declared proxy: forward kernels of about the same traffic, for the reason given */
+};
+
+#define OP_MAX_BWD_CALLS 2
+
+struct op_bwd {
+  enum op_bwd_kind kind;
+  const char *rule;     /* what the backward calls are, one line ("the same call with pass=bwd") */
+  const char *reason;   /* OP_BWD_PROXY: why the proxy stands for the real backward; else NULL */
+  /* Build the backward calls of forward call fwd into out[] (at most OP_MAX_BWD_CALLS), each with
+   * its gradient kind in grad[]; returns how many (0 when kind is OP_BWD_NONE: build is NULL). */
+  int (*build)(const struct op_call *fwd, struct op_call *out, enum op_grad *grad);
+};
 
 struct op_desc {
   const char *name;
@@ -71,6 +97,7 @@ struct op_desc {
   bool (*check)(void *plan, struct op_exec *x, double *max_err, char *summary, size_t n);
   /* Optional: release what the plan allocated. */
   void (*release)(void *plan);
+  struct op_bwd bwd;            /* how a training step costs this operator's backward */
 };
 
 /* The operator registry. */
@@ -88,6 +115,73 @@ int op_args_parse(const struct op_desc *d, struct op_args *a, const char *const 
                   struct npu_diag *diag);
 /* Canonical "m=8192 n=8192 ..." text of the arguments (for cache keys and reports). */
 void op_args_format(const struct op_desc *d, const struct op_args *a, char *buf, size_t n);
+
+/* ------------------------------------------------------------------ typed calls */
+
+/*
+ * A typed call: an operator of the registry and its arguments, checked as the call is built
+ * rather than parsed from text when it runs. Usage:
+ *
+ *   struct op_call c;
+ *   op_call_init(&c, "gemm");             // unknown operator: an error, located here
+ *   op_call_dim(&c, "m", 4096);           // unknown name, wrong type, bad value: an error
+ *   op_call_dtype(&c, "dtype", NPU_DT_BF16);
+ *   op_call_bool(&c, "trans_b", true);
+ *   if (op_call_check(&c, diag)) ...      // the first error, or a required parameter not set
+ *
+ * Parameters not set keep their defaults from the operator's table. The first error sticks
+ * (later setters do nothing) and names the file and line of op_call_init. The call's label,
+ * "gemm m=4096 n=... k=... dtype=bf16 trans_b=true", lists the parameters set explicitly in
+ * the table's order: the text used in reports and traces; the cost cache keys on all of the
+ * arguments (op_args_format).
+ */
+struct op_call {
+  const struct op_desc *desc;   /* the operator; NULL when the name was not found */
+  const char *name;             /* the operator's name as asked for (not copied: a literal) */
+  struct op_args args;          /* defaults, then the values set */
+  uint32_t given;               /* bit i: parameter i set explicitly (shown in the label) */
+  const char *file;             /* where the call was started (op_call_init), for diagnostics */
+  int line;
+  int err;                      /* 0, or the first error (NPU_EINVAL) */
+  char key[48];                 /* with err: "gemm.m", or "gemm" */
+  char msg[208];                /* with err: what is wrong */
+};
+
+/* Start a call of operator `name` (a string that outlives the call) with every default set. */
+#define op_call_init(c, name) op_call_init_at((c), (name), __FILE__, __LINE__)
+/* op_call_init with an explicit source location (file outlives the call). */
+void op_call_init_at(struct op_call *c, const char *name, const char *file, int line);
+/* Set a dimension (OP_P_DIM, >= 1) or count (OP_P_INT, >= 0) parameter. */
+void op_call_dim(struct op_call *c, const char *param, int64_t v);
+/* Set a dtype parameter. */
+void op_call_dtype(struct op_call *c, const char *param, enum npu_dtype t);
+/* Set a boolean parameter. */
+void op_call_bool(struct op_call *c, const char *param, bool v);
+/* Set a choice parameter to one of its choices, by name. */
+void op_call_choice(struct op_call *c, const char *param, const char *choice);
+/* Set a real-valued parameter (finite). */
+void op_call_real(struct op_call *c, const char *param, double v);
+/* Set each parameter given in src that dst's operator has under the same name and type. */
+void op_call_copy_given(struct op_call *dst, const struct op_call *src);
+/* Whether the call is complete and has no error. */
+bool op_call_ok(const struct op_call *c);
+/* 0, or NPU_EINVAL with diag (file:line of op_call_init, key "op.param") naming the first error
+ * or a required parameter left unset. */
+int op_call_check(const struct op_call *c, struct npu_diag *diag);
+/* A parameter's value (DIM, INT, BOOL, DTYPE, CHOICE index); aborts on a name the operator lacks. */
+uint64_t op_call_u(const struct op_call *c, const char *param);
+/* Whether two calls are the same operator with the same arguments given. */
+bool op_call_equal(const struct op_call *a, const struct op_call *b);
+/* The given arguments as canonical text, "m=4096 n=1024 ... trans_b=true" (table order). */
+void op_call_args_text(const struct op_call *c, char *buf, size_t n);
+/* The label: the operator's name, a space, op_call_args_text. */
+void op_call_label(const struct op_call *c, char *buf, size_t n);
+/* The backward calls of forward call fwd, per its operator's bwd rule (see struct op_bwd): fills
+ * out[] and grad[] (room for OP_MAX_BWD_CALLS) and returns how many. An invalid fwd gives one
+ * copy of itself, so that its error is reported where the backward is checked. */
+int op_call_backward(const struct op_call *fwd, struct op_call *out, enum op_grad *grad);
+/* The name of a backward kind: "none", "kernel" or "proxy". */
+const char *op_bwd_kind_name(enum op_bwd_kind k);
 
 /* ------------------------------------------------------------------ execution */
 

@@ -26,6 +26,10 @@
 OPS_LIST(OP__DECLARE)
 #undef OP__DECLARE
 
+/* Backward rule shared by operators whose backward is costed by the forward call unchanged
+ * (one input-gradient call, a copy of fwd); see struct op_bwd. */
+int op__bwd_same(const struct op_call *fwd, struct op_call *out, enum op_grad *grad);
+
 /* A tile descriptor. */
 static inline struct core_tile ops_tile(enum mem_space space, enum core_layout layout,
                                         enum npu_dtype dtype, uint64_t addr, uint32_t rows,

@@ -732,6 +732,8 @@ const struct op_desc op_quantize = {
     .setup = q_setup,
     .flops = flops,
     .check = q_check,
+    .bwd = {OP_BWD_NONE, "a cast, not differentiated (fp8 training quantizes the backward GEMMs' operands again)",
+            NULL, NULL},
 };
 
 const struct op_desc op_dequantize = {
@@ -744,4 +746,5 @@ const struct op_desc op_dequantize = {
     .setup = d_setup,
     .flops = flops,
     .check = d_check,
+    .bwd = {OP_BWD_NONE, "a cast, not differentiated", NULL, NULL},
 };

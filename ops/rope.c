@@ -292,4 +292,7 @@ const struct op_desc op_rope = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward is a rotation by -theta: the forward kernel with the sine negated, the same work",
+            op__bwd_same},
 };

@@ -270,4 +270,8 @@ const struct op_desc op_softmax = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call unchanged",
+            "the backward dx = y (dy - sum(dy y)) is a row pass over y and dy: costed as a softmax pass of the "
+            "same shape",
+            op__bwd_same},
 };

@@ -235,6 +235,15 @@ static bool check(void *pp, struct op_exec *x, double *max_err, char *summary, s
   return *max_err <= 1;
 }
 
+/* The backward: the forward with 5/3 of the rows (see .bwd). */
+static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *grad)
+{
+  out[0] = *fwd;
+  op_call_dim(&out[0], "rows", (int64_t)((op_call_u(fwd, "rows") * 5 + 2) / 3));
+  grad[0] = OP_GRAD_INPUT;
+  return 1;
+}
+
 const struct op_desc op_swiglu = {
     .name = "swiglu",
     .summary = "SwiGLU: silu(gate) * up over the two halves of the gate-up projection, on the vector cores",
@@ -245,4 +254,8 @@ const struct op_desc op_swiglu = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .bwd = {OP_BWD_PROXY, "the forward call with 5/3 of the rows (rounded)",
+            "the backward reads x (2 ffn) and dy (ffn) and writes dx (2 ffn), 5/3 of the forward's bytes (reads "
+            "2 ffn, writes ffn): costed as the forward kernel over 5/3 of the rows",
+            bwd},
 };

@@ -19,18 +19,11 @@
 /* Cost kernel k through the cache (the chip model at the run's fidelity). */
 static int cost_kernel(struct wl_program *j, struct op_cache *cache, struct wl_kernel *k, struct npu_diag *diag)
 {
-  const struct op_desc *d = op_find(k->op);
-  NPU_ASSERT(d != NULL);
-  /* split "a=1 b=2" into the parser's "a=1", "b=2" */
-  char buf[256], *kv[OP_MAX_PARAMS];
-  int n = 0;
-  snprintf(buf, sizeof buf, "%s", k->args);
-  for (char *tok = strtok(buf, " "); tok && n < OP_MAX_PARAMS; tok = strtok(NULL, " ")) kv[n++] = tok;
-  struct op_args a;
-  int rc = op_args_parse(d, &a, (const char *const *)kv, n, diag);
+  int rc = op_call_check(&k->call, diag);
   if (!rc) {
     struct op_cost c;
-    rc = op_cost_get(cache, d, &a, &j->job->sys, (enum core_fidelity)j->job->run.fidelity, &c, diag);
+    rc = op_cost_get(cache, k->call.desc, &k->call.args, &j->job->sys, (enum core_fidelity)j->job->run.fidelity, &c,
+                     diag);
     if (!rc) {
       /* inside a step kernels are queued ahead: the stream gap replaces the launch overhead */
       k->time_s = c.time_s - c.launch_s + j->job->sys.chip.stream_gap_s;
@@ -91,11 +84,11 @@ void wl_program_sum_segments(struct wl_program *j)
   for (int s = 0; s < j->plan.pp; s++) sum_seg(j, &j->optim[s]);
 }
 
-/* Cost one kernel "op args" through the cache: its time in a step and its FLOPs. */
-static int cost_one(struct wl_program *j, struct op_cache *cache, const char *op, const char *args, double *t, double *f,
+/* Cost one kernel call through the cache: its time in a step and its FLOPs. */
+static int cost_one(struct wl_program *j, struct op_cache *cache, const struct op_call *c, double *t, double *f,
                     struct npu_diag *diag)
 {
-  int i = wl__kernel_add(j, op, args);
+  int i = wl__kernel_add(j, c);
   struct wl_kernel *k = &j->kernels[i];
   if (!k->costed) {
     int rc = cost_kernel(j, cache, k, diag);
@@ -131,31 +124,28 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
     memset(e, 0, sizeof *e);
     e->tokens = b;
     int groups = m->moe.experts / j->plan.ep, f = m->moe.ffn, h = m->hidden, up = (m->act == WL_ACT_SWIGLU ? 2 : 1) * f;
-    const char *dt = j->plan.dtype == 2 ? "fp8_e4m3" : j->plan.dtype == 1 ? "fp16" : "bf16";
-    const char *vt = j->plan.dtype == 1 ? "fp16" : "bf16";
-    char a[256];
+    enum npu_dtype dt = wl_plan_is_fp8(&j->plan) ? NPU_DT_FP8_E4M3 : wl_plan_wide_dtype(&j->plan);
+    enum npu_dtype vt = wl_plan_wide_dtype(&j->plan);
+    int64_t mt = (int64_t)b;
+    /* forward: up, activation, down; the backward calls are the operators' rules (struct
+     * op_bwd): the grouped GEMM's input gradient, and its stand-in for the weight gradient */
+    struct op_call fwd[3] = {wl__grouped_gemm_call(groups, mt, up, h, dt), wl__swiglu_call(mt, f, vt),
+                             wl__grouped_gemm_call(groups, mt, h, f, dt)};
+    struct op_call bwd[3][OP_MAX_BWD_CALLS];
+    enum op_grad grad[3][OP_MAX_BWD_CALLS];
+    int nb[3];
     int rc = 0;
-    long mt = (long)b;
-    /* forward: up, activation, down */
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, up, h, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
-    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", mt, f, vt);
-    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->f_s, &e->f_flops, diag);
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, f, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->f_s, &e->f_flops, diag);
-    /* input gradients: down^T, the activation's backward (5/3 of its bytes), up^T */
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
-    snprintf(a, sizeof a, "rows=%ld ffn=%d dtype=%s", (mt * 5 + 2) / 3, f, vt);
-    rc = rc ? rc : cost_one(j, cache, "swiglu", a, &e->bi_s, &e->bi_flops, diag);
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->bi_s, &e->bi_flops, diag);
-    /* weight gradients: per expert tokens_e x h by tokens_e x ffn, the same FLOPs as the
-     * input-gradient GEMMs; costed by them (the grouped GEMM takes groups of rows, not of K) */
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, f, h, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
-    snprintf(a, sizeof a, "groups=%d m=%ld n=%d k=%d dtype=%s", groups, mt, h, up, dt);
-    rc = rc ? rc : cost_one(j, cache, "grouped_gemm", a, &e->w_s, &e->w_flops, diag);
+    for (int i = 0; i < 3; i++) {
+      rc = rc ? rc : cost_one(j, cache, &fwd[i], &e->f_s, &e->f_flops, diag);
+      nb[i] = op_call_backward(&fwd[i], bwd[i], grad[i]);
+    }
+    /* input gradients (down, activation, up), then weight gradients (down, up) */
+    for (int i = 2; i >= 0; i--)
+      for (int k = 0; k < nb[i]; k++)
+        if (grad[i][k] == OP_GRAD_INPUT) rc = rc ? rc : cost_one(j, cache, &bwd[i][k], &e->bi_s, &e->bi_flops, diag);
+    for (int i = 2; i >= 0; i--)
+      for (int k = 0; k < nb[i]; k++)
+        if (grad[i][k] == OP_GRAD_WEIGHT) rc = rc ? rc : cost_one(j, cache, &bwd[i][k], &e->w_s, &e->w_flops, diag);
     if (rc) return rc;
     j->nexperts++;
   }
@@ -167,5 +157,5 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
 
 void wl_kernel_label(const struct wl_kernel *k, char *buf, size_t n)
 {
-  snprintf(buf, n, "%s %s", k->op, k->args);
+  op_call_label(&k->call, buf, n);
 }

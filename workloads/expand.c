@@ -20,16 +20,15 @@
  *   head            final norm, [all-gather], output GEMM (T x h x V/t), cross-entropy over the
  *                   vocab-parallel logits with three small all-reduces (max, sum, target)
  *
- * Kernels the operator library does not have a backward for are costed by a forward kernel of
- * the same traffic (documented per call below): a norm's backward reads x and dy and writes
- * dx, as its fused forward reads x and the residual and writes h and y; SwiGLU's backward moves
- * 5/3 of its forward's bytes; RoPE's backward is a rotation by -theta; the embedding gather is
- * costed as a row copy of the same bytes (an un-fused RMSNorm pass).
+ * Every kernel is a typed operator call (ops/op.h), checked as it is built. A forward kernel's
+ * backward is what its operator's rule builds (op_call_backward; `npusim kernel list` prints
+ * each rule, and the reason where it is a proxy of the same traffic); only the proxies for
+ * operators ops/ does not have stay here: GeLU (a SwiGLU pass of half the width) and the
+ * embedding gather (a row copy of the same bytes, an un-fused RMSNorm pass).
  */
 #include "workloads/expand.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,18 +68,20 @@ bool wl_cat_is_compute(enum wl_cat c)
 
 /* ------------------------------------------------------------------ building */
 
-static int add_kernel(struct wl_program *j, const char *op, const char *args)
+/* The index of call c among the job's distinct kernels (added when new). */
+static int add_kernel(struct wl_program *j, const struct op_call *c)
 {
   for (int i = 0; i < j->nkernels; i++)
-    if (!strcmp(j->kernels[i].op, op) && !strcmp(j->kernels[i].args, args)) return i;
+    if (op_call_equal(&j->kernels[i].call, c)) return i;
   if (j->nkernels == j->cap_kernels) {
     j->cap_kernels = j->cap_kernels ? 2 * j->cap_kernels : 32;
     j->kernels = npu_xrealloc(j->kernels, (size_t)j->cap_kernels * sizeof *j->kernels);
   }
   struct wl_kernel *k = &j->kernels[j->nkernels];
   memset(k, 0, sizeof *k);
-  snprintf(k->op, sizeof k->op, "%s", op);
-  snprintf(k->args, sizeof k->args, "%s", args);
+  k->call = *c;
+  k->op = c->name;
+  op_call_args_text(c, k->args, sizeof k->args);
   return j->nkernels++;
 }
 
@@ -109,16 +110,10 @@ static void push(struct wl_program *j, enum wl_cat cat, bool recompute, bool col
   j->items[j->nitems++] = (struct wl_item){.cat = (uint8_t)cat, .recompute = recompute, .coll = coll, .index = index, .hide = -1};
 }
 
-/* A kernel item: op with printf-style arguments. */
-static void __attribute__((format(printf, 5, 6)))
-kern(struct wl_program *j, enum wl_cat cat, bool rc, const char *op, const char *fmt, ...)
+/* A kernel item: the typed call c (an invalid call is kept, and reported when costed). */
+static void kern(struct wl_program *j, enum wl_cat cat, bool rc, const struct op_call *c)
 {
-  char args[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  push(j, cat, rc, false, add_kernel(j, op, args));
+  push(j, cat, rc, false, add_kernel(j, c));
 }
 
 /* A tensor-parallel collective item (skipped when the group has one rank). */
@@ -138,6 +133,103 @@ static void seg_end(struct wl_program *j, enum wl_seg_kind k)
   j->seg[k].nitems = j->nitems - j->seg[k].first_item;
 }
 
+/* ------------------------------------------------------------------ operator calls */
+
+/* The calls of the operators a step uses, by their parameters (op.h checks each as it is set). */
+
+static struct op_call gemm_call(int64_t m, int64_t n, int64_t k, bool ta, bool tb, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "gemm");
+  op_call_dim(&c, "m", m);
+  op_call_dim(&c, "n", n);
+  op_call_dim(&c, "k", k);
+  op_call_dtype(&c, "dtype", dt);
+  if (ta) op_call_bool(&c, "trans_a", true);
+  if (tb) op_call_bool(&c, "trans_b", true);
+  return c;
+}
+
+struct op_call wl__grouped_gemm_call(int64_t groups, int64_t m, int64_t n, int64_t k, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "grouped_gemm");
+  op_call_dim(&c, "groups", groups);
+  op_call_dim(&c, "m", m);
+  op_call_dim(&c, "n", n);
+  op_call_dim(&c, "k", k);
+  op_call_dtype(&c, "dtype", dt);
+  return c;
+}
+
+static struct op_call rms_norm_call(int64_t rows, int64_t hidden, enum npu_dtype dt, bool residual)
+{
+  struct op_call c;
+  op_call_init(&c, "rms_norm");
+  op_call_dim(&c, "rows", rows);
+  op_call_dim(&c, "hidden", hidden);
+  op_call_dtype(&c, "dtype", dt);
+  op_call_bool(&c, "residual", residual);
+  return c;
+}
+
+static struct op_call rows_cols_call(const char *op, int64_t rows, int64_t cols, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, op);
+  op_call_dim(&c, "rows", rows);
+  op_call_dim(&c, "cols", cols);
+  op_call_dtype(&c, "dtype", dt);
+  return c;
+}
+
+static struct op_call ce_call(int64_t rows, int64_t vocab, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "cross_entropy");
+  op_call_dim(&c, "rows", rows);
+  op_call_dim(&c, "vocab", vocab);
+  op_call_dtype(&c, "dtype", dt);
+  return c;
+}
+
+struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "swiglu");
+  op_call_dim(&c, "rows", rows);
+  op_call_dim(&c, "ffn", ffn);
+  op_call_dtype(&c, "dtype", dt);
+  return c;
+}
+
+static struct op_call rope_call(int64_t tokens, int64_t heads, int64_t head_dim, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "rope");
+  op_call_dim(&c, "tokens", tokens);
+  op_call_dim(&c, "heads", heads);
+  op_call_dim(&c, "head_dim", head_dim);
+  op_call_dtype(&c, "dtype", dt);
+  return c;
+}
+
+/* The forward pass of FlashAttention. */
+static struct op_call flash_call(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t dim,
+                                 enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "flash_attention");
+  op_call_dim(&c, "batch", batch);
+  op_call_dim(&c, "heads", heads);
+  op_call_dim(&c, "kv_heads", kv_heads);
+  op_call_dim(&c, "seq", seq);
+  op_call_dim(&c, "dim", dim);
+  op_call_dtype(&c, "dtype", dt);
+  op_call_choice(&c, "pass", "fwd");
+  return c;
+}
+
 /* ------------------------------------------------------------------ shapes */
 
 /* What a backward call emits: everything (a forward, or a full backward), only the input
@@ -149,7 +241,7 @@ struct shape {
   bool fp8;         /* linear layers in fp8 (plan.dtype) */
   int T, Tn;        /* tokens of a micro-batch; rows the norms see (T / t with SP) */
   int t, h, a, g, d, f, V, s, b;
-  const char *dt;
+  enum npu_dtype dt; /* the training type */
   double act_bytes; /* T x h activations in the training type */
 };
 
@@ -171,9 +263,26 @@ static struct shape shape_of(const struct wl_program *j)
   s.V = m->vocab;
   s.mode = EM_ALL;
   s.fp8 = p->dtype == 2;
-  s.dt = p->dtype == 1 ? "fp16" : "bf16";
+  s.dt = p->dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16;
   s.act_bytes = (double)s.T * s.h * 2;
   return s;
+}
+
+/* Whether a backward call computing gradient g is emitted now. */
+static bool emits(const struct shape *s, enum op_grad g)
+{
+  return g == OP_GRAD_WEIGHT ? s->mode != EM_BI : s->mode != EM_W;
+}
+
+/* The backward of forward call fwd, as its operator costs it (its struct op_bwd): the calls of
+ * the gradients emitted now, in category cat. */
+static void kern_bwd(struct wl_program *j, const struct shape *s, enum wl_cat cat, const struct op_call *fwd)
+{
+  struct op_call b[OP_MAX_BWD_CALLS];
+  enum op_grad g[OP_MAX_BWD_CALLS];
+  int n = op_call_backward(fwd, b, g);
+  for (int i = 0; i < n; i++)
+    if (emits(s, g[i])) kern(j, cat, false, &b[i]);
 }
 
 /* The collective that gathers a sequence-parallel activation for a TP region, or nothing. */
@@ -191,44 +300,75 @@ static void tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
 /* fp8 training (plan.fp8_recipe): the GEMM's input type and the quantization of its operand
  * (rows x cols of the training type) before it: per-tensor scaling (an amax pass and a
  * quantize pass), 1x128 blocks (DeepSeek-V3's activations), or MXFP8 (32-element blocks). */
-static const char *fp8_gemm_type(const struct wl_program *j)
+static enum npu_dtype fp8_gemm_type(const struct wl_program *j)
 {
-  return j->plan.fp8_recipe == 2 ? "mxfp8" : "fp8_e4m3";
+  return j->plan.fp8_recipe == 2 ? NPU_DT_MXFP8 : NPU_DT_FP8_E4M3;
 }
 
-static void fp8_quantize(struct wl_program *j, const struct shape *s, bool rc, long rows, int cols)
+static void fp8_quantize(struct wl_program *j, const struct shape *s, bool rc, int64_t rows, int64_t cols)
 {
   static const char *const gran[] = {"tensor", "block1x128", "block1x32"};
-  kern(j, WL_CAT_VEC, rc, "quantize", "rows=%ld cols=%d in=%s dtype=%s granularity=%s", rows, cols, s->dt,
-       j->plan.fp8_recipe == 2 ? "mxfp8" : "fp8_e4m3", gran[j->plan.fp8_recipe]);
+  struct op_call c;
+  op_call_init(&c, "quantize");
+  op_call_dim(&c, "rows", rows);
+  op_call_dim(&c, "cols", cols);
+  op_call_dtype(&c, "in", s->dt);
+  op_call_dtype(&c, "dtype", fp8_gemm_type(j));
+  op_call_choice(&c, "granularity", gran[j->plan.fp8_recipe]);
+  kern(j, WL_CAT_VEC, rc, &c);
 }
 
-/* A linear layer's GEMM m x k x n (A transposed when ta, B when tb), in the training type or fp8. */
-static void linear(struct wl_program *j, const struct shape *s, bool rc, long m, int n, long k, bool ta, bool tb)
+/* A linear layer's GEMM call c (in the training type), run in fp8 when the plan trains in fp8. */
+static void linear_call(struct wl_program *j, const struct shape *s, bool rc, const struct op_call *c)
 {
-  /* a GEMM whose quantized operand's rows are not whole scaling blocks stays in the training type */
-  int block = j->plan.fp8_recipe == 1 ? 128 : j->plan.fp8_recipe == 2 ? 32 : 1;
-  if (s->fp8 && (ta ? m : k) % block == 0) {
-    fp8_quantize(j, s, rc, ta ? k : m, (int)(ta ? m : k));
-    kern(j, WL_CAT_GEMM, rc, "gemm", "m=%ld n=%d k=%ld dtype=%s out=bf16%s%s", m, n, k, fp8_gemm_type(j),
-         ta ? " trans_a=true" : "", tb ? " trans_b=true" : "");
+  if (!s->fp8 || !op_call_ok(c)) {
+    kern(j, WL_CAT_GEMM, rc, c);
     return;
   }
-  kern(j, WL_CAT_GEMM, rc, "gemm", "m=%ld n=%d k=%ld dtype=%s%s%s", m, n, k, s->dt, ta ? " trans_a=true" : "",
-       tb ? " trans_b=true" : "");
+  uint64_t m = op_call_u(c, "m"), k = op_call_u(c, "k");
+  bool ta = op_call_u(c, "trans_a") != 0;
+  /* a GEMM whose quantized operand's rows are not whole scaling blocks stays in the training type */
+  uint64_t block = j->plan.fp8_recipe == 1 ? 128 : j->plan.fp8_recipe == 2 ? 32 : 1;
+  if ((ta ? m : k) % block) {
+    kern(j, WL_CAT_GEMM, rc, c);
+    return;
+  }
+  fp8_quantize(j, s, rc, (int64_t)(ta ? k : m), (int64_t)(ta ? m : k));
+  struct op_call q = *c;
+  op_call_dtype(&q, "dtype", fp8_gemm_type(j));
+  op_call_choice(&q, "out", "bf16");
+  kern(j, WL_CAT_GEMM, rc, &q);
 }
 
-/* Y = X W^T with W [n, k] as Megatron stores it: forward GEMM T x k -> n. */
+/* A linear layer's forward GEMM m x k by k x n (A transposed when ta, B when tb). */
+static void linear(struct wl_program *j, const struct shape *s, bool rc, int64_t m, int64_t n, int64_t k, bool ta,
+                   bool tb)
+{
+  struct op_call c = gemm_call(m, n, k, ta, tb, s->dt);
+  linear_call(j, s, rc, &c);
+}
+
+/* The backward of the linear layer Y = X W^T (m x k -> n, W [n, k] as Megatron stores it): the
+ * GEMM operator's input gradient dX (with the input gradients, BI) and weight gradient dW (W). */
+static void linear_bwd(struct wl_program *j, const struct shape *s, int64_t m, int64_t n, int64_t k)
+{
+  struct op_call fwd = gemm_call(m, n, k, false, true, s->dt), b[OP_MAX_BWD_CALLS];
+  enum op_grad g[OP_MAX_BWD_CALLS];
+  int nb = op_call_backward(&fwd, b, g);
+  for (int i = 0; i < nb; i++)
+    if (emits(s, g[i])) linear_call(j, s, false, &b[i]);
+}
+
+/* Y = X W^T with W [n, k]: forward GEMM T x k -> n. */
 static void gemm_fwd(struct wl_program *j, const struct shape *s, bool rc, int k, int n)
 {
   linear(j, s, rc, s->T, n, k, false, true);
 }
 
-/* dX = dY W (T x n -> k: with the input gradients, BI) and dW = dY^T X (n x T -> k: W). */
+/* Its backward: dX = dY W (T x n -> k: BI) and dW = dY^T X (n x T -> k: W). */
 static void gemm_bwd(struct wl_program *j, const struct shape *s, int k, int n)
 {
-  if (s->mode != EM_W) linear(j, s, false, s->T, k, n, false, false);
-  if (s->mode != EM_BI) linear(j, s, false, n, k, s->T, true, false);
+  linear_bwd(j, s, s->T, n, k);
 }
 
 /* Whether a backward item other than a weight gradient is emitted now. */
@@ -237,61 +377,99 @@ static bool bi(const struct shape *s)
   return s->mode != EM_W;
 }
 
-static void norm(struct wl_program *j, const struct shape *s, bool rc, bool fused)
+static struct op_call norm_call(const struct wl_program *j, const struct shape *s, bool fused)
 {
-  if (j->model.norm == WL_NORM_RMS)
-    kern(j, WL_CAT_VEC, rc, "rms_norm", "rows=%d hidden=%d dtype=%s residual=%s", s->Tn, s->h, s->dt,
-         fused ? "true" : "false");
-  else
-    kern(j, WL_CAT_VEC, rc, "layer_norm", "rows=%d hidden=%d dtype=%s", s->Tn, s->h, s->dt);
+  if (j->model.norm == WL_NORM_RMS) return rms_norm_call(s->Tn, s->h, s->dt, fused);
+  struct op_call c;
+  op_call_init(&c, "layer_norm");
+  op_call_dim(&c, "rows", s->Tn);
+  op_call_dim(&c, "hidden", s->h);
+  op_call_dtype(&c, "dtype", s->dt);
+  return c;
 }
 
-/* Dropout on rows x cols (forward or backward: the same kernel), when the model has it. */
-static void dropout(struct wl_program *j, const struct shape *s, bool rc, long rows, int cols, enum wl_cat cat)
+static void norm(struct wl_program *j, const struct shape *s, bool rc, bool fused)
 {
-  if (j->model.dropout > 0)
-    kern(j, cat, rc, "dropout", "rows=%ld cols=%d dtype=%s p=%g", rows, cols, s->dt, j->model.dropout);
+  struct op_call c = norm_call(j, s, fused);
+  kern(j, WL_CAT_VEC, rc, &c);
+}
+
+/* The norm's backward, as the norm operator costs it. */
+static void norm_bwd(struct wl_program *j, const struct shape *s, bool fused)
+{
+  struct op_call c = norm_call(j, s, fused);
+  kern_bwd(j, s, WL_CAT_VEC, &c);
+}
+
+/* Dropout on rows x cols, when the model has it. */
+static void dropout(struct wl_program *j, const struct shape *s, bool rc, int64_t rows, int64_t cols, enum wl_cat cat)
+{
+  if (j->model.dropout <= 0) return;
+  struct op_call c = rows_cols_call("dropout", rows, cols, s->dt);
+  op_call_real(&c, "p", j->model.dropout);
+  kern(j, cat, rc, &c);
+}
+
+/* Dropout's backward (the dropout operator's rule: the same kernel). */
+static void dropout_bwd(struct wl_program *j, const struct shape *s, int64_t rows, int64_t cols, enum wl_cat cat)
+{
+  if (j->model.dropout <= 0) return;
+  struct op_call c = rows_cols_call("dropout", rows, cols, s->dt);
+  op_call_real(&c, "p", j->model.dropout);
+  kern_bwd(j, s, cat, &c);
 }
 
 /* Standard attention's core: QK^T and PV as batched GEMMs, the softmax between them. */
 static void attn_core_std(struct wl_program *j, const struct shape *s, bool rc)
 {
   int heads = s->b * s->a / s->t;
-  kern(j, WL_CAT_ATTN, rc, "grouped_gemm", "groups=%d m=%d n=%d k=%d dtype=%s", heads, heads * s->s, s->s, s->d,
-       s->dt);
-  kern(j, WL_CAT_ATTN, rc, "softmax", "rows=%d cols=%d dtype=%s", heads * s->s, s->s, s->dt);
+  struct op_call qk = wl__grouped_gemm_call(heads, (int64_t)heads * s->s, s->s, s->d, s->dt);
+  struct op_call sm = rows_cols_call("softmax", (int64_t)heads * s->s, s->s, s->dt);
+  struct op_call pv = wl__grouped_gemm_call(heads, (int64_t)heads * s->s, s->d, s->s, s->dt);
+  kern(j, WL_CAT_ATTN, rc, &qk);
+  kern(j, WL_CAT_ATTN, rc, &sm);
   dropout(j, s, rc, (long)heads * s->s, s->s, WL_CAT_ATTN);
-  kern(j, WL_CAT_ATTN, rc, "grouped_gemm", "groups=%d m=%d n=%d k=%d dtype=%s", heads, heads * s->s, s->d, s->s,
-       s->dt);
+  kern(j, WL_CAT_ATTN, rc, &pv);
 }
 
 /* With context parallelism a rank's queries (s / cp, in balanced causal chunks) meet every key:
  * the work of cp causal blocks of s / cp, costed as FlashAttention over a batch cp times larger. */
+static struct op_call attn_flash_call(const struct wl_program *j, const struct shape *s)
+{
+  return flash_call(s->b * j->plan.cp, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
+}
+
 static void attention_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
-  if (j->model.attention == WL_ATTN_FLASH)
-    kern(j, WL_CAT_ATTN, rc, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=fwd",
-         s->b * j->plan.cp, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
-  else
+  if (j->model.attention == WL_ATTN_FLASH) {
+    struct op_call c = attn_flash_call(j, s);
+    kern(j, WL_CAT_ATTN, rc, &c);
+  } else {
     attn_core_std(j, s, rc);
+  }
 }
 
 static void attention_bwd(struct wl_program *j, const struct shape *s)
 {
   if (j->model.attention == WL_ATTN_FLASH) {
-    kern(j, WL_CAT_ATTN, false, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=%d dtype=%s pass=bwd",
-         s->b * j->plan.cp, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
+    struct op_call c = attn_flash_call(j, s);
+    kern_bwd(j, s, WL_CAT_ATTN, &c);
     return;
   }
-  /* dV = P^T dO, dP = dO V^T, softmax backward (costed as a softmax pass), dQ = dS K, dK = dS^T Q */
+  /* The batched GEMMs of the backward, written out (both operands are activations: no weight
+   * gradient): dV = P^T dO, dP = dO V^T, then dropout's and softmax's backward (their
+   * operators' rules), dQ = dS K, dK = dS^T Q. */
   int heads = s->b * s->a / s->t;
-  const char *fmt = "groups=%d m=%d n=%d k=%d dtype=%s";
-  kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
-  kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->s, s->d, s->dt);
-  dropout(j, s, false, (long)heads * s->s, s->s, WL_CAT_ATTN);
-  kern(j, WL_CAT_ATTN, false, "softmax", "rows=%d cols=%d dtype=%s", heads * s->s, s->s, s->dt);
-  kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
-  kern(j, WL_CAT_ATTN, false, "grouped_gemm", fmt, heads, heads * s->s, s->d, s->s, s->dt);
+  int64_t rows = (int64_t)heads * s->s;
+  struct op_call dv = wl__grouped_gemm_call(heads, rows, s->d, s->s, s->dt);
+  struct op_call dp = wl__grouped_gemm_call(heads, rows, s->s, s->d, s->dt);
+  struct op_call sm = rows_cols_call("softmax", rows, s->s, s->dt);
+  kern(j, WL_CAT_ATTN, false, &dv);
+  kern(j, WL_CAT_ATTN, false, &dp);
+  dropout_bwd(j, s, rows, s->s, WL_CAT_ATTN);
+  kern_bwd(j, s, WL_CAT_ATTN, &sm);
+  kern(j, WL_CAT_ATTN, false, &dv); /* dQ: the shape of dV */
+  kern(j, WL_CAT_ATTN, false, &dv); /* dK: the shape of dV */
 }
 
 /*
@@ -316,19 +494,33 @@ static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
   return (j->model.act == WL_ACT_SWIGLU ? 2 : 1) * s->f / s->t;
 }
 
+/* The MLP's activation, forward or (bwd) backward. SwiGLU's backward is the swiglu operator's
+ * rule. GeLU has no operator: an elementwise pass over T x f/t, costed by the SwiGLU kernel of
+ * half the width, and its backward (reading x and dy, writing dx: twice the bytes) by that
+ * kernel over twice the rows. */
 static void activation(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
 {
-  if (j->model.act == WL_ACT_SWIGLU) /* backward: 5/3 of the forward's bytes */
-    kern(j, WL_CAT_VEC, rc, "swiglu", "rows=%d ffn=%d dtype=%s", bwd ? (s->T * 5 + 2) / 3 : s->T, s->f / s->t, s->dt);
-  else /* GeLU: an elementwise pass over T x f/t, costed by the SwiGLU kernel of half the width */
-    kern(j, WL_CAT_VEC, rc, "swiglu", "rows=%d ffn=%d dtype=%s", bwd ? 2 * s->T : s->T, s->f / s->t / 2, s->dt);
+  if (j->model.act == WL_ACT_SWIGLU) {
+    struct op_call c = wl__swiglu_call(s->T, s->f / s->t, s->dt);
+    if (bwd)
+      kern_bwd(j, s, WL_CAT_VEC, &c);
+    else
+      kern(j, WL_CAT_VEC, rc, &c);
+    return;
+  }
+  struct op_call c = wl__swiglu_call(bwd ? 2 * s->T : s->T, s->f / s->t / 2, s->dt);
+  kern(j, WL_CAT_VEC, rc, &c);
 }
 
-static void rope(struct wl_program *j, const struct shape *s, bool rc)
+/* RoPE on the queries and keys, forward or (bwd) backward (the rope operator's rule). */
+static void rope(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
 {
-  if (j->model.pos == WL_POS_ROPE)
-    kern(j, WL_CAT_VEC, rc, "rope", "tokens=%d heads=%d head_dim=%d dtype=%s", s->T, (s->a + s->g) / s->t, s->d,
-         s->dt);
+  if (j->model.pos != WL_POS_ROPE) return;
+  struct op_call c = rope_call(s->T, (s->a + s->g) / s->t, s->d, s->dt);
+  if (bwd)
+    kern_bwd(j, s, WL_CAT_VEC, &c);
+  else
+    kern(j, WL_CAT_VEC, rc, &c);
 }
 
 /*
@@ -354,18 +546,21 @@ static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
   h = qh / s->t;
   if (m->mla.q_lora_rank) {
     gemm_fwd(j, s, rc, s->h, m->mla.q_lora_rank);
-    kern(j, WL_CAT_VEC, rc, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.q_lora_rank, s->dt);
+    struct op_call qn = rms_norm_call(s->T, m->mla.q_lora_rank, s->dt, false);
+    kern(j, WL_CAT_VEC, rc, &qn);
     gemm_fwd(j, s, rc, m->mla.q_lora_rank, h * qk);
   } else {
     gemm_fwd(j, s, rc, s->h, h * qk);
   }
   gemm_fwd(j, s, rc, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
-  kern(j, WL_CAT_VEC, rc, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.kv_lora_rank, s->dt);
+  struct op_call kvn = rms_norm_call(s->T, m->mla.kv_lora_rank, s->dt, false);
+  kern(j, WL_CAT_VEC, rc, &kvn);
   gemm_fwd(j, s, rc, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
-  kern(j, WL_CAT_VEC, rc, "rope", "tokens=%d heads=%d head_dim=%d dtype=%s", s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
+  struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
+  kern(j, WL_CAT_VEC, rc, &rp);
   int fh = mla_fa_heads(j, s);
-  kern(j, WL_CAT_ATTN, rc, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=128 dtype=%s pass=fwd",
-       s->b * j->plan.cp, fh, fh, s->s, s->dt);
+  struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+  kern(j, WL_CAT_ATTN, rc, &fa);
   cp_exchange(j, s, false);
   gemm_fwd(j, s, rc, h * v, s->h);
 }
@@ -378,20 +573,24 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
   int h = qh / s->t, fh = mla_fa_heads(j, s);
   gemm_bwd(j, s, h * v, s->h);
   if (bi(s)) {
-    kern(j, WL_CAT_ATTN, false, "flash_attention", "batch=%d heads=%d kv_heads=%d seq=%d dim=128 dtype=%s pass=bwd",
-         s->b * j->plan.cp, fh, fh, s->s, s->dt);
+    struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+    kern_bwd(j, s, WL_CAT_ATTN, &fa);
     cp_exchange(j, s, true);
-    kern(j, WL_CAT_VEC, false, "rope", "tokens=%d heads=%d head_dim=%d dtype=%s", s->T, h + 1, m->mla.qk_rope_head_dim,
-         s->dt);
+    struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
+    kern_bwd(j, s, WL_CAT_VEC, &rp);
   }
   gemm_bwd(j, s, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
-  if (bi(s))
-    kern(j, WL_CAT_VEC, false, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.kv_lora_rank, s->dt);
+  if (bi(s)) {
+    struct op_call kvn = rms_norm_call(s->T, m->mla.kv_lora_rank, s->dt, false);
+    kern_bwd(j, s, WL_CAT_VEC, &kvn);
+  }
   gemm_bwd(j, s, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
   if (m->mla.q_lora_rank) {
     gemm_bwd(j, s, m->mla.q_lora_rank, h * qk);
-    if (bi(s))
-      kern(j, WL_CAT_VEC, false, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, m->mla.q_lora_rank, s->dt);
+    if (bi(s)) {
+      struct op_call qn = rms_norm_call(s->T, m->mla.q_lora_rank, s->dt, false);
+      kern_bwd(j, s, WL_CAT_VEC, &qn);
+    }
     gemm_bwd(j, s, s->h, m->mla.q_lora_rank);
   } else {
     gemm_bwd(j, s, s->h, h * qk);
@@ -414,7 +613,7 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
   gemm_fwd(j, s, rc, s->h, (s->a + 2 * s->g) * s->d / s->t);
-  rope(j, s, rc);
+  rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
@@ -457,8 +656,8 @@ static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(s
 static void mlp_bwd(struct wl_program *j, const struct shape *s)
 {
   if (bi(s)) {
-    dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
-    if (j->model.sandwich_norm) norm(j, s, false, false);
+    dropout_bwd(j, s, s->Tn, s->h, WL_CAT_VEC);
+    if (j->model.sandwich_norm) norm_bwd(j, s, false);
     sp_gather(j, s, false); /* the reduce-scatter's backward */
   }
   gemm_bwd(j, s, s->f / s->t, s->h);
@@ -466,7 +665,7 @@ static void mlp_bwd(struct wl_program *j, const struct shape *s)
   gemm_bwd(j, s, s->h, mlp_up_cols(j, s));
   if (bi(s)) {
     tp_reduce(j, s, false); /* the all-gather's backward */
-    norm(j, s, false, true);
+    norm_bwd(j, s, true);
   }
 }
 
@@ -474,15 +673,15 @@ static void mlp_bwd(struct wl_program *j, const struct shape *s)
 static void attn_bwd(struct wl_program *j, const struct shape *s)
 {
   if (bi(s)) {
-    dropout(j, s, false, s->Tn, s->h, WL_CAT_VEC);
-    if (j->model.sandwich_norm) norm(j, s, false, false);
+    dropout_bwd(j, s, s->Tn, s->h, WL_CAT_VEC);
+    if (j->model.sandwich_norm) norm_bwd(j, s, false);
     sp_gather(j, s, false);
   }
   if (wl_model_is_mla(&j->model)) {
     mla_bwd(j, s);
     if (bi(s)) {
       tp_reduce(j, s, false);
-      norm(j, s, false, true);
+      norm_bwd(j, s, true);
     }
     return;
   }
@@ -490,12 +689,12 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
   if (bi(s)) {
     attention_bwd(j, s);
     cp_exchange(j, s, true);
-    rope(j, s, false);
+    rope(j, s, false, true);
   }
   gemm_bwd(j, s, s->h, (s->a + 2 * s->g) * s->d / s->t);
   if (bi(s)) {
     tp_reduce(j, s, false);
-    norm(j, s, false, true);
+    norm_bwd(j, s, true);
   }
 }
 
@@ -513,33 +712,62 @@ static void layer_bwd(struct wl_program *j, const struct shape *s)
  * router GEMM (T x h x experts), gating (top-k, softmax or sigmoid, group-limited), permute
  * (tokens sorted by expert) | dispatch all-to-all | the rank's experts | combine all-to-all |
  * unpermute with the weighted sum, and the shared experts as a dense MLP. Tokens routed are the
- * rank's sequence-parallel share. Backward proxies: permute's backward (a gather and sum of k
- * rows per token) is costed by unpermute, unpermute's by permute, gating's by gating.
+ * rank's sequence-parallel share. The backward of permute, unpermute and gating is their
+ * operators' rules (permute's is costed by unpermute, unpermute's by permute, gating's by gating).
  */
 static int moe_tokens(const struct shape *s)
 {
   return s->Tn;
 }
 
-static void moe_route(struct wl_program *j, const struct shape *s, bool rc)
+static struct op_call gating_call(const struct wl_program *j, const struct shape *s)
 {
   const struct wl_model *m = &j->model;
-  int T = moe_tokens(s);
-  linear(j, s, rc, T, m->moe.experts, s->h, false, true); /* router */
-  kern(j, WL_CAT_VEC, rc, "moe_gating", "tokens=%d experts=%d topk=%d dtype=%s score=%s groups=%d topk_groups=%d norm=true",
-       T, m->moe.experts, m->moe.top_k, s->dt, m->moe.score == 1 ? "sigmoid" : "softmax",
-       m->moe.groups ? m->moe.groups : 1, m->moe.top_groups);
+  struct op_call c;
+  op_call_init(&c, "moe_gating");
+  op_call_dim(&c, "tokens", moe_tokens(s));
+  op_call_dim(&c, "experts", m->moe.experts);
+  op_call_dim(&c, "topk", m->moe.top_k);
+  op_call_dtype(&c, "dtype", s->dt);
+  op_call_choice(&c, "score", m->moe.score == 1 ? "sigmoid" : "softmax");
+  op_call_dim(&c, "groups", m->moe.groups ? m->moe.groups : 1);
+  op_call_dim(&c, "topk_groups", m->moe.top_groups);
+  op_call_bool(&c, "norm", true);
+  return c;
 }
 
-static void moe_permute(struct wl_program *j, const struct shape *s, bool rc, bool as_unpermute)
+static void moe_route(struct wl_program *j, const struct shape *s, bool rc)
+{
+  linear(j, s, rc, moe_tokens(s), j->model.moe.experts, s->h, false, true); /* router */
+  struct op_call c = gating_call(j, s);
+  kern(j, WL_CAT_VEC, rc, &c);
+}
+
+/* The dispatch (moe_permute) or, with unpermute, the combine of the rank's tokens. */
+static struct op_call permute_call(const struct wl_program *j, const struct shape *s, bool unpermute)
 {
   const struct wl_model *m = &j->model;
-  if (as_unpermute)
-    kern(j, WL_CAT_VEC, rc, "moe_unpermute", "tokens=%d hidden=%d experts=%d topk=%d dtype=%s", moe_tokens(s), s->h,
-         m->moe.experts, m->moe.top_k, s->dt);
-  else
-    kern(j, WL_CAT_VEC, rc, "moe_permute", "tokens=%d hidden=%d experts=%d topk=%d dtype=%s", moe_tokens(s), s->h,
-         m->moe.experts, m->moe.top_k, s->dt);
+  struct op_call c;
+  op_call_init(&c, unpermute ? "moe_unpermute" : "moe_permute");
+  op_call_dim(&c, "tokens", moe_tokens(s));
+  op_call_dim(&c, "hidden", s->h);
+  op_call_dim(&c, "experts", m->moe.experts);
+  op_call_dim(&c, "topk", m->moe.top_k);
+  op_call_dtype(&c, "dtype", s->dt);
+  return c;
+}
+
+static void moe_permute(struct wl_program *j, const struct shape *s, bool rc, bool unpermute)
+{
+  struct op_call c = permute_call(j, s, unpermute);
+  kern(j, WL_CAT_VEC, rc, &c);
+}
+
+/* The backward of the dispatch or (unpermute) the combine, as the operator costs it. */
+static void moe_permute_bwd(struct wl_program *j, const struct shape *s, bool unpermute)
+{
+  struct op_call c = permute_call(j, s, unpermute);
+  kern_bwd(j, s, WL_CAT_VEC, &c);
 }
 
 /* The shared experts: a dense MLP of shared x expert size over the rank's tokens. */
@@ -596,29 +824,27 @@ static void moe_fwd_no_experts(struct wl_program *j, const struct shape *s, bool
 static void moe_post_bwd(struct wl_program *j, const struct shape *s)
 {
   shared_bwd(j, s);
-  if (bi(s)) moe_permute(j, s, false, false);
+  if (bi(s)) moe_permute_bwd(j, s, true); /* the combine's */
 }
 
 static void moe_pre_bwd(struct wl_program *j, const struct shape *s)
 {
-  const struct wl_model *m = &j->model;
   if (bi(s)) {
-    moe_permute(j, s, false, true);
-    kern(j, WL_CAT_VEC, false, "moe_gating", "tokens=%d experts=%d topk=%d dtype=%s score=%s groups=%d topk_groups=%d norm=true",
-         moe_tokens(s), m->moe.experts, m->moe.top_k, s->dt, m->moe.score == 1 ? "sigmoid" : "softmax",
-         m->moe.groups ? m->moe.groups : 1, m->moe.top_groups);
+    moe_permute_bwd(j, s, false); /* the dispatch's */
+    struct op_call c = gating_call(j, s);
+    kern_bwd(j, s, WL_CAT_VEC, &c);
   }
-  /* router gradients: dX (T x experts -> h) and dW */
-  if (s->mode != EM_W) linear(j, s, false, moe_tokens(s), s->h, m->moe.experts, false, false);
-  if (s->mode != EM_BI) linear(j, s, false, m->moe.experts, s->h, moe_tokens(s), true, false);
-  if (bi(s)) norm(j, s, false, true);
+  linear_bwd(j, s, moe_tokens(s), j->model.moe.experts, s->h); /* the router's dX and dW */
+  if (bi(s)) norm_bwd(j, s, true);
   attn_bwd(j, s);
 }
 
-/* The embedding gather, costed as a row copy of the same bytes (an un-fused RMSNorm pass). */
+/* The embedding gather, and its backward (a scatter-add of the same rows): there is no
+ * embedding operator; each is costed as a row copy of the same bytes (an un-fused RMSNorm pass). */
 static void embed(struct wl_program *j, const struct shape *s)
 {
-  kern(j, WL_CAT_VEC, false, "rms_norm", "rows=%d hidden=%d dtype=%s residual=false", s->T, s->h, s->dt);
+  struct op_call c = rms_norm_call(s->T, s->h, s->dt, false);
+  kern(j, WL_CAT_VEC, false, &c);
 }
 
 static void head_fwd(struct wl_program *j, const struct shape *s)
@@ -626,17 +852,21 @@ static void head_fwd(struct wl_program *j, const struct shape *s)
   norm(j, s, false, false);
   sp_gather(j, s, false);
   gemm_fwd(j, s, false, s->h, s->V / s->t);
-  kern(j, WL_CAT_VEC, false, "cross_entropy", "rows=%d vocab=%d dtype=%s", s->T, s->V / s->t, s->dt);
+  struct op_call ce = ce_call(s->T, s->V / s->t, s->dt);
+  kern(j, WL_CAT_VEC, false, &ce);
   for (int i = 0; i < 3; i++) tpcoll(j, false, IC_OP_ALLREDUCE, (double)s->T * 4); /* max, sum, target */
 }
 
 static void head_bwd(struct wl_program *j, const struct shape *s)
 {
-  if (bi(s)) kern(j, WL_CAT_VEC, false, "cross_entropy", "rows=%d vocab=%d dtype=%s", s->T, s->V / s->t, s->dt);
+  if (bi(s)) {
+    struct op_call ce = ce_call(s->T, s->V / s->t, s->dt);
+    kern_bwd(j, s, WL_CAT_VEC, &ce);
+  }
   gemm_bwd(j, s, s->h, s->V / s->t);
   if (bi(s)) {
     tp_reduce(j, s, false);
-    norm(j, s, false, false);
+    norm_bwd(j, s, false);
   }
 }
 
@@ -688,7 +918,7 @@ void wl_expand(struct wl_program *j)
   dropout(j, &s, false, s.Tn, s.h, WL_CAT_VEC);
   seg_end(j, WL_SEG_EMBED_F);
   seg_begin(j, WL_SEG_EMBED_B);
-  dropout(j, &s, false, s.Tn, s.h, WL_CAT_VEC);
+  dropout_bwd(j, &s, s.Tn, s.h, WL_CAT_VEC);
   sp_gather(j, &s, false);
   embed(j, &s);
   seg_end(j, WL_SEG_EMBED_B);
@@ -751,14 +981,19 @@ void wl_expand(struct wl_program *j)
     double n = j->plan.zero >= 1 ? j->stage_params[st] / dpcp + j->stage_eparams[st] / edp
                                  : j->stage_params[st] + j->stage_eparams[st];
     j->optim[st].first_item = j->nitems;
-    kern(j, WL_CAT_OPTIM, false, "adamw", "n=%.0f grad=fp32 param=%s", ceil(n), s.dt);
+    struct op_call c;
+    op_call_init(&c, "adamw");
+    op_call_dim(&c, "n", (int64_t)ceil(n));
+    op_call_dtype(&c, "grad", NPU_DT_FP32);
+    op_call_dtype(&c, "param", s.dt);
+    kern(j, WL_CAT_OPTIM, false, &c);
     j->optim[st].nitems = 1;
   }
 }
 
 /* ------------------------------------------------------------------ for cost.c */
 
-int wl__kernel_add(struct wl_program *p, const char *op, const char *args)
+int wl__kernel_add(struct wl_program *p, const struct op_call *c)
 {
-  return add_kernel(p, op, args);
+  return add_kernel(p, c);
 }

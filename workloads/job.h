@@ -24,6 +24,7 @@
 #include "common/trace.h"
 #include "cores/kernel.h"
 #include "interconnect/coll.h"
+#include "ops/op.h"
 #include "workloads/model.h"
 #include "workloads/plan.h"
 #include "workloads/routing.h"
@@ -101,10 +102,11 @@ struct wl_item {
   int hide;           /* >= 0: this collective overlaps item `hide`; only its excess counts */
 };
 
-/* A distinct kernel (operator + canonical arguments) and its cost. */
+/* A distinct kernel (a typed operator call) and its cost. */
 struct wl_kernel {
-  char op[32];
-  char args[256];
+  struct op_call call;  /* the operator and its arguments, checked when the expansion built them */
+  const char *op;       /* call.name (static); wl_kernel_label gives "op args" */
+  char args[256];       /* op_call_args_text(call), kept for the JSON kernel list (summary.c) */
   double time_s, flops;
   char bottleneck[24];
   bool costed;

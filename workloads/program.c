@@ -288,10 +288,9 @@ static int build_moe(struct wl_program *p, struct op_cache *cache, struct npu_di
 
 /* ------------------------------------------------------------------ the program */
 
-int wl_program_create(struct wl_program **out, const struct wl_job *job, struct npu_diag *diag)
+struct wl_program *wl_program_expand(const struct wl_job *job)
 {
   struct wl_program *p = npu_xcalloc(1, sizeof *p);
-  *out = NULL;
   p->job = job;
   p->model = job->model;
   p->plan = job->plan;
@@ -302,6 +301,13 @@ int wl_program_create(struct wl_program **out, const struct wl_job *job, struct 
   p->nranks = p->pp * p->E;
   p->mchunks = p->pp * job->plan.vpp;
   wl_expand(p);
+  return p;
+}
+
+int wl_program_create(struct wl_program **out, const struct wl_job *job, struct npu_diag *diag)
+{
+  *out = NULL;
+  struct wl_program *p = wl_program_expand(job);
   struct op_cache *cache = op_cache_open(job->run.cost_cache[0] ? job->run.cost_cache : NULL, stderr);
   int rc = wl__cost_kernels(p, cache, diag);
   if (!rc && job->model.moe.experts) rc = build_moe(p, cache, diag);

@@ -146,6 +146,9 @@ struct wl_program {
  */
 int wl_program_create(struct wl_program **out, const struct wl_job *job, struct npu_diag *diag);
 void wl_program_destroy(struct wl_program *p);
+/* The expansion alone (kernels, items, segments; nothing costed, no stages), for looking at
+ * the operator calls a scenario builds. Destroy with wl_program_destroy. */
+struct wl_program *wl_program_expand(const struct wl_job *job);
 
 /* The routing of MoE layer `layer` and micro-batch m (owned by p), or NULL for a dense layer. */
 const struct wl_route *wl_program_route(const struct wl_program *p, int layer, int m);

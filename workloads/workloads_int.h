@@ -18,7 +18,10 @@
 /* ------------------------------------------------------------------ expand.c, cost.c */
 
 /* The index of kernel "op args" in p->kernels, added (not costed) if new. */
-int wl__kernel_add(struct wl_program *p, const char *op, const char *args);
+int wl__kernel_add(struct wl_program *p, const struct op_call *c);
+/* The typed calls of the routed experts' kernels (expand.c): a grouped GEMM, a SwiGLU. */
+struct op_call wl__grouped_gemm_call(int64_t groups, int64_t m, int64_t n, int64_t k, enum npu_dtype dt);
+struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
 
 /* Cost every kernel of p not costed yet through cache (the chip model at the run's fidelity).
  * Returns 0, or an error with diag naming the kernel (a shape the chip cannot run). */

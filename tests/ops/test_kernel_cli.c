@@ -12,6 +12,16 @@ Test(kernel_cli, list_names_the_operators_and_their_options)
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "gemm\n") != NULL);
   cr_assert(strstr(r.out, "--m dim") != NULL, "%s", r.out);
+  /* each operator's backward rule, and the reason for a proxy */
+  cr_assert(strstr(r.out, "  backward (kernel): the same call with pass=bwd") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "  backward (proxy): the forward call with 5/3 of the rows (rounded)\n    why: ") != NULL,
+            "%s", r.out);
+  cr_assert(strstr(r.out, "  backward (none): the optimizer step is not differentiated") != NULL, "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("kernel", "list", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"backward\": {") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "\"kind\": \"proxy\"") != NULL, "%s", r.out);
   ts_run_free(&r);
 }
 

@@ -1,0 +1,112 @@
+/*
+ * test_expand.c - the operator calls a training step's expansion builds: for a set of models and
+ * plans (every training scenario, and the tiny models with each expansion branch turned on),
+ * every kernel is a call the operator registry accepts. With NPUSIM_DUMP_CALLS=FILE the kernel
+ * labels and items are appended to FILE (to compare an expansion before and after a change).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "workloads/expand.h"
+#include "workloads/program.h"
+#include "workloads/job.h"
+
+#define SRC NPUSIM_SOURCE_DIR "/"
+#define DATA "tests/workloads/data/"
+
+TestSuite(expand, .timeout = 120);
+
+/* A scenario file and up to 6 "key=value" overrides. */
+static const struct {
+  const char *file;
+  const char *sets[6];
+} cases[] = {
+    {"scenarios/default.cfg", {NULL}},
+    {"scenarios/deepseek_v3_a3_superpod.cfg", {NULL}},
+    {"scenarios/validation/deepseek_v3_h800.cfg", {NULL}},
+    {"scenarios/validation/korthikanti_gpt3_175b.cfg", {NULL}},
+    {"scenarios/validation/korthikanti_gpt3_1t.cfg", {NULL}},
+    {"scenarios/validation/korthikanti_gpt3_22b.cfg", {NULL}},
+    {"scenarios/validation/korthikanti_gpt3_530b.cfg", {NULL}},
+    {"scenarios/validation/mindspeed_llama2_13b.cfg", {NULL}},
+    {"scenarios/validation/mindspeed_llama2_70b.cfg", {NULL}},
+    {"scenarios/validation/mindspeed_llama2_7b.cfg", {NULL}},
+    {"scenarios/validation/mindspeed_llama3_8b.cfg", {NULL}},
+    {"scenarios/validation/mindspeed_mixtral_8x7b_32k.cfg", {NULL}},
+    {"scenarios/validation/pangu_ultra_135b.cfg", {NULL}},
+    {DATA "tiny.cfg", {NULL}},
+    {DATA "tiny.cfg", {"model.attention=\"standard\"", "model.dropout=0.1", "plan.recompute=\"selective\""}},
+    {DATA "tiny.cfg", {"model.attention=\"standard\"", "plan.recompute=\"full\"", "plan.tp=2", "plan.sp=true"}},
+    {DATA "tiny.cfg", {"model.activation=\"gelu\"", "model.norm=\"layernorm\"", "model.position=\"learned\"",
+                       "model.dropout=0.1", "plan.tp=2"}},
+    {DATA "tiny.cfg", {"model.sandwich_norm=true", "plan.dtype=\"fp16\"", "plan.recompute=\"full\""}},
+    {DATA "tiny.cfg", {"plan.cp=2", "plan.pp=1"}},
+    {DATA "tiny_moe.cfg", {NULL}},
+    {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.recompute=\"full\""}},
+    {DATA "moe_many_collectives.cfg", {NULL}},
+    {DATA "tiny_fp8.cfg", {NULL}},
+    {DATA "tiny_fp8.cfg", {"plan.fp8_recipe=\"tensor\""}},
+    {DATA "tiny_fp8.cfg", {"plan.fp8_recipe=\"tensor\"", "plan.tp=1", "plan.sp=false", "plan.recompute=\"full\""}},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static void load(struct wl_job *j, size_t c)
+{
+  char path[1024], msg[1024];
+  snprintf(path, sizeof path, SRC "%s", cases[c].file);
+  int n = 0;
+  while (n < 6 && cases[c].sets[n]) n++;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  int rc = wl_job_load(j, path, cases[c].sets, n, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "case %zu (%s): %s", c, cases[c].file, msg);
+  cr_assert(wl_job_is_training(j), "case %zu: %s is not a training scenario", c, cases[c].file);
+}
+
+/* Append case c's kernels and items to FILE. */
+static void dump(const struct wl_program *j, size_t c, const char *file)
+{
+  FILE *f = fopen(file, "a");
+  cr_assert(f != NULL, "cannot open %s", file);
+  fprintf(f, "case %zu %s", c, cases[c].file);
+  for (int i = 0; i < 6 && cases[c].sets[i]; i++) fprintf(f, " %s", cases[c].sets[i]);
+  fprintf(f, "\n");
+  for (int i = 0; i < j->nkernels; i++) {
+    char label[512];
+    wl_kernel_label(&j->kernels[i], label, sizeof label);
+    fprintf(f, "k%d %s\n", i, label);
+  }
+  for (int i = 0; i < j->nitems; i++) {
+    const struct wl_item *it = &j->items[i];
+    fprintf(f, "i%d cat=%d rc=%d coll=%d index=%d hide=%d\n", i, it->cat, it->recompute, it->coll, it->index, it->hide);
+  }
+  for (int k = 0; k < WL_SEG_KINDS; k++) fprintf(f, "seg%d %d+%d\n", k, j->seg[k].first_item, j->seg[k].nitems);
+  fclose(f);
+}
+
+Test(expand, every_call_of_every_case_is_valid)
+{
+  const char *file = getenv("NPUSIM_DUMP_CALLS");
+  for (size_t c = 0; c < NCASES; c++) {
+    struct wl_job job;
+    load(&job, c);
+    struct wl_program *p = wl_program_expand(&job);
+    cr_assert_gt(p->nkernels, 0);
+    if (file) dump(p, c, file);
+    for (int k = 0; k < p->nkernels; k++) {
+      struct npu_diag d;
+      char label[512], msg[1024];
+      npu_diag_clear(&d);
+      int rc = op_call_check(&p->kernels[k].call, &d);
+      npu_diag_format(&d, msg, sizeof msg);
+      wl_kernel_label(&p->kernels[k], label, sizeof label);
+      cr_expect_eq(rc, 0, "case %zu (%s): kernel %s: %s", c, cases[c].file, label, msg);
+    }
+    wl_program_destroy(p);
+    wl_job_release(&job);
+  }
+}
