@@ -62,6 +62,11 @@ const struct arch_chip *core_chip(const struct core_tp *t)
   return t->run->chip;
 }
 
+void *core_unit_ctx(const struct core_tp *t)
+{
+  return t->ctx;
+}
+
 static const char *kind_name(const struct core__core *c)
 {
   return c->kind == CORE_KIND_AIC ? "cube core" : c->kind == CORE_KIND_AIV ? "vector core" : "core";

@@ -17,6 +17,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,8 @@ void core__run_init(struct core__run *r, const struct arch_chip *chip, struct me
   r->nunits = k->block_dim;
   r->units = npu_xcalloc((size_t)r->nunits, sizeof *r->units);
   r->tps = npu_xcalloc((size_t)r->nunits, sizeof *r->tps);
+  size_t stride = (k->unit_ctx_bytes + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
+  r->unit_ctx = stride ? npu_xcalloc((size_t)r->nunits, stride) : NULL;
   int ratio = split ? chip->aiv_count / chip->aic_count : 1;
   for (int u = 0; u < r->nunits; u++) {
     struct core__unit *x = &r->units[u];
@@ -112,7 +115,7 @@ void core__run_init(struct core__run *r, const struct arch_chip *chip, struct me
       }
       break;
     }
-    r->tps[u] = (struct core_tp){r, x, 0};
+    r->tps[u] = (struct core_tp){r, x, 0, stride ? r->unit_ctx + (size_t)u * stride : NULL};
   }
   for (int i = 0; i < r->ncores; i++) {
     uint8_t kind = !split ? CORE_KIND_COUPLED : i < chip->aic_count ? CORE_KIND_AIC : CORE_KIND_AIV;
@@ -151,6 +154,7 @@ void core__run_release(struct core__run *r)
   free(r->cores);
   free(r->units);
   free(r->tps);
+  free(r->unit_ctx);
   free(r->ready);
   free(r->heap);
   mem_l2_destroy(r->l2);
@@ -483,6 +487,10 @@ int core_launch(const struct arch_chip *chip, struct mem_gm *gm, const struct co
   int units_max = k->mode == CORE_MODE_VECTOR
                       ? (chip->org == ARCH_ORG_SPLIT ? chip->aiv_count : chip->aic_count)
                       : chip->aic_count;
+  if (k->max_units > 0 && units_max > k->max_units)
+    return npu_diag_set(diag, NULL, 0, k->name, "the chip has %d %s cores; this kernel supports at most %d",
+                        units_max, k->mode == CORE_MODE_VECTOR ? "vector" : "cube", k->max_units),
+           NPU_EUNSUPPORTED;
   if (k->block_dim < 1 || k->block_dim > units_max)
     return npu_diag_set(diag, NULL, 0, k->name, "block_dim %d outside 1..%d (%s cores of %s)",
                         k->block_dim, units_max, k->mode == CORE_MODE_VECTOR ? "vector" : "cube",

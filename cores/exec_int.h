@@ -74,6 +74,7 @@ struct core_tp {
   struct core__run *run;
   struct core__unit *u;
   int sel;
+  void *ctx;             /* the unit's context (core_unit_ctx), NULL if the kernel has none */
 };
 
 struct core__run;
@@ -101,6 +102,7 @@ struct core__run {
   struct core__unit *units;
   int nunits;
   struct core_tp *tps;
+  unsigned char *unit_ctx; /* nunits contexts of k->unit_ctx_bytes, each at an aligned stride */
   int *ready; /* stack of core * CORE_PIPE_COUNT + pipe */
   int nready, ready_cap;
   int err;

@@ -18,6 +18,11 @@
  * flow in a kernel may depend on its tiling, never on data it computes: data-dependent sizes
  * (MoE group counts) are tiling data prepared on the host, as Ascend C host tiling does.
  *
+ * Per-unit emission state (which buffer a unit's next block uses) is not kept by the kernel:
+ * the kernel declares its size (unit_ctx_bytes) and the launch allocates one per unit, because
+ * only the launch knows how many units each run has (the analytic fidelity runs sampled units
+ * on their own). A kernel with a real limit on its cores declares it (max_units).
+ *
  * Errors in a program (buffer overflow, misalignment, a path or dtype the chip lacks, a wait
  * that is never satisfied) are reported by core_launch with a message; the first one sticks.
  */
@@ -25,6 +30,7 @@
 #define NPUSIM_CORES_KERNEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "arch/arch.h"
@@ -62,6 +68,12 @@ struct core_kernel {
   uint64_t (*block_of)(void *ctx, int unit, uint64_t i);
   /* Optional, for the analytic fidelity: blocks of one class take the same time. */
   int (*block_class)(void *ctx, uint64_t block);
+  /* Bytes of per-unit emission state (stage counters, ping-pong parities): the launch gives
+   * every unit its own, zeroed, through core_unit_ctx. 0: none. */
+  size_t unit_ctx_bytes;
+  /* Most cores of the launch's kind (cube for CUBE and MIX, vector for VECTOR) the program
+   * supports; a chip with more is refused (NPU_EUNSUPPORTED) rather than run on fewer. 0: any. */
+  int max_units;
 };
 
 /* Per-pipe results of one launch, summed over the cores of each kind. */
@@ -122,6 +134,9 @@ void core_select(struct core_tp *t, enum core_sub sub);
 /* The launch unit index (0..block_dim-1) and the chip. */
 int core_unit(const struct core_tp *t);
 const struct arch_chip *core_chip(const struct core_tp *t);
+/* The unit's own context of k->unit_ctx_bytes (NULL if 0): owned by the launch, zeroed when the
+ * launch (or, in the analytic fidelity, each sampled run of the unit) starts, valid until it ends. */
+void *core_unit_ctx(const struct core_tp *t);
 
 /* Copy a tile between spaces; the pipe follows from the path (MTE2, MTE1, FIX, MTE3). */
 void core_copy(struct core_tp *t, const struct core_tile *dst, const struct core_tile *src);

@@ -53,7 +53,6 @@ struct adamw {
   double *p0, *m0, *v0, *g0;    /* functional: the inputs before the step, for the reference */
   uint64_t slot[VX_SLOTS_MAX], in_stride; /* p, m, v, g at slot + k * in_stride */
   uint64_t Gf, T1, T2;          /* fp32 work */
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 static uint64_t layout(struct adamw *a, uint32_t E, int slots, bool place)
@@ -92,7 +91,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct adamw *a = ctx;
-  a->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, a->slots);
 }
 
@@ -107,7 +106,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   struct adamw *a = ctx;
   uint64_t i0 = b * a->E;
   uint32_t cnt = (uint32_t)vx_min64(a->E, a->n - i0);
-  int s = (int)(a->stage[core_unit(t)]++ % (uint32_t)a->slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)a->slots);
   uint64_t P = a->slot[s], M = P + a->in_stride, V = P + 2 * a->in_stride, Gs = P + 3 * a->in_stride;
   vx_load_begin(t, s);
   vx_load(t, P, a->p + i0 * 4, NPU_DT_FP32, 1, cnt, cnt, cnt);
@@ -218,7 +217,8 @@ static void setup(void *pp, struct op_exec *x)
   a->p16 = op_tensor(x, "p16", a->pt, a->n, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "adamw", .mode = CORE_MODE_VECTOR, .block_dim = a->dim, .nblocks = a->nblocks,
                           .ctx = a, .unit_begin = unit_begin, .unit_end = unit_end, .block = block,
-                          .block_class = block_class};
+                          .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct vx_unit)};
   op_kernel(x, &k);
 }
 

@@ -53,7 +53,6 @@
 #define KB 64u     /* backward: key rows per block (its dK and dV stay in L0C) */
 #define QB 128u    /* backward: query rows per step */
 #define HALF 64u   /* rows per vector role */
-#define MAX_UNITS 256 /* cores of the largest preset (H100/H800: 132 SMs), rounded up */
 
 static const char *const passes[] = {"fwd", "bwd", NULL};
 
@@ -103,9 +102,19 @@ struct attn {
   /* GM */
   uint64_t q, k, v, o, lse, mask, dout, dq, dk, dv, dd, dq32;
   uint64_t ws, ws_bytes;         /* per-unit workspace */
-  /* per-unit emission state */
-  uint32_t kv_slot[MAX_UNITS], step[MAX_UNITS], l0[MAX_UNITS], xc[MAX_UNITS];
 };
+
+/* One launch unit's emission state (the launch's unit context, core_unit_ctx). */
+struct attn_unit {
+  uint32_t kv_slot;              /* key/value L1 buffers used so far */
+  uint32_t l0;                   /* backward: L0A/L0B ping-pong slots used so far */
+  uint32_t xc;                   /* backward: extra L0C slots used so far */
+};
+
+static struct attn_unit *unit_of(struct core_tp *t)
+{
+  return core_unit_ctx(t);
+}
 
 /* ------------------------------------------------------------------ common */
 
@@ -569,7 +578,7 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
 static void fwd_begin(struct core_tp *t, void *ctx)
 {
   struct attn *a = ctx;
-  a->kv_slot[core_unit(t)] = 0;
+  unit_of(t)->kv_slot = 0;
   core_select(t, CORE_SUB_AIC);
   fwd_aic_begin(t, a);
   for (uint32_t r = 0; r < a->halves; r++) {
@@ -598,8 +607,8 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
   uint32_t bb, h, i;
   fwd_decompose(a, b, &bb, &h, &i);
   uint32_t kvh = h / a->group, n = kv_blocks(a, i);
-  uint32_t base = a->kv_slot[u];
-  a->kv_slot[u] += n;
+  uint32_t base = unit_of(t)->kv_slot;
+  unit_of(t)->kv_slot += n;
   core_select(t, CORE_SUB_AIC);
   fwd_load_q(t, a, bb, h, i);
   for (uint32_t r = 0; r < a->halves; r++) {
@@ -741,10 +750,10 @@ static struct core_tile l0c(uint32_t addr, uint32_t rows, uint32_t cols)
 
 /* c (+)= op(A) x op(B) from L1 tiles through a ping-pong pair of L0A/L0B slots; `fix` >= 0:
  * first wait until FixPipe has read that L0C slot out. */
-static void bwd_mm(struct core_tp *t, struct attn *a, int u, struct core_tile asrc, bool at, struct core_tile bsrc,
+static void bwd_mm(struct core_tp *t, struct attn *a, struct core_tile asrc, bool at, struct core_tile bsrc,
                    bool bt, struct core_tile c, bool init, int fix)
 {
-  int p = (int)(a->l0[u]++ % 2);
+  int p = (int)(unit_of(t)->l0++ % 2);
   uint32_t m = at ? asrc.cols : asrc.rows, k = at ? asrc.rows : asrc.cols, n = bt ? bsrc.rows : bsrc.cols;
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, p);
   struct core_copy ca = {.scale = 1.0f, .fb_scale = UINT64_MAX, .transpose = at, .src = asrc};
@@ -787,9 +796,9 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
   for (int which = 0; which < 2; which++) { /* S = Q K^T, dP = dO V^T */
-    int xs = (int)(a->xc[u]++ % 2);
+    int xs = (int)(unit_of(t)->xc++ % 2);
     struct core_tile c = l0c(L0C_X(xs), QB, KB);
-    bwd_mm(t, a, u, l1t(a, bl1_qd(a, x, which), QB, a->D, 0), false, l1t(a, bl1_kv(a, z, which), KB, a->D, 0), true,
+    bwd_mm(t, a, l1t(a, bl1_qd(a, x, which), QB, a->D, 0), false, l1t(a, bl1_kv(a, z, which), KB, a->D, 0), true,
            c, true, xs);
     if (a->onchip) { /* each role's 64 rows straight into its UB buffer */
       uint32_t us = s % (uint32_t)a->ub.nbuf;
@@ -839,17 +848,17 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   }
   bool first = s == 0;
   /* dV += P^T dO_i; dK += dS^T Q_i (the block's first step waits for the last read-out) */
-  bwd_mm(t, a, u, l1t(a, bl1_pd(a, y, 0), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 1), QB, a->D, 0), false,
+  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 0), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 1), QB, a->D, 0), false,
          l0c(L0C_DV, KB, a->D), first, first ? 2 : -1);
-  bwd_mm(t, a, u, l1t(a, bl1_pd(a, y, 1), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 0), QB, a->D, 0), false,
+  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 1), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 0), QB, a->D, 0), false,
          l0c(L0C_DK, KB, a->D), first, -1);
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x)); /* Q_i, dO_i no longer needed */
   /* dQ_i += dS K_j, in two halves of 64 rows */
   for (uint32_t half = 0; half < 2; half++) {
-    int xs = (int)(a->xc[u]++ % 2);
+    int xs = (int)(unit_of(t)->xc++ % 2);
     struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * HALF * 16 * es(a->dt), HALF, KB, QB);
     struct core_tile c = l0c(L0C_X(xs), HALF, a->D);
-    bwd_mm(t, a, u, ds, false, l1t(a, bl1_kv(a, z, 0), KB, a->D, 0), false, c, true, xs);
+    bwd_mm(t, a, ds, false, l1t(a, bl1_kv(a, z, 0), KB, a->D, 0), false, c, true, xs);
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
                                   a->dq32 + bsnd(a, bb, i * QB + half * HALF, h, a->H) * 4, HALF, a->D, a->H * a->D);
     bwd_out(t, xs, c, g, 1.0f, true);
@@ -972,8 +981,7 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
 static void bwd_begin(struct core_tp *t, void *ctx)
 {
   struct attn *a = ctx;
-  int u = core_unit(t);
-  a->kv_slot[u] = a->l0[u] = a->xc[u] = 0;
+  *unit_of(t) = (struct attn_unit){0};
   core_select(t, CORE_SUB_AIC);
   bwd_aic_begin(t, a);
   for (uint32_t r = 0; r < 2; r++) {
@@ -1000,7 +1008,7 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   int u = core_unit(t);
   uint32_t bb, kvh, j;
   bwd_decompose(a, b, &bb, &kvh, &j);
-  uint32_t steps = a->group * (a->qblocks - bwd_first_q(a, j)), z = a->kv_slot[u]++ % a->nl1;
+  uint32_t steps = a->group * (a->qblocks - bwd_first_q(a, j)), z = unit_of(t)->kv_slot++ % a->nl1;
   core_select(t, CORE_SUB_AIC);
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
   for (int which = 0; which < 2; which++) {
@@ -1212,7 +1220,6 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
     a->ws_bytes = 2 * 2 * ((uint64_t)QB * KB * 4 + (uint64_t)QB * KB * e);
   }
   a->cores = a->nblocks < (uint64_t)chip->aic_count ? (int)a->nblocks : chip->aic_count;
-  if (a->cores > MAX_UNITS) a->cores = MAX_UNITS;
   return 0;
 }
 
@@ -1268,7 +1275,8 @@ static void setup(void *p, struct op_exec *x)
   if (!a->bwd) {
     struct core_kernel kf = {.name = "flash_attention_fwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
                              .nblocks = a->nblocks, .ctx = a, .unit_begin = fwd_begin, .unit_end = fwd_end,
-                             .block = fwd_block, .block_of = fwd_block_of, .block_class = fwd_class_b};
+                             .block = fwd_block, .block_of = fwd_block_of, .block_class = fwd_class_b,
+                             .unit_ctx_bytes = sizeof(struct attn_unit)};
     op_kernel(x, &kf);
     return;
   }
@@ -1295,14 +1303,14 @@ static void setup(void *p, struct op_exec *x)
   const struct arch_chip *chip = op_chip(x);
   uint64_t pre_blocks = (uint64_t)a->B * a->H * (a->S / HALF);
   int vcores = chip->aiv_count < (int)pre_blocks ? chip->aiv_count : (int)pre_blocks;
-  if (vcores > MAX_UNITS) vcores = MAX_UNITS; /* per-unit state is sized for MAX_UNITS */
   struct core_kernel kp = {.name = "flash_attention_bwd_pre", .mode = CORE_MODE_VECTOR, .block_dim = vcores,
                            .nblocks = pre_blocks, .ctx = a, .unit_begin = pre_begin, .unit_end = pre_end,
                            .block = pre_block};
   op_kernel(x, &kp);
   struct core_kernel kb = {.name = "flash_attention_bwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
                            .nblocks = a->nblocks, .ctx = a, .unit_begin = bwd_begin, .unit_end = bwd_end,
-                           .block = bwd_block, .block_class = bwd_class_b};
+                           .block = bwd_block, .block_class = bwd_class_b,
+                           .unit_ctx_bytes = sizeof(struct attn_unit)};
   op_kernel(x, &kb);
   ops_cast(x, a->dq32, NPU_DT_FP32, a->dq, a->dt, qn);
 }

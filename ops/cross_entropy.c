@@ -52,7 +52,6 @@ struct ce {
   int32_t *labels;              /* functional: the labels (host copy for the reference) */
   uint64_t slot[VX_SLOTS_MAX];  /* UB */
   uint64_t F, W, bc, acc, M, S, cm, tmp, Lb, Gx, Gf, xd, Lo;
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 static uint64_t ce_layout(struct ce *p, uint32_t R, uint32_t rs, int slots, bool chunked, bool place)
@@ -109,7 +108,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct ce *p = ctx;
-  p->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, p->rp.slots);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_G);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, ID_LO);
@@ -126,7 +125,6 @@ static void unit_end(struct core_tp *t, void *ctx)
 static void block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct ce *p = ctx;
-  int u = core_unit(t);
   uint32_t R = p->rp.R, CH = p->rp.C, V = p->V, rs = p->rp.rs, slots = (uint32_t)p->rp.slots;
   uint64_t r0 = p->rp.chunked ? b : b * R;
   uint32_t nr = p->rp.chunked ? 1 : (uint32_t)vx_min64(R, p->rows - r0);
@@ -136,7 +134,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_S, ID_LBL);
   for (uint32_t j = 0; j < p->rp.nchunk; j++) {
     uint32_t c0 = j * CH, cn = V - c0 < CH ? V - c0 : CH;
-    int s = (int)(p->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = p->slot[s], Xf = f16 ? p->F : X;
     vx_load_begin(t, s);
     vx_load(t, X, p->x + (r0 * V + c0) * p->es, p->dt, nr, cn, V, rs);
@@ -222,7 +220,8 @@ static void setup(void *pp, struct op_exec *x)
   p->loss = op_tensor(x, "loss", NPU_DT_FP32, p->rows, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "cross_entropy", .mode = CORE_MODE_VECTOR, .block_dim = p->dim,
                           .nblocks = p->rp.tiles, .ctx = p, .unit_begin = unit_begin, .unit_end = unit_end,
-                          .block = block, .block_class = block_class};
+                          .block = block, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct vx_unit)};
   op_kernel(x, &k);
 }
 

@@ -60,7 +60,6 @@
 #include "ops/ops_int.h"
 #include "ops/vecutil.h"
 
-#define MAX_UNITS 256 /* cores of the largest preset (H100/H800: 132 SMs), rounded up */
 #define MX_SF 8 /* mx: K steps whose scales of A one L1 load brings */
 
 static const char *const outs[] = {"auto", "fp16", "bf16", "fp32", "int32", NULL};
@@ -109,7 +108,6 @@ struct gemm {
   enum npu_dtype fix_out;      /* what FixPipe writes */
   uint64_t a, b, c, acc_ws, scales, scales_l1;
   float act_scale;
-  uint32_t l1_stage[MAX_UNITS], l0_stage[MAX_UNITS], l1_sa_stage[MAX_UNITS];
   /* L1 layout */
   uint64_t l1a[2], l1b[2], l1s;
   /* mx: E8M0 scales in GM ([M, kb] and [kb, N], kb = K / 32 rounded up), in L1, and their
@@ -117,13 +115,22 @@ struct gemm {
   uint32_t kb;
   uint64_t sa, sb, l1sa[2], l1sb[2], l0sa, l0sb;
   /* w4a8: int8 activations, per-token scales, bias, the fp32 workspace slots; vector cores
-   * per AI core (2, or 1 on coupled cores); per unit: blocks done, whether the block's tile has
-   * been written to its slot yet */
+   * per AI core (2, or 1 on coupled cores) */
   uint64_t x8, xsc, bias, ws;
   uint32_t halves;
-  uint32_t w4_blocks[MAX_UNITS];
-  bool w4_wrote[MAX_UNITS];
 };
+
+/* One launch unit's emission state (the launch's unit context, core_unit_ctx). */
+struct gemm_unit {
+  uint32_t l1_stage, l0_stage, l1_sa_stage; /* L1, L0 and L1 scale buffers used so far */
+  uint32_t w4_blocks;                       /* w4a8: blocks done */
+  bool w4_wrote;                            /* w4a8: the block's tile is in its slot yet */
+};
+
+static struct gemm_unit *unit_of(struct core_tp *t)
+{
+  return core_unit_ctx(t);
+}
 
 static uint32_t es_bits(enum npu_dtype t)
 {
@@ -204,10 +211,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct gemm *g = ctx;
-  int u = core_unit(t);
-  g->l1_stage[u] = g->l0_stage[u] = g->l1_sa_stage[u] = 0;
-  g->w4_blocks[u] = 0;
-  g->w4_wrote[u] = false;
+  *unit_of(t) = (struct gemm_unit){0};
   for (int i = 0; i < 2; i++) {
     core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
     core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, i);
@@ -241,18 +245,18 @@ static enum core_sub aiv(uint32_t v)
 }
 
 /* The fp32 workspace slot (tile_m x tile_n) the unit's current block writes. */
-static uint64_t w4_slot(const struct gemm *g, int u)
+static uint64_t w4_slot(struct core_tp *t, const struct gemm *g)
 {
-  uint64_t s = (uint64_t)u * 2 + g->w4_blocks[u] % 2;
+  uint64_t s = (uint64_t)core_unit(t) * 2 + unit_of(t)->w4_blocks % 2;
   return g->ws + s * g->mL1 * g->nL1 * 4;
 }
 
 /* The cube side: before the first write of a block, wait until the vector cores have taken
  * what the slot held. */
-static void w4_wait_slot(struct core_tp *t, const struct gemm *g, int u)
+static void w4_wait_slot(struct core_tp *t, const struct gemm *g)
 {
   for (uint32_t v = 0; v < g->halves; v++)
-    core_xwait(t, CORE_PIPE_FIX, aiv(v), X_FREE((int)(g->w4_blocks[u] % 2)));
+    core_xwait(t, CORE_PIPE_FIX, aiv(v), X_FREE((int)(unit_of(t)->w4_blocks % 2)));
 }
 
 /* ------------------------------------------------------------------ the cube kernel */
@@ -263,12 +267,12 @@ static void w4_wait_slot(struct core_tp *t, const struct gemm *g, int u)
 static struct core_tile fix_dst(struct core_tp *t, struct gemm *g, uint32_t row, uint32_t ni, uint32_t mt,
                                 uint32_t nt, bool *atomic)
 {
-  int u = core_unit(t);
   if (g->quant == Q_W4A8) {
-    if (!g->w4_wrote[u]) w4_wait_slot(t, g, u);
-    *atomic = g->w4_wrote[u];
-    g->w4_wrote[u] = true;
-    return ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, w4_slot(g, u), mt, nt, g->nL1);
+    struct gemm_unit *un = unit_of(t);
+    if (!un->w4_wrote) w4_wait_slot(t, g);
+    *atomic = un->w4_wrote;
+    un->w4_wrote = true;
+    return ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, w4_slot(t, g), mt, nt, g->nL1);
   }
   *atomic = g->atomic;
   uint64_t cbase = g->atomic ? g->acc_ws : g->c;
@@ -322,7 +326,7 @@ static void load_scales(struct core_tp *t, struct gemm *g, int s, uint32_t row, 
 {
   if ((k - kb) % (MX_SF * g->kL1) == 0) {
     uint32_t span = ke - k < MX_SF * g->kL1 ? ke - k : MX_SF * g->kL1;
-    at->slot = (int)(g->l1_sa_stage[core_unit(t)]++ % 2);
+    at->slot = (int)(unit_of(t)->l1_sa_stage++ % 2);
     at->k0 = k;
     struct core_tile ga = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, g->sa + (uint64_t)row * g->kb + k / 32, mt,
                                    ops_ceil(span, 32), g->kb);
@@ -388,7 +392,7 @@ static void step_l0(struct core_tp *t, struct gemm *g, int s, const struct mx_at
                     const struct core_tile *lb, uint32_t mt, uint32_t nt, uint32_t k, uint32_t kk, uint32_t kl,
                     bool first)
 {
-  int q = (int)(g->l0_stage[core_unit(t)]++ % 2);
+  int q = (int)(unit_of(t)->l0_stage++ % 2);
   uint32_t ebits = es_bits(g->in), c0 = g->c0;
   struct core_copy ca = {.scale = 1.0f, .fb_scale = UINT64_MAX}, cb = ca;
   uint32_t lda = core_tile_ld(la), ldb = core_tile_ld(lb);
@@ -424,7 +428,7 @@ static void step_l0(struct core_tp *t, struct gemm *g, int s, const struct mx_at
 static void block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct gemm *g = ctx;
-  int u = core_unit(t);
+  struct gemm_unit *un = unit_of(t);
   uint32_t grp, mi, ni, ks, row0;
   decompose(g, b, &grp, &mi, &ni, &ks);
   uint32_t mt = tile_rows(g, grp, mi, &row0);
@@ -438,7 +442,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
   for (uint32_t k = kb; k < ke; k += g->kL1) {
     uint32_t kt = ke - k < g->kL1 ? ke - k : g->kL1;
-    int s = (int)(g->l1_stage[u]++ % 2);
+    int s = (int)(un->l1_stage++ % 2);
     struct core_tile la, lb;
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, s);
     load_l1(t, g, s, row, bbase, ni, mt, nt, k, kt, &la, &lb);
@@ -643,7 +647,7 @@ static void post_block(struct core_tp *t, const struct gemm *g, uint64_t slot, u
                        uint32_t v)
 {
   uint32_t i0, hv = post_rows(g, mt, v, &i0), nt = tile_cols(g, ni), ntp = (uint32_t)ops_roundup(nt, 16);
-  uint32_t crow = row / 2 + i0, s = g->w4_blocks[core_unit(t)] % 2;
+  uint32_t crow = row / 2 + i0, s = unit_of(t)->w4_blocks % 2;
   struct post_ub p = post_layout(hv, ntp);
   core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_FULL((int)s));
   if (hv) {
@@ -719,12 +723,12 @@ static void w4_end(struct core_tp *t, void *ctx)
 static void w4_block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct gemm *g = ctx;
-  int u = core_unit(t);
+  struct gemm_unit *un = unit_of(t);
   core_select(t, CORE_SUB_AIC);
   block(t, ctx, b);
-  uint64_t slot = w4_slot(g, u);
+  uint64_t slot = w4_slot(t, g);
   for (uint32_t v = 0; v < g->halves; v++)
-    core_xset(t, CORE_PIPE_FIX, aiv(v), X_FULL((int)(g->w4_blocks[u] % 2)));
+    core_xset(t, CORE_PIPE_FIX, aiv(v), X_FULL((int)(un->w4_blocks % 2)));
   uint32_t grp, mi, ni, ks, row0;
   decompose(g, b, &grp, &mi, &ni, &ks);
   uint32_t mt = tile_rows(g, grp, mi, &row0);
@@ -732,8 +736,8 @@ static void w4_block(struct core_tp *t, void *ctx, uint64_t b)
     select_aiv(t, v);
     post_block(t, g, slot, row0 + mi * g->mL1, ni, mt, v);
   }
-  g->w4_wrote[u] = false;
-  g->w4_blocks[u]++;
+  un->w4_wrote = false;
+  un->w4_blocks++;
 }
 
 /* ------------------------------------------------------------------ planning */
@@ -950,7 +954,6 @@ static int plan_blocks(struct gemm *g, const struct op_desc *d, const struct op_
   g->fix_out = g->atomic ? (integer && !g->quant ? NPU_DT_INT32 : NPU_DT_FP32) : g->out;
   if (g->quant == Q_W4A8) g->fix_out = NPU_DT_FP32;
   if (g->cores > (int)g->nblocks) g->cores = (int)g->nblocks;
-  if (g->cores > MAX_UNITS) g->cores = MAX_UNITS;
   return 0;
 }
 
@@ -1061,7 +1064,8 @@ static void w4_setup(struct gemm *g, struct op_exec *x)
   g->c = op_tensor(x, "c", g->out, (uint64_t)g->mo * g->N, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "gemm_w4a8", .mode = CORE_MODE_MIX, .block_dim = g->cores,
                           .nblocks = g->nblocks, .ctx = g, .unit_begin = w4_begin,
-                          .unit_end = w4_end, .block = w4_block, .block_class = block_class};
+                          .unit_end = w4_end, .block = w4_block, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct gemm_unit)};
   op_kernel(x, &k);
 }
 
@@ -1088,7 +1092,8 @@ static void setup(void *p, struct op_exec *x)
   }
   struct core_kernel k = {.name = "gemm", .mode = CORE_MODE_CUBE, .block_dim = g->cores,
                           .nblocks = g->nblocks, .ctx = g, .unit_begin = unit_begin,
-                          .unit_end = unit_end, .block = block, .block_class = block_class};
+                          .unit_end = unit_end, .block = block, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct gemm_unit)};
   op_kernel(x, &k);
   if (g->atomic && g->acc_ws != g->c) ops_cast(x, g->acc_ws, g->fix_out, g->c, g->out, mn);
 }
@@ -1376,7 +1381,6 @@ static int gplan(void *p, const struct op_desc *d, const struct op_args *a, cons
   uint64_t cores = op_u(d, a, "cores");
   g->cores = cores ? (int)cores : chip->aic_count;
   if (g->cores > (int)g->nblocks) g->cores = g->nblocks ? (int)g->nblocks : 1;
-  if (g->cores > MAX_UNITS) g->cores = MAX_UNITS; /* per-unit state is sized for MAX_UNITS */
   return 0;
 }
 
@@ -1396,7 +1400,8 @@ static void gsetup(void *p, struct op_exec *x)
   g->c = op_tensor(x, "c", g->out, (uint64_t)g->M * g->N, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "grouped_gemm", .mode = CORE_MODE_CUBE, .block_dim = g->cores,
                           .nblocks = g->nblocks, .ctx = g, .unit_begin = unit_begin,
-                          .unit_end = unit_end, .block = block, .block_class = block_class};
+                          .unit_end = unit_end, .block = block, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct gemm_unit)};
   op_kernel(x, &k);
 }
 

@@ -89,8 +89,17 @@ struct gate {
   uint64_t gsd, gsp, gpr, t1, t2, penp, pb;
   uint64_t xb, ow[2], oi[2], idx, gidx, rt;
   uint64_t need_pr, need_ma;  /* bytes the merges use in pr and ma (from a dry run) */
-  uint64_t blk[MOE_MAX_UNITS];
 };
+
+/* One launch unit's emission state (the launch's unit context, core_unit_ctx). */
+struct gate_unit {
+  uint64_t blk;               /* blocks emitted so far (their ping-pong parity) */
+};
+
+static struct gate_unit *unit_of(struct core_tp *t)
+{
+  return core_unit_ctx(t);
+}
 
 enum { ID_IN = 0, ID_OUT = 2, ID_TAB = 4 };
 
@@ -272,7 +281,6 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *a, const
     return npu_diag_set(diag, "command line", 0, "--cores", "%s has %d vector cores", chip->name, moe_cores(chip)),
            NPU_EINVAL;
   int ncores = cores ? (int)cores : moe_cores(chip);
-  if (ncores > MOE_MAX_UNITS) ncores = MOE_MAX_UNITS;
   uint64_t ub = moe_ub_bytes(chip), tile = op_u(d, a, "tile");
   if (tile) {
     if (tile % 8 || tile > 248)
@@ -302,7 +310,7 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *a, const
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct gate *g = ctx;
-  g->blk[core_unit(t)] = 0;
+  unit_of(t)->blk = 0;
   for (int p = 0; p < 2; p++) {
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_IN + p);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, ID_OUT + p);
@@ -563,7 +571,7 @@ static void weights(struct core_tp *t, struct gate *g, const struct mlist *l)
 static void block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct gate *g = ctx;
-  int p = (int)(g->blk[core_unit(t)]++ % 2);
+  int p = (int)(unit_of(t)->blk++ % 2);
   uint32_t t0 = (uint32_t)(b * g->tt), tb = g->T - t0 < g->tt ? g->T - t0 : g->tt;
   uint32_t es = moe_es(g->dt);
   /* load: rows of one group each, into rows of gp lanes */
@@ -641,7 +649,7 @@ static void setup(void *p, struct op_exec *x)
   free(tab);
   struct core_kernel k = {.name = "moe_gating", .mode = CORE_MODE_VECTOR, .block_dim = g->cores,
                           .nblocks = g->nblocks, .ctx = g, .unit_begin = unit_begin, .unit_end = unit_end,
-                          .block = block, .block_class = block_class};
+                          .block = block, .block_class = block_class, .unit_ctx_bytes = sizeof(struct gate_unit)};
   op_kernel(x, &k);
 }
 

@@ -26,7 +26,6 @@
 #include "common/err.h"
 #include "ops/ops_int.h"
 
-#define MOE_MAX_UNITS 256 /* vector cores of the largest preset, rounded up */
 #define MOE_RED_CHUNK 248 /* repeats per dense-output reduction (<= 255, a multiple of 8 so the
                              next chunk's output stays 32-byte aligned for 32-bit elements) */
 

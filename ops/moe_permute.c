@@ -75,8 +75,8 @@ struct perm {
   enum npu_dtype dt;
   double skew;
   int C;                     /* cores (units); unit u owns tokens [tok0[u], tok0[u + 1]) */
-  uint32_t tok0[MOE_MAX_UNITS + 1];
-  uint64_t base[MOE_MAX_UNITS + 1]; /* first block of each unit */
+  uint32_t *tok0;            /* C + 1 entries (host tiling data, freed by release) */
+  uint64_t *base;            /* C + 1 entries: first block of each unit */
   uint32_t HC;               /* slots per histogram chunk (a multiple of 128) */
   uint32_t R;                /* tokens per tile of phase B */
   uint32_t hc, nch;          /* columns per row chunk, chunks per row */
@@ -92,10 +92,19 @@ struct perm {
   uint64_t wsh, total, g[2], gp1, iota, zero32, ebits, ts, part, sio;
   uint64_t idt[2], db[2], sv[2], dro[2], xb[2];
   uint64_t rowb;             /* UB bytes of one row chunk */
-  /* per-unit emission state */
-  uint64_t nchunk[MOE_MAX_UNITS], ntile[MOE_MAX_UNITS], nrow[MOE_MAX_UNITS];
-  int gcur[MOE_MAX_UNITS];
 };
+
+/* One launch unit's emission state (the launch's unit context, core_unit_ctx). */
+struct perm_unit {
+  uint64_t nchunk, ntile;    /* histogram chunks and tiles emitted so far (ping-pong parities) */
+  uint64_t nrow;             /* row chunks emitted so far */
+  int gcur;                  /* which of g[0], g[1] holds the current destinations */
+};
+
+static struct perm_unit *unit_of(struct core_tp *t)
+{
+  return core_unit_ctx(t);
+}
 
 static uint32_t unit_slots(const struct perm *m, int u)
 {
@@ -196,9 +205,10 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *a, const
     return npu_diag_set(diag, "command line", 0, "--cores", "%s has %d vector cores", chip->name, moe_cores(chip)),
            NPU_EINVAL;
   int C = cores ? (int)cores : moe_cores(chip);
-  if (C > MOE_MAX_UNITS) C = MOE_MAX_UNITS;
   if ((uint64_t)C > T) C = (int)T;
   m->C = C;
+  m->tok0 = npu_xcalloc((size_t)C + 1, sizeof *m->tok0);
+  m->base = npu_xcalloc((size_t)C + 1, sizeof *m->base);
   for (int u = 0; u <= C; u++) m->tok0[u] = (uint32_t)(T / (uint64_t)C * (uint64_t)u + ((uint64_t)u < T % (uint64_t)C ? (uint64_t)u : T % (uint64_t)C));
   uint64_t ub = moe_ub_bytes(chip);
   /* phase A: the largest chunk that fits (16384 keeps partial sums within int16), no larger
@@ -333,9 +343,7 @@ static void iota_blocks(struct core_tp *t, uint64_t dst, uint32_t n)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct perm *m = ctx;
-  int u = core_unit(t);
-  m->nchunk[u] = m->ntile[u] = m->nrow[u] = 0;
-  m->gcur[u] = 0;
+  *unit_of(t) = (struct perm_unit){0};
   for (int p = 0; p < 2; p++) {
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_CHUNK + p);
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_IDS + p);
@@ -367,8 +375,7 @@ static void unit_end(struct core_tp *t, void *ctx)
 /* Phase A: the histogram of one chunk of the unit's slots, added to m->hist. */
 static void hist_chunk(struct core_tp *t, struct perm *m, int u, uint64_t i)
 {
-  int n = core_unit(t);
-  int p = (int)(m->nchunk[n]++ % 2);
+  int p = (int)(unit_of(t)->nchunk++ % 2);
   uint32_t first = (uint32_t)i * m->HC, cnt = unit_slots(m, u) - first < m->HC ? unit_slots(m, u) - first : m->HC;
   uint64_t s0 = (uint64_t)m->tok0[u] * m->k + first;
   uint32_t reps = ops_ceil(cnt, 128); /* int16 repeats */
@@ -434,10 +441,9 @@ static void barrier(struct core_tp *t, struct perm *m, int u)
  */
 static void prep(struct core_tp *t, struct perm *m, int u)
 {
-  int n = core_unit(t);
   uint32_t cnt = m->nE * 64;
   uint64_t g = m->g[0];
-  m->gcur[n] = 0;
+  unit_of(t)->gcur = 0;
   moe_vrun(t, CORE_VEC_DUP, NPU_DT_INT32, m->total, 0, 0, cnt, 0);
   moe_vrun(t, CORE_VEC_DUP, NPU_DT_INT32, g, 0, 0, cnt, 0);
   for (uint32_t r0 = 0; r0 < (uint32_t)m->C; r0 += m->HR) {
@@ -487,8 +493,8 @@ static void prep(struct core_tp *t, struct perm *m, int u)
 /* Phase B: one tile of tokens: destinations of its slots, then its rows. */
 static void tile(struct core_tp *t, struct perm *m, int u, uint64_t i)
 {
-  int n = core_unit(t);
-  int p = (int)(m->ntile[n]++ % 2);
+  struct perm_unit *un = unit_of(t);
+  int p = (int)(un->ntile++ % 2);
   uint32_t tok = m->tok0[u] + (uint32_t)i * m->R;
   uint32_t tb = m->tok0[u + 1] - tok < m->R ? m->tok0[u + 1] - tok : m->R;
   uint32_t slots = tb * m->k;
@@ -501,8 +507,8 @@ static void tile(struct core_tp *t, struct perm *m, int u, uint64_t i)
   core_copy(t, &li, &gi);
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ID_IDS + p);
   /* the tile's rows, chunk by chunk (the stores of chunk c release its buffer) */
-  uint64_t row0 = m->nrow[n];
-  m->nrow[n] += m->nch;
+  uint64_t row0 = un->nrow;
+  un->nrow += m->nch;
   for (uint32_t c = 0; c < m->nch; c++) {
     int q = (int)((row0 + c) % 2);
     uint32_t h0 = c * m->hc, hn = m->H - h0 < m->hc ? m->H - h0 : m->hc;
@@ -516,7 +522,7 @@ static void tile(struct core_tp *t, struct perm *m, int u, uint64_t i)
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ID_IDS + p);
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, ID_IDS + p);
   for (uint32_t s = 0; s < slots; s++) {
-    uint64_t g = m->g[m->gcur[n]], gn = m->g[1 - m->gcur[n]];
+    uint64_t g = m->g[un->gcur], gn = m->g[1 - un->gcur];
     struct core_vec c = moe_v(CORE_VEC_CMPS, NPU_DT_INT32, m->ebits, m->iota, 0, m->nE);
     c.cmp = CORE_CMP_EQ;
     c.scalar_from_ub = true;
@@ -539,7 +545,7 @@ static void tile(struct core_tp *t, struct perm *m, int u, uint64_t i)
     sel.aux = m->ebits;
     core_vec(t, &sel);
     moe_vrun(t, CORE_VEC_ADDS, NPU_DT_INT32, m->gp1, gn, 0, (uint64_t)m->nE * 64, 1);
-    m->gcur[n] = 1 - m->gcur[n];
+    un->gcur = 1 - un->gcur;
   }
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_IDS + p);
   /* the slots' source indices (row_map values) and their dense destinations (dst_row) */
@@ -615,7 +621,8 @@ static void setup(void *p, struct op_exec *x)
   if (op_functional(x)) moe_route(x, ids->host, m->T, m->k, m->E, m->skew);
   struct core_kernel k = {.name = "moe_permute", .mode = CORE_MODE_VECTOR, .block_dim = m->C,
                           .nblocks = m->nblocks, .ctx = m, .unit_begin = unit_begin, .unit_end = unit_end,
-                          .block = block, .block_of = block_of, .block_class = block_class};
+                          .block = block, .block_of = block_of, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct perm_unit)};
   op_kernel(x, &k);
 }
 
@@ -623,6 +630,13 @@ static double flops(const void *p)
 {
   (void)p;
   return 0;
+}
+
+static void release(void *p)
+{
+  struct perm *m = p;
+  free(m->tok0);
+  free(m->base);
 }
 
 static bool check(void *p, struct op_exec *x, double *max_err, char *summary, size_t n)
@@ -682,6 +696,7 @@ const struct op_desc op_moe_permute = {
     .setup = setup,
     .flops = flops,
     .check = check,
+    .release = release,
     .bwd = {OP_BWD_PROXY, "moe_unpermute with the same tokens, hidden, experts, topk and dtype",
             "the backward gathers and sums each token's k expert rows: the work of the combine kernel",
             bwd},

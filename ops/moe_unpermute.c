@@ -66,8 +66,17 @@ struct unperm {
   uint64_t nblocks;
   uint64_t y, dst_row, w, residual, out; /* GM */
   uint64_t yb[2], wt[2], dr[2], rb[2], ob[2], tmp, t2, acc[2]; /* UB */
-  uint64_t step[MOE_MAX_UNITS], blk[MOE_MAX_UNITS];
 };
+
+/* One launch unit's emission state (the launch's unit context, core_unit_ctx). */
+struct unperm_unit {
+  uint64_t step, blk;    /* column steps and blocks emitted so far (their ping-pong parities) */
+};
+
+static struct unperm_unit *unit_of(struct core_tp *t)
+{
+  return core_unit_ctx(t);
+}
 
 enum { ID_YB = 0, ID_SMALL = 2 }; /* flag ids: row buffers 0-1, dst_row / weights 2-3 */
 
@@ -122,7 +131,6 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *a, const
     return npu_diag_set(diag, "command line", 0, "--cores", "%s has %d vector cores", chip->name, moe_cores(chip)),
            NPU_EINVAL;
   int ncores = cores ? (int)cores : moe_cores(chip);
-  if (ncores > MOE_MAX_UNITS) ncores = MOE_MAX_UNITS;
   uint64_t ub = moe_ub_bytes(chip);
   uint64_t tile = op_u(d, a, "tile"), chunk = op_u(d, a, "chunk");
   /* tokens per block: 16 amortises the per-block index load, but every core gets work */
@@ -165,9 +173,8 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *a, const
 
 static void unit_begin(struct core_tp *t, void *ctx)
 {
-  struct unperm *u = ctx;
-  int n = core_unit(t);
-  u->step[n] = u->blk[n] = 0;
+  (void)ctx;
+  *unit_of(t) = (struct unperm_unit){0};
   for (int p = 0; p < 2; p++) {
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_YB + p);
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_SMALL + p);
@@ -194,8 +201,7 @@ static int block_class(void *ctx, uint64_t b)
 /* One token's chunk of columns: gather, weigh, accumulate, cast, store. */
 static void step(struct core_tp *t, struct unperm *u, int bp, uint32_t tok, uint32_t r, uint32_t ch)
 {
-  int n = core_unit(t);
-  int p = (int)(u->step[n]++ % 2);
+  int p = (int)(unit_of(t)->step++ % 2);
   uint32_t h0 = ch * u->hc, hn = u->H - h0 < u->hc ? u->H - h0 : u->hc;
   uint32_t es = moe_es(u->dt);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_YB + p);
@@ -255,8 +261,7 @@ static void step(struct core_tp *t, struct unperm *u, int bp, uint32_t tok, uint
 static void block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct unperm *u = ctx;
-  int n = core_unit(t);
-  int bp = (int)(u->blk[n]++ % 2);
+  int bp = (int)(unit_of(t)->blk++ % 2);
   uint32_t t0 = (uint32_t)(b * u->R), tb = u->T - t0 < u->R ? u->T - t0 : u->R;
   uint64_t s0 = (uint64_t)t0 * u->k;
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_SMALL + bp);
@@ -299,7 +304,7 @@ static void setup(void *p, struct op_exec *x)
   }
   struct core_kernel k = {.name = "moe_unpermute", .mode = CORE_MODE_VECTOR, .block_dim = u->cores,
                           .nblocks = u->nblocks, .ctx = u, .unit_begin = unit_begin, .unit_end = unit_end,
-                          .block = block, .block_class = block_class};
+                          .block = block, .block_class = block_class, .unit_ctx_bytes = sizeof(struct unperm_unit)};
   op_kernel(x, &k);
 }
 

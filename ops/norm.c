@@ -76,7 +76,6 @@ struct norm {
   uint64_t T1, T2, A1, A2;    /* chunked: a chunk's folded partials and the row's running ones */
   uint64_t sv1, sv2, tmp;     /* dense per-row statistics */
   uint64_t bc1, bc2;          /* their Brcb broadcasts, a block per row */
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 /*
@@ -162,7 +161,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct norm *n = ctx;
-  n->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, n->rp.slots);
   if (n->rp.chunked) return;
   /* resident gamma (and beta): 16-bit layer_norm loads them into W and widens them once */
@@ -210,7 +209,7 @@ static void rms_rows(struct core_tp *t, struct norm *n, uint64_t b)
   uint64_t r0 = b * R, goff = r0 * H * n->es;
   uint32_t nr = (uint32_t)vx_min64(R, n->rows - r0);
   uint64_t cnt = (uint64_t)nr * rs;
-  int s = (int)(n->stage[core_unit(t)]++ % (uint32_t)n->rp.slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)n->rp.slots);
   uint64_t X = n->slot[s], Rs = X + n->in_stride;
   vx_load_begin(t, s);
   vx_load(t, X, n->x + goff, n->dt, nr, H, H, rs);
@@ -260,11 +259,10 @@ static void rms_rows(struct core_tp *t, struct norm *n, uint64_t b)
 static void rms_chunked(struct core_tp *t, struct norm *n, uint64_t row)
 {
   uint32_t C = n->rp.C, H = n->H, slots = (uint32_t)n->rp.slots;
-  int u = core_unit(t);
   uint64_t goff = row * H;
   for (uint32_t j = 0; j < n->rp.nchunk; j++) { /* pass 1: h, sum of squares */
     uint32_t c0 = j * C, cn = H - c0 < C ? H - c0 : C;
-    int s = (int)(n->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = n->slot[s], Rs = X + n->in_stride, e = (goff + c0) * n->es;
     vx_load_begin(t, s);
     vx_load(t, X, n->x + e, n->dt, 1, cn, H, cn);
@@ -304,7 +302,7 @@ static void rms_chunked(struct core_tp *t, struct norm *n, uint64_t row)
   }
   for (uint32_t j = 0; j < n->rp.nchunk; j++) { /* pass 2: y = h * rstd * gamma */
     uint32_t c0 = j * C, cn = H - c0 < C ? H - c0 : C;
-    int s = (int)(n->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = n->slot[s], Gs = X + n->in_stride, e = (goff + c0) * n->es;
     vx_load_begin(t, s);
     vx_load(t, X, (n->res ? n->h : n->x) + e, n->dt, 1, cn, H, cn);
@@ -336,7 +334,7 @@ static void ln_rows(struct core_tp *t, struct norm *n, uint64_t b)
   uint64_t r0 = b * R, goff = r0 * H * n->es;
   uint32_t nr = (uint32_t)vx_min64(R, n->rows - r0);
   uint64_t cnt = (uint64_t)nr * rs;
-  int s = (int)(n->stage[core_unit(t)]++ % (uint32_t)n->rp.slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)n->rp.slots);
   uint64_t X = n->slot[s];
   vx_load_begin(t, s);
   vx_load(t, X, n->x + goff, n->dt, nr, H, H, rs);
@@ -369,11 +367,10 @@ static void ln_rows(struct core_tp *t, struct norm *n, uint64_t b)
 static void ln_chunked(struct core_tp *t, struct norm *n, uint64_t row)
 {
   uint32_t C = n->rp.C, H = n->H, slots = (uint32_t)n->rp.slots;
-  int u = core_unit(t);
   uint64_t goff = row * H;
   for (uint32_t j = 0; j < n->rp.nchunk; j++) { /* pass 1: sum and sum of squares */
     uint32_t c0 = j * C, cn = H - c0 < C ? H - c0 : C;
-    int s = (int)(n->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = n->slot[s];
     vx_load_begin(t, s);
     vx_load(t, X, n->x + (goff + c0) * n->es, n->dt, 1, cn, H, cn);
@@ -405,7 +402,7 @@ static void ln_chunked(struct core_tp *t, struct norm *n, uint64_t row)
   vx_brcb(t, n->bc2, n->sv2, 1);
   for (uint32_t j = 0; j < n->rp.nchunk; j++) { /* pass 2: normalise with the chunk's gamma, beta */
     uint32_t c0 = j * C, cn = H - c0 < C ? H - c0 : C;
-    int s = (int)(n->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = n->slot[s], Gs = X + n->in_stride, Bs = X + 2 * n->in_stride, e = (goff + c0) * n->es;
     vx_load_begin(t, s);
     vx_load(t, X, n->x + e, n->dt, 1, cn, H, cn);
@@ -498,7 +495,8 @@ static void setup(void *p, struct op_exec *x)
   if (n->res) n->h = op_tensor(x, "h", n->dt, cnt, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = n->layer ? "layer_norm" : "rms_norm", .mode = CORE_MODE_VECTOR,
                           .block_dim = n->dim, .nblocks = n->rp.tiles, .ctx = n, .unit_begin = unit_begin,
-                          .unit_end = unit_end, .block = block, .block_class = block_class};
+                          .unit_end = unit_end, .block = block, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct vx_unit)};
   op_kernel(x, &k);
 }
 

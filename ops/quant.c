@@ -90,13 +90,14 @@ struct quant {
   uint64_t nblocks;
   uint32_t cb128;              /* block128x128: column blocks */
   int dim, slots;
+  int units;                   /* vector cores whose 32-byte partial maxima the UB layout holds */
+  int max_units;               /* the most vector cores whose maxima leave room for the smallest tile */
   uint64_t x, q, sc, ws;       /* GM: wide values, codes, scales, per-tensor workspace */
   uint64_t slot[VX_SLOTS_MAX]; /* UB slot: quantize x then codes at +0; dequantize codes at +0 */
   uint64_t sc_off, out_off;    /* scales in the slot; dequantize's wide output */
   uint64_t F, W, T, BC;        /* fp32 work, fold scratch, Brcb blocks */
   uint64_t AM, V1, V2, V3, P, MB, MBN, C448, BC0, NANC, RUN, T64, WS;
   struct qk k[2];
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 static uint32_t blocks_per_tile(const struct quant *p, uint32_t E)
@@ -130,7 +131,7 @@ static uint64_t layout(struct quant *p, uint32_t E, int slots, bool place)
   if (T >= 0) vx_lay_pass(&l, T, Wx, VX_NOBUF, 0.5); /* first fold */
   vx_lay_pass(&l, Wx, Fx, BC, 1);                    /* x * multiplier */
   uint64_t vb = ops_roundup((uint64_t)nb * 4, VX_REP_BYTES) + VX_REP_BYTES;
-  int units = vx_cores(p->chip) < VX_MAX_UNITS ? vx_cores(p->chip) : VX_MAX_UNITS; /* a partial amax per unit */
+  int units = p->units; /* a partial amax per unit */
   uint64_t small = 7 * vb + 2 * ops_roundup(nb / 8 + 32, 32) + 4 * VX_REP_BYTES + 32ull * (uint64_t)units + 1024;
   if (!place) return base + vx_lay_bound(&l) + small;
   vx_lay_solve(&l, p->chip, base, vx_ub_bytes(p->chip) - small);
@@ -270,7 +271,7 @@ static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct qk *k = ctx;
   struct quant *p = k->p;
-  p->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, p->slots);
   uint32_t nb = blocks_per_tile(p, p->E);
   vx_dup(t, NPU_DT_FP32, p->C448, FP8_MAX, ops_roundup(nb, 8));
@@ -320,7 +321,7 @@ static void quantize_tile(struct core_tp *t, struct quant *p, int phase, uint64_
   uint64_t i0, r0;
   uint32_t cnt, nr, c0;
   tile_of(p, b, &i0, &cnt, &r0, &nr, &c0);
-  int s = (int)(p->stage[core_unit(t)]++ % (uint32_t)p->slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)p->slots);
   uint64_t X = p->slot[s], Sc = X + p->sc_off;
   bool b128 = p->gran == G_128X128;
   uint32_t nb = b128 ? 1 : p->bs ? cnt / p->bs : 0;
@@ -410,7 +411,7 @@ static void dequantize_tile(struct core_tp *t, struct quant *p, uint64_t b)
   uint64_t i0, r0;
   uint32_t cnt, nr, c0;
   tile_of(p, b, &i0, &cnt, &r0, &nr, &c0);
-  int s = (int)(p->stage[core_unit(t)]++ % (uint32_t)p->slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)p->slots);
   uint64_t X = p->slot[s], Sc = X + p->sc_off, Y = X + p->out_off;
   bool b128 = p->gran == G_128X128;
   uint32_t nb = b128 ? 1 : p->bs ? cnt / p->bs : 0;
@@ -505,6 +506,16 @@ static int plan_common(struct quant *p, const struct op_desc *d, const struct op
                         p->bs, p->cols), NPU_EINVAL;
   uint64_t ub = vx_ub_bytes(chip), tile = op_u(d, a, "tile");
   int cores = vx_cores(chip);
+  /* the kernel's core limit: a 32-byte partial maximum per vector core stays in UB beside the
+   * smallest tile (when not even one core's fits, the tile is what does not fit: said below) */
+  p->units = 0;
+  uint64_t bare = layout(p, p->gran == G_128X128 ? 128 * 128 : 2048, 2, false);
+  p->max_units = bare + 32 <= ub ? (int)((ub - bare) / 32) : 0;
+  if (p->max_units && cores > p->max_units)
+    return npu_diag_set(diag, NULL, 0, d->name,
+                        "the chip has %d vector cores; this kernel supports at most %d (a 32-byte partial maximum "
+                        "per core in UB)", cores, p->max_units), NPU_EUNSUPPORTED;
+  p->units = cores;
   if (p->gran == G_128X128) {
     if (tile)
       return npu_diag_set(diag, "command line", 0, "--tile", "block128x128 tiles are one 128 x 128 block"), NPU_EINVAL;
@@ -594,7 +605,8 @@ static void kernels(struct quant *p, struct op_exec *x)
     struct core_kernel k = {.name = phases == 2 && ph == 0 ? "quantize_amax" : name, .mode = CORE_MODE_VECTOR,
                             .block_dim = p->dim, .nblocks = p->nblocks, .ctx = &p->k[ph],
                             .unit_begin = unit_begin, .unit_end = unit_end, .block = block,
-                            .block_class = block_class};
+                            .block_class = block_class, .unit_ctx_bytes = sizeof(struct vx_unit),
+                            .max_units = p->max_units};
     op_kernel(x, &k);
   }
 }

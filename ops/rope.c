@@ -46,7 +46,6 @@ struct rope {
   uint64_t slot[VX_SLOTS_MAX];  /* UB: x at +0, cos at +cos_off, sin at +sin_off */
   uint64_t cos_off, sin_off;
   uint64_t F, Tm, Cf, Sf;       /* fp32 work: x, the sin products, cos, sin */
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 static uint64_t layout(struct rope *p, uint32_t Tt, uint32_t Hb, int slots, bool place)
@@ -98,7 +97,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct rope *p = ctx;
-  p->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, p->slots);
 }
 
@@ -133,7 +132,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   decompose(p, b, &t0, &nt, &h0, &nh);
   uint32_t D = p->D, half = D / 2;
   uint64_t e = (uint64_t)nt * nh * D, hc = (uint64_t)nt * half, ld = (uint64_t)p->Hh * D;
-  int s = (int)(p->stage[core_unit(t)]++ % (uint32_t)p->slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)p->slots);
   uint64_t X = p->slot[s], Cn = X + p->cos_off, Sn = X + p->sin_off;
   uint64_t gx = (t0 * p->Hh + h0) * D * p->es, gt = t0 * half * p->es;
   vx_load_begin(t, s);
@@ -237,7 +236,8 @@ static void setup(void *pp, struct op_exec *x)
   p->out = op_tensor(x, "out", p->dt, n, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "rope", .mode = CORE_MODE_VECTOR, .block_dim = p->dim, .nblocks = p->nblocks,
                           .ctx = p, .unit_begin = unit_begin, .unit_end = unit_end, .block = block,
-                          .block_class = block_class};
+                          .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct vx_unit)};
   op_kernel(x, &k);
 }
 

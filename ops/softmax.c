@@ -41,7 +41,6 @@ struct softmax {
   uint64_t x, y;                 /* GM */
   uint64_t slot[VX_SLOTS_MAX];   /* UB: slots (one input each) */
   uint64_t F, W, bc1, bc2, acc, M, S, cm, tmp;
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 /* The UB layout for R rows of stride rs (see norm.c's norm_layout). */
@@ -96,7 +95,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct softmax *p = ctx;
-  p->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, p->rp.slots);
 }
 
@@ -112,7 +111,7 @@ static void sm_rows(struct core_tp *t, struct softmax *p, uint64_t b)
   uint64_t r0 = b * R, goff = r0 * C * p->es;
   uint32_t nr = (uint32_t)vx_min64(R, p->rows - r0);
   uint64_t cnt = (uint64_t)nr * rs;
-  int s = (int)(p->stage[core_unit(t)]++ % (uint32_t)p->rp.slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)p->rp.slots);
   uint64_t X = p->slot[s];
   vx_load_begin(t, s);
   vx_load(t, X, p->x + goff, p->dt, nr, C, C, rs);
@@ -142,11 +141,10 @@ static void sm_rows(struct core_tp *t, struct softmax *p, uint64_t b)
 static void sm_chunked(struct core_tp *t, struct softmax *p, uint64_t row)
 {
   uint32_t CH = p->rp.C, C = p->C, slots = (uint32_t)p->rp.slots;
-  int u = core_unit(t);
   bool f16 = p->es == 2;
   for (uint32_t j = 0; j < p->rp.nchunk; j++) { /* pass 1: online max and sum */
     uint32_t c0 = j * CH, cn = C - c0 < CH ? C - c0 : CH;
-    int s = (int)(p->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = p->slot[s], Xf = f16 ? p->F : X;
     vx_load_begin(t, s);
     vx_load(t, X, p->x + (row * C + c0) * p->es, p->dt, 1, cn, C, cn);
@@ -163,7 +161,7 @@ static void sm_chunked(struct core_tp *t, struct softmax *p, uint64_t row)
   vx_brcb(t, p->bc2, p->S, 1); /* bc1 holds the row max from the last chunk */
   for (uint32_t j = 0; j < p->rp.nchunk; j++) { /* pass 2: e^(x - M) / S */
     uint32_t c0 = j * CH, cn = C - c0 < CH ? C - c0 : CH;
-    int s = (int)(p->stage[u]++ % slots);
+    int s = (int)(vx_unit(t)->stage++ % slots);
     uint64_t X = p->slot[s], Xf = f16 ? p->F : X, e = (row * C + c0) * p->es;
     vx_load_begin(t, s);
     vx_load(t, X, p->x + e, p->dt, 1, cn, C, cn);
@@ -220,7 +218,8 @@ static void setup(void *pp, struct op_exec *x)
   p->y = op_tensor(x, "y", p->dt, p->rows * p->C, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "softmax", .mode = CORE_MODE_VECTOR, .block_dim = p->dim,
                           .nblocks = p->rp.tiles, .ctx = p, .unit_begin = unit_begin, .unit_end = unit_end,
-                          .block = block, .block_class = block_class};
+                          .block = block, .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct vx_unit)};
   op_kernel(x, &k);
 }
 

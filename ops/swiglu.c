@@ -43,7 +43,6 @@ struct swiglu {
   uint64_t x, out;               /* GM */
   uint64_t slot[VX_SLOTS_MAX], in_stride;
   uint64_t G, U, T;              /* fp32 work tiles */
-  uint32_t stage[VX_MAX_UNITS];
 };
 
 static uint64_t layout(struct swiglu *p, uint32_t R, uint32_t rs, int slots, bool place)
@@ -92,7 +91,7 @@ static int block_class(void *ctx, uint64_t b)
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct swiglu *p = ctx;
-  p->stage[core_unit(t)] = 0;
+  vx_unit(t)->stage = 0;
   vx_slots_begin(t, p->slots);
 }
 
@@ -109,7 +108,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   uint32_t nr, c0, cn;
   decompose(p, b, &r0, &nr, &c0, &cn);
   uint64_t cnt = (uint64_t)nr * p->rs, ld = 2ull * p->ffn;
-  int s = (int)(p->stage[core_unit(t)]++ % (uint32_t)p->slots);
+  int s = (int)(vx_unit(t)->stage++ % (uint32_t)p->slots);
   uint64_t Xg = p->slot[s], Xu = Xg + p->in_stride;
   uint64_t gate = p->x + (r0 * ld + c0) * p->es;
   vx_load_begin(t, s);
@@ -199,7 +198,8 @@ static void setup(void *pp, struct op_exec *x)
   p->out = op_tensor(x, "out", p->dt, p->rows * p->ffn, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "swiglu", .mode = CORE_MODE_VECTOR, .block_dim = p->dim, .nblocks = p->nblocks,
                           .ctx = p, .unit_begin = unit_begin, .unit_end = unit_end, .block = block,
-                          .block_class = block_class};
+                          .block_class = block_class,
+                          .unit_ctx_bytes = sizeof(struct vx_unit)};
   op_kernel(x, &k);
 }
 

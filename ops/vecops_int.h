@@ -40,7 +40,6 @@
 #include "memory/ub.h"
 #include "ops/ops_int.h"
 
-#define VX_MAX_UNITS 256  /* vector cores of the largest preset, rounded up */
 #define VX_REP 64u        /* fp32 elements per repeat */
 #define VX_REP_BYTES 256u /* bytes per repeat */
 #define VX_NOADDR UINT64_MAX /* "no buffer" for optional UB scratch arguments */
@@ -82,6 +81,20 @@ static inline uint32_t vx_es(enum npu_dtype t)
 static inline uint64_t vx_min64(uint64_t a, uint64_t b)
 {
   return a < b ? a : b;
+}
+
+/* ------------------------------------------------------------------ per-unit state */
+
+/* One launch unit's emission state, the launch's unit context (core_unit_ctx): every vector
+ * operator's kernels declare .unit_ctx_bytes = sizeof(struct vx_unit). */
+struct vx_unit {
+  uint32_t stage; /* tiles the unit has started: the next one takes slot stage % slots */
+};
+
+/* The unit's state. */
+static inline struct vx_unit *vx_unit(struct core_tp *t)
+{
+  return core_unit_ctx(t);
 }
 
 /* ------------------------------------------------------------------ vector instructions */
@@ -861,7 +874,6 @@ static inline int vx_plan_rows(struct vx_rowplan *p, uint64_t rows, uint32_t col
 static inline int vx_dim(const struct arch_chip *chip, uint64_t nblocks)
 {
   int c = vx_cores(chip);
-  if (c > VX_MAX_UNITS) c = VX_MAX_UNITS;
   return nblocks < (uint64_t)c ? (int)nblocks : c;
 }
 

@@ -158,9 +158,10 @@ Test(cli, scenario_reference_lists_every_key)
   free(doc);
 }
 
-/* Every operator on a chip with more cores (300) than the largest preset: kernels keep state
- * per core in fixed tables, and must use at most as many cores as those hold (the sanitizer
- * build catches a write past them; one did, on the 132-SM H100 with tables of 128). */
+/* Every operator on a chip with more cores (300) than the largest preset: per-unit state lives in
+ * the launch's unit contexts (no fixed per-core tables, which once overflowed on the 132-SM
+ * H100), so every operator uses every core (the sanitizer build checks the contexts). A kernel
+ * with a real core limit (quantize: 32 bytes of UB per vector core) is refused above it, exit 2. */
 Test(cli, every_operator_runs_on_a_chip_with_many_cores, .timeout = 600)
 {
   static const char *const ops[][9] = {
@@ -195,6 +196,15 @@ Test(cli, every_operator_runs_on_a_chip_with_many_cores, .timeout = 600)
     struct run_result r = ts_run(argv, NULL);
     cr_assert_eq(r.status, 0, "%s: %s", ops[i][0], r.err);
     cr_assert(strstr(r.out, "achieved") != NULL, "%s: %s", ops[i][0], r.out);
+    cr_assert(strstr(r.out, "300/300 cube, 300/300 vector") != NULL, "%s uses fewer cores: %s", ops[i][0], r.out);
     ts_run_free(&r);
   }
+  struct run_result r = ts_npusim("kernel", "quantize", "--rows", "65536", "--cols", "4096", "--arch", "nvidia-h100-sxm",
+                                  "--set", "chip.aic_count=8192", "--set", "chip.aiv_count=8192", "--fidelity",
+                                  "analytic", NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert_str_eq(r.err, "error: quantize: the chip has 8192 vector cores; this kernel supports at most 6108 (a "
+                          "32-byte partial maximum per core in UB)\n");
+  cr_assert_str_eq(r.out, "");
+  ts_run_free(&r);
 }
