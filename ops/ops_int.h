@@ -18,7 +18,7 @@
   OPS_LIST_VECTOR(XX)    \
   OPS_LIST_MOE(XX)
 
-/* GEMM variants and attention (gemm.c, grouped_gemm.c, mx_gemm.c, attention.c). */
+/* GEMM variants (grouped, MX and W4A8 all in gemm.c) and attention (attention.c). */
 #define OPS_LIST_GEMM(XX) XX(op_grouped_gemm)
 #define OPS_LIST_ATTENTION(XX) XX(op_flash_attention)
 
