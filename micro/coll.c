@@ -219,24 +219,13 @@ int mc_coll_run(struct mc_coll_job *job, struct mc_coll_result *res, struct npu_
 
 /* ------------------------------------------------------------------ reports */
 
+/* One result's flat fields: columns of summary.csv (they read the result only). */
 static void result_json(struct npu_json *j, const struct mc_coll_result *r)
 {
-  double algbw = ic_algbw_bytes_per_s(r->bytes, r->time_s);
-  double factor = ic_busbw_factor(r->op, r->ranks);
-  npu_json_key(j, "bytes");
-  npu_json_number(j, r->bytes);
-  npu_json_key(j, "time_s");
-  npu_json_number(j, r->time_s);
-  npu_json_key(j, "algbw_bytes_per_s");
-  npu_json_number(j, algbw);
-  npu_json_key(j, "busbw_bytes_per_s");
-  npu_json_number(j, algbw * factor);
-  npu_json_key(j, "algorithm");
-  npu_json_string(j, r->algorithm);
-  npu_json_key(j, "loops");
-  npu_json_int(j, r->loops);
-  npu_json_key(j, "flows");
-  npu_json_int(j, r->flows);
+  static const char *const names[] = {"bytes", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s", "algorithm",
+                                      "loops", "flows"};
+  struct mc_coll_report x = {NULL, r};
+  rpt_columns_json_some(mc_coll_columns(), &x, names, (int)(sizeof names / sizeof names[0]), j);
 }
 
 void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out)

@@ -444,24 +444,11 @@ void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch
   npu_json_string(&j, fid);
   npu_json_key(&j, "seed");
   npu_json_int(&j, (int64_t)seed);
-  npu_json_key(&j, "time_s");
-  npu_json_number(&j, t->time_s);
-  npu_json_key(&j, "launch_s");
-  npu_json_number(&j, t->launch_s);
-  npu_json_key(&j, "flops");
-  npu_json_number(&j, r->flops);
-  npu_json_key(&j, "achieved_flops_per_s");
-  npu_json_number(&j, r->achieved_flops_per_s);
-  npu_json_key(&j, "gm_bytes_per_s");
-  npu_json_number(&j, r->gm_bytes_per_s);
-  npu_json_key(&j, "hbm_bw_bytes_per_s");
-  npu_json_number(&j, t->hbm_bw_bytes_per_s);
-  npu_json_key(&j, "gm_read_bytes");
-  npu_json_int(&j, (int64_t)t->gm_read_bytes);
-  npu_json_key(&j, "gm_write_bytes");
-  npu_json_int(&j, (int64_t)t->gm_write_bytes);
-  npu_json_key(&j, "l2_hit_bytes");
-  npu_json_int(&j, (int64_t)t->l2_hit_bytes);
+  /* the flat figures: columns of summary.csv (they read the result only) */
+  static const char *const flat[] = {"time_s", "launch_s", "flops", "achieved_flops_per_s", "gm_bytes_per_s",
+                                     "hbm_bw_bytes_per_s", "gm_read_bytes", "gm_write_bytes", "l2_hit_bytes"};
+  struct mc_kernel_report fx = {NULL, r};
+  rpt_columns_json_some(mc_kernel_columns(), &fx, flat, (int)(sizeof flat / sizeof flat[0]), &j);
   npu_json_key(&j, "bottleneck");
   npu_json_string(&j, t->bottleneck);
   npu_json_key(&j, "pipes");

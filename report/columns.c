@@ -103,22 +103,38 @@ void rpt_columns_csv_row(const struct rpt_column *cols, const void *ctx, struct 
   npu_buf_puts(out, "\n");
 }
 
-void rpt_columns_json(const struct rpt_column *cols, const void *ctx, struct npu_json *j)
+/* Expanded column k as a key and value. */
+static void json_field(const struct rpt_column *cols, int k, const void *ctx, struct npu_json *j)
 {
   char nm[128];
-  int i, n = rpt_columns_count(cols);
-  for (int k = 0; k < n; k++) {
-    const struct rpt_column *c = rpt_columns_at(cols, k, &i, nm, sizeof nm, NULL, 0);
-    npu_json_key(j, nm);
-    switch (c->type) {
-    case RPT_STRING: {
-      const char *s = c->text(ctx, i);
-      npu_json_string(j, s ? s : "");
-      break;
-    }
-    case RPT_INT: npu_json_int(j, c->integer(ctx, i)); break;
-    case RPT_REAL: npu_json_number(j, c->real(ctx, i)); break; /* npu_json_number formats as rpt_fmt_number */
-    }
+  int i;
+  const struct rpt_column *c = rpt_columns_at(cols, k, &i, nm, sizeof nm, NULL, 0);
+  NPU_ASSERT(c != NULL);
+  npu_json_key(j, nm);
+  switch (c->type) {
+  case RPT_STRING: {
+    const char *s = c->text(ctx, i);
+    npu_json_string(j, s ? s : "");
+    break;
+  }
+  case RPT_INT: npu_json_int(j, c->integer(ctx, i)); break;
+  case RPT_REAL: npu_json_number(j, c->real(ctx, i)); break; /* npu_json_number formats as rpt_fmt_number */
+  }
+}
+
+void rpt_columns_json(const struct rpt_column *cols, const void *ctx, struct npu_json *j)
+{
+  int n = rpt_columns_count(cols);
+  for (int k = 0; k < n; k++) json_field(cols, k, ctx, j);
+}
+
+void rpt_columns_json_some(const struct rpt_column *cols, const void *ctx, const char *const *names, int n,
+                           struct npu_json *j)
+{
+  for (int i = 0; i < n; i++) {
+    int k = rpt_columns_find(cols, names[i]);
+    NPU_ASSERT(k >= 0);
+    json_field(cols, k, ctx, j);
   }
 }
 

@@ -72,6 +72,10 @@ void rpt_columns_csv_row(const struct rpt_column *cols, const void *ctx, struct 
 void rpt_columns_cell(const struct rpt_column *cols, int k, const void *ctx, char *buf, size_t n);
 /* Every column as a key and value of the JSON object being written (inside object_begin/end). */
 void rpt_columns_json(const struct rpt_column *cols, const void *ctx, struct npu_json *j);
+/* The columns called names[0..n) only, in that order (a flat part of a nested JSON report);
+ * each must exist (a bug otherwise). */
+void rpt_columns_json_some(const struct rpt_column *cols, const void *ctx, const char *const *names, int n,
+                           struct npu_json *j);
 /* The columns as a Markdown table: | `name` | type | unit | meaning |. */
 void rpt_columns_markdown(const struct rpt_column *cols, struct npu_buf *out);
 
