@@ -23,6 +23,7 @@ struct npu_cmd {
 
 extern const struct npu_cmd npu_cmd_arch;
 extern const struct npu_cmd npu_cmd_keys;
+extern const struct npu_cmd npu_cmd_columns;
 extern const struct npu_cmd npu_cmd_kernel;
 extern const struct npu_cmd npu_cmd_collective;
 extern const struct npu_cmd npu_cmd_run;

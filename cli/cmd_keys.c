@@ -1,17 +1,12 @@
 /*
- * cmd_keys.c - `npusim keys`: every key a scenario file may set (system, model, plan, routing,
- * run, and the rl section of RL iterations), with type, default and meaning, as the Markdown
- * table of docs/SCENARIOS.md.
+ * cmd_keys.c - `npusim keys`: every key a scenario file may set, the sections of every kind of
+ * scenario (scenario/: the system, a training job's model, plan, routing and run, the rl
+ * section of RL iterations, the kernel and collective sections), with type, default and
+ * meaning, as the Markdown table of docs/SCENARIOS.md.
  */
 #include "cli/cli.h"
 #include "common/cfg.h"
-#include "workloads/job.h"
-#ifdef NPUSIM_HAVE_RL
-#include "rl/rl.h"
-#endif
-#ifdef NPUSIM_HAVE_MICRO
-#include "micro/micro.h"
-#endif
+#include "scenario/scenario.h"
 
 static const char usage[] =
     "usage: npusim keys\n"
@@ -24,20 +19,12 @@ static const char usage[] =
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   if (argc > 1) return cli_bad_arg(diag, "keys", argv[1]);
-  struct wl_job job;
-  wl_job_init(&job, "keys");
-#ifdef NPUSIM_HAVE_RL
-  struct rl_spec rl; /* an RL iteration (docs/RL.md), last as in RL scenarios */
-  rl_spec_register(job.cfg, &rl);
-#endif
-#ifdef NPUSIM_HAVE_MICRO
-  struct mc_tables *micro = mc_tables_register(job.cfg); /* kernel and collective scenarios (micro/) */
-#endif
-  npu_cfg_write_keys(job.cfg, out);
-  wl_job_release(&job);
-#ifdef NPUSIM_HAVE_MICRO
-  mc_tables_destroy(micro);
-#endif
+  struct npu_cfg *cfg = npu_cfg_create();
+  npu_cfg_set_display_root(cfg, arch_source_root());
+  struct scn_sections *s = scn_sections_add_all(cfg); /* every kind's sections, each once */
+  npu_cfg_write_keys(cfg, out);
+  npu_cfg_destroy(cfg);
+  scn_sections_release(s);
   return 0;
 }
 

@@ -16,11 +16,9 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/json.h"
-#include "workloads/isolate.h"
-#ifdef NPUSIM_HAVE_RL
-#include "rl/rl.h"
-#endif
+#include "scenario/scenario.h"
 
+/* A metric is a result column of the case's kind (`npusim columns`). */
 enum metric { M_STEP, M_MFU, M_TOKENS_DEV, M_MEM_STATIC, M_MEM_ACT, M_BUBBLE, M_RL_ITER };
 static const char *const metric_names[] = {"step_time_s", "mfu", "tokens_per_s_per_device",
                                            "memory_weights_optimizer_bytes", "memory_activations_bytes",
@@ -108,46 +106,12 @@ static const char usage[] =
     "               .source; and .mape\n"
     "  --only TEXT  run the cases whose name contains TEXT\n";
 
-static double metric_of(const struct wl_outcome *o, enum metric m)
-{
-  switch (m) {
-  case M_STEP: return o->step_time_s;
-  case M_MFU: return o->mfu;
-  case M_TOKENS_DEV: return o->tokens_per_s_per_device;
-  case M_MEM_STATIC: return o->memory_weights_optimizer_bytes;
-  case M_MEM_ACT: return o->memory_activations_bytes;
-  case M_BUBBLE: return o->bubble_fraction;
-  case M_RL_ITER: return o->step_time_s; /* run_case() puts the iteration time there */
-  }
-  return NAN;
-}
-
 static void fmt_value(char *buf, size_t n, enum metric m, double v)
 {
   if (m == M_MEM_STATIC || m == M_MEM_ACT) snprintf(buf, n, "%.2f GiB", v / GIB);
   else if (m == M_MFU || m == M_BUBBLE) snprintf(buf, n, "%.1f%%", 100 * v);
   else if (m == M_STEP || m == M_RL_ITER) snprintf(buf, n, "%.3g s", v);
   else snprintf(buf, n, "%.0f", v);
-}
-
-/* One case: a training step in a child process, or an RL iteration (rl_run forks its own
- * children: this process never starts SimGrid). */
-static int run_case(const char *path, const struct vcase *v, int ns, struct wl_outcome *o, struct npu_diag *diag)
-{
-  if (v->metric != M_RL_ITER) return wl_run_isolated(path, v->sets, ns, o, diag);
-  memset(o, 0, sizeof *o);
-#ifdef NPUSIM_HAVE_RL
-  struct rl_job job;
-  struct rl_result res;
-  int rc = rl_job_load(&job, path, v->sets, ns, diag);
-  if (!rc) rc = rl_run(&job, NULL, &res, diag);
-  rl_job_release(&job);
-  if (rc) return rc;
-  o->step_time_s = res.iteration_s;
-  return 0;
-#else
-  return npu_diag_set(diag, path, 0, NULL, "this build has no RL simulation (rl/)"), NPU_EINVAL;
-#endif
 }
 
 static bool same_run(const struct vcase *a, const struct vcase *b)
@@ -181,7 +145,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   double sum = 0;
   int n = 0;
   const struct vcase *last = NULL;
-  struct wl_outcome o;
+  struct scn_outcome o;
   for (size_t c = 0; c < NCASES; c++) {
     const struct vcase *v = &cases[c];
     if (only && !strstr(v->name, only)) continue;
@@ -191,12 +155,17 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     while (ns < 6 && v->sets[ns]) ns++;
     /* cases of the same scenario and overrides (other metrics) share one run */
     if (!last || !same_run(last, v)) {
-      int rc = run_case(path, v, ns, &o, diag);
+      /* any kind, in a child process (one engine per process) */
+      int rc = scn_run_isolated(NULL, path, v->sets, ns, &o, diag);
       if (rc) return rc;
       if (o.status) return npu_diag_set(diag, path, 0, NULL, "%s", o.message);
       last = v;
     }
-    double pred = metric_of(&o, v->metric), err = (pred - v->published) / v->published;
+    double pred;
+    if (!scn_outcome_number(&o, metric_names[v->metric], &pred))
+      return npu_diag_set(diag, path, 0, NULL, "a %s scenario has no column %s", o.kind, metric_names[v->metric]),
+             NPU_EINTERNAL;
+    double err = (pred - v->published) / v->published;
     sum += fabs(err);
     n++;
     if (json) {

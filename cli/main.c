@@ -22,6 +22,7 @@ static const struct npu_cmd *const commands[] = {
     &npu_cmd_run,
     &npu_cmd_validate,
     &npu_cmd_keys,
+    &npu_cmd_columns,
 #endif
 #ifdef NPUSIM_HAVE_SWEEP
     &npu_cmd_sweep,

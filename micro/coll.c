@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "common/json.h"
+#include "report/columns.h"
 #include "common/units.h"
 #include "interconnect/comm.h"
 #include "interconnect/run.h"
@@ -218,24 +219,13 @@ int mc_coll_run(struct mc_coll_job *job, struct mc_coll_result *res, struct npu_
 
 /* ------------------------------------------------------------------ reports */
 
+/* One result's flat fields: columns of summary.csv (they read the result only). */
 static void result_json(struct npu_json *j, const struct mc_coll_result *r)
 {
-  double algbw = ic_algbw_bytes_per_s(r->bytes, r->time_s);
-  double factor = ic_busbw_factor(r->op, r->ranks);
-  npu_json_key(j, "bytes");
-  npu_json_number(j, r->bytes);
-  npu_json_key(j, "time_s");
-  npu_json_number(j, r->time_s);
-  npu_json_key(j, "algbw_bytes_per_s");
-  npu_json_number(j, algbw);
-  npu_json_key(j, "busbw_bytes_per_s");
-  npu_json_number(j, algbw * factor);
-  npu_json_key(j, "algorithm");
-  npu_json_string(j, r->algorithm);
-  npu_json_key(j, "loops");
-  npu_json_int(j, r->loops);
-  npu_json_key(j, "flows");
-  npu_json_int(j, r->flows);
+  static const char *const names[] = {"bytes", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s", "algorithm",
+                                      "loops", "flows"};
+  struct mc_coll_report x = {NULL, r};
+  rpt_columns_json_some(mc_coll_columns(), &x, names, (int)(sizeof names / sizeof names[0]), j);
 }
 
 void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out)
@@ -289,30 +279,60 @@ void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, struc
   }
 }
 
-static const char *const coll_cols[] = {"scenario",  "op",   "system",    "ranks",  "servers",
-                                        "fidelity",  "bytes", "time_s",   "algbw_bytes_per_s",
-                                        "busbw_bytes_per_s", "busbw_factor", "loops", "flows", "algorithm", NULL};
+/* ------------------------------------------------------------------ columns */
+
+#define J(ctx) (((const struct mc_coll_report *)(ctx))->job)
+#define R(ctx) (((const struct mc_coll_report *)(ctx))->res)
+
+static const char *c_scenario(const void *x, int i) { (void)i; return J(x)->path; }
+static const char *c_op(const void *x, int i) { (void)i; return ic_op_name(R(x)->op); }
+static const char *c_system(const void *x, int i) { (void)i; return mc_system_name(&J(x)->sys); }
+static long long c_ranks(const void *x, int i) { (void)i; return R(x)->ranks; }
+static long long c_servers(const void *x, int i) { (void)i; return R(x)->servers; }
+static const char *c_fidelity(const void *x, int i) { (void)i; return ic_fidelity_name(R(x)->fidelity); }
+static double c_bytes(const void *x, int i) { (void)i; return R(x)->bytes; }
+static double c_time(const void *x, int i) { (void)i; return R(x)->time_s; }
+static double c_algbw(const void *x, int i) { (void)i; return ic_algbw_bytes_per_s(R(x)->bytes, R(x)->time_s); }
+static double c_factor(const void *x, int i) { (void)i; return ic_busbw_factor(R(x)->op, R(x)->ranks); }
+static double c_busbw(const void *x, int i) { return c_algbw(x, i) * c_factor(x, i); }
+static long long c_loops(const void *x, int i) { (void)i; return R(x)->loops; }
+static long long c_flows(const void *x, int i) { (void)i; return (long long)R(x)->flows; }
+static const char *c_algorithm(const void *x, int i) { (void)i; return R(x)->algorithm; }
+
+/* summary.csv of a collective scenario; units in the names, the order is the contract. */
+static const struct rpt_column coll_columns[] = {
+    {"scenario", RPT_STRING, "text", "the scenario file (or the sweep point's name)", .text = c_scenario},
+    {"op", RPT_STRING, "text", "the collective operation", .text = c_op},
+    {"system", RPT_STRING, "text", "the system's name (cluster, else node, else chip)", .text = c_system},
+    {"ranks", RPT_INT, "", "ranks of the communicator", .integer = c_ranks},
+    {"servers", RPT_INT, "", "servers the communicator spans", .integer = c_servers},
+    {"fidelity", RPT_STRING, "text", "step or bulk", .text = c_fidelity},
+    {"bytes", RPT_REAL, "bytes", "size S per rank (nccl-tests convention)", .real = c_bytes},
+    {"time_s", RPT_REAL, "s", "time of the collective", .real = c_time},
+    {"algbw_bytes_per_s", RPT_REAL, "bytes/s", "bytes / time_s", .real = c_algbw},
+    {"busbw_bytes_per_s", RPT_REAL, "bytes/s", "algbw x busbw_factor (nccl-tests convention)", .real = c_busbw},
+    {"busbw_factor", RPT_REAL, "ratio", "the operation's bus-bandwidth factor for the ranks", .real = c_factor},
+    {"loops", RPT_INT, "", "passes through the communicator buffer", .integer = c_loops},
+    {"flows", RPT_INT, "", "flows simulated", .integer = c_flows},
+    {"algorithm", RPT_STRING, "text", "the algorithm chosen (or set)", .text = c_algorithm},
+    {NULL},
+};
+
+#undef J
+#undef R
+
+const struct rpt_column *mc_coll_columns(void)
+{
+  return coll_columns;
+}
 
 void mc_coll_csv_header(struct npu_buf *out)
 {
-  for (int i = 0; coll_cols[i]; i++) npu_buf_printf(out, "%s%s", i ? "," : "", coll_cols[i]);
-  npu_buf_puts(out, "\n");
+  rpt_columns_csv_header(coll_columns, out);
 }
 
 void mc_coll_csv_row(const struct mc_coll_job *job, const struct mc_coll_result *r, struct npu_buf *out)
 {
-  double algbw = ic_algbw_bytes_per_s(r->bytes, r->time_s);
-  double factor = ic_busbw_factor(r->op, r->ranks);
-  npu_csv_field(out, job->path);
-  npu_buf_printf(out, ",%s,", ic_op_name(r->op));
-  npu_csv_field(out, mc_system_name(&job->sys));
-  npu_buf_printf(out, ",%d,%d,%s", r->ranks, r->servers, ic_fidelity_name(r->fidelity));
-  mc__csv_number(out, r->bytes);
-  mc__csv_number(out, r->time_s);
-  mc__csv_number(out, algbw);
-  mc__csv_number(out, algbw * factor);
-  mc__csv_number(out, factor);
-  npu_buf_printf(out, ",%d,%lld,", r->loops, (long long)r->flows);
-  npu_csv_field(out, r->algorithm);
-  npu_buf_puts(out, "\n");
+  struct mc_coll_report x = {job, r};
+  rpt_columns_csv_row(coll_columns, &x, out);
 }

@@ -13,6 +13,7 @@
 
 #include "common/err.h"
 #include "common/json.h"
+#include "report/columns.h"
 #include "common/units.h"
 #include "micro/micro_int.h"
 
@@ -443,24 +444,11 @@ void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch
   npu_json_string(&j, fid);
   npu_json_key(&j, "seed");
   npu_json_int(&j, (int64_t)seed);
-  npu_json_key(&j, "time_s");
-  npu_json_number(&j, t->time_s);
-  npu_json_key(&j, "launch_s");
-  npu_json_number(&j, t->launch_s);
-  npu_json_key(&j, "flops");
-  npu_json_number(&j, r->flops);
-  npu_json_key(&j, "achieved_flops_per_s");
-  npu_json_number(&j, r->achieved_flops_per_s);
-  npu_json_key(&j, "gm_bytes_per_s");
-  npu_json_number(&j, r->gm_bytes_per_s);
-  npu_json_key(&j, "hbm_bw_bytes_per_s");
-  npu_json_number(&j, t->hbm_bw_bytes_per_s);
-  npu_json_key(&j, "gm_read_bytes");
-  npu_json_int(&j, (int64_t)t->gm_read_bytes);
-  npu_json_key(&j, "gm_write_bytes");
-  npu_json_int(&j, (int64_t)t->gm_write_bytes);
-  npu_json_key(&j, "l2_hit_bytes");
-  npu_json_int(&j, (int64_t)t->l2_hit_bytes);
+  /* the flat figures: columns of summary.csv (they read the result only) */
+  static const char *const flat[] = {"time_s", "launch_s", "flops", "achieved_flops_per_s", "gm_bytes_per_s",
+                                     "hbm_bw_bytes_per_s", "gm_read_bytes", "gm_write_bytes", "l2_hit_bytes"};
+  struct mc_kernel_report fx = {NULL, r};
+  rpt_columns_json_some(mc_kernel_columns(), &fx, flat, (int)(sizeof flat / sizeof flat[0]), &j);
   npu_json_key(&j, "bottleneck");
   npu_json_string(&j, t->bottleneck);
   npu_json_key(&j, "pipes");
@@ -513,41 +501,98 @@ void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch
   npu_json_finish(&j);
 }
 
-/* summary.csv columns; units in the names. */
-static const char *const kernel_cols[] = {
-    "scenario", "op", "args", "system", "fidelity", "seed", "time_s", "launch_s", "flops", "achieved_flops_per_s",
-    "gm_bytes_per_s", "hbm_bw_bytes_per_s", "gm_read_bytes", "gm_write_bytes", "l2_hit_bytes", "kernels",
-    "instructions", "aic_used", "aic_total", "aiv_used", "aiv_total", "aic_mac_ratio", "aic_mte1_ratio",
-    "aic_mte2_ratio", "aic_fixpipe_ratio", "aic_scalar_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio",
-    "aiv_scalar_ratio", "check", "bottleneck", NULL};
+/* ------------------------------------------------------------------ columns */
+
+#define J(ctx) (((const struct mc_kernel_report *)(ctx))->job)
+#define R(ctx) (((const struct mc_kernel_report *)(ctx))->res)
+#define T(ctx) (&R(ctx)->total)
+
+static const char *c_scenario(const void *x, int i) { (void)i; return J(x)->path; }
+static const char *c_op(const void *x, int i) { (void)i; return J(x)->op->name; }
+static const char *c_args(const void *x, int i) { (void)i; return J(x)->args_text; }
+static const char *c_system(const void *x, int i) { (void)i; return J(x)->sys.chip.name; }
+static const char *c_fidelity(const void *x, int i) { (void)i; return fid_names[J(x)->spec.fidelity]; }
+static long long c_seed(const void *x, int i) { (void)i; return J(x)->spec.seed; }
+static double c_time(const void *x, int i) { (void)i; return T(x)->time_s; }
+static double c_launch(const void *x, int i) { (void)i; return T(x)->launch_s; }
+static double c_flops(const void *x, int i) { (void)i; return R(x)->flops; }
+static double c_achieved(const void *x, int i) { (void)i; return R(x)->achieved_flops_per_s; }
+static double c_gm_bw(const void *x, int i) { (void)i; return R(x)->gm_bytes_per_s; }
+static double c_hbm_bw(const void *x, int i) { (void)i; return T(x)->hbm_bw_bytes_per_s; }
+static long long c_gm_read(const void *x, int i) { (void)i; return (long long)T(x)->gm_read_bytes; }
+static long long c_gm_write(const void *x, int i) { (void)i; return (long long)T(x)->gm_write_bytes; }
+static long long c_l2_hit(const void *x, int i) { (void)i; return (long long)T(x)->l2_hit_bytes; }
+static long long c_kernels(const void *x, int i) { (void)i; return R(x)->nkernels; }
+static long long c_instructions(const void *x, int i) { (void)i; return (long long)T(x)->instructions; }
+static long long c_aic_used(const void *x, int i) { (void)i; return T(x)->aic_used; }
+static long long c_aic_total(const void *x, int i) { (void)i; return T(x)->aic_total; }
+static long long c_aiv_used(const void *x, int i) { (void)i; return T(x)->aiv_used; }
+static long long c_aiv_total(const void *x, int i) { (void)i; return T(x)->aiv_total; }
+static double c_ratio(const void *x, int i)
+{
+  struct ratio r[9];
+  ratios(T(x), r);
+  return r[i].v;
+}
+static const char *ratio_name(int i)
+{
+  static const char *const names[] = {"aic_mac", "aic_mte1", "aic_mte2", "aic_fixpipe", "aic_scalar",
+                                      "aiv_vec", "aiv_mte2", "aiv_mte3", "aiv_scalar"};
+  return names[i];
+}
+static const char *c_check(const void *x, int i)
+{
+  (void)i;
+  return R(x)->checked ? (R(x)->passed ? "passed" : "failed") : "";
+}
+static const char *c_bottleneck(const void *x, int i) { (void)i; return T(x)->bottleneck; }
+
+/* summary.csv of a kernel scenario; units in the names, the order is the contract. */
+static const struct rpt_column kernel_columns[] = {
+    {"scenario", RPT_STRING, "text", "the scenario file (or the sweep point's name)", .text = c_scenario},
+    {"op", RPT_STRING, "text", "the operator (npusim kernel list)", .text = c_op},
+    {"args", RPT_STRING, "text", "the operator's arguments, canonical", .text = c_args},
+    {"system", RPT_STRING, "text", "the chip's name", .text = c_system},
+    {"fidelity", RPT_STRING, "text", "event or analytic", .text = c_fidelity},
+    {"seed", RPT_INT, "", "seed of the input generator", .integer = c_seed},
+    {"time_s", RPT_REAL, "s", "kernel time, launch overhead included", .real = c_time},
+    {"launch_s", RPT_REAL, "s", "launch overhead", .real = c_launch},
+    {"flops", RPT_REAL, "FLOP", "floating-point operations of the operator", .real = c_flops},
+    {"achieved_flops_per_s", RPT_REAL, "FLOP/s", "flops / time_s", .real = c_achieved},
+    {"gm_bytes_per_s", RPT_REAL, "bytes/s", "GM traffic (reads and writes) / time_s", .real = c_gm_bw},
+    {"hbm_bw_bytes_per_s", RPT_REAL, "bytes/s", "HBM traffic (L2 misses) / time_s", .real = c_hbm_bw},
+    {"gm_read_bytes", RPT_INT, "bytes", "bytes read from GM", .integer = c_gm_read},
+    {"gm_write_bytes", RPT_INT, "bytes", "bytes written to GM", .integer = c_gm_write},
+    {"l2_hit_bytes", RPT_INT, "bytes", "GM bytes served by the L2", .integer = c_l2_hit},
+    {"kernels", RPT_INT, "", "kernel launches of the operator", .integer = c_kernels},
+    {"instructions", RPT_INT, "", "instructions executed, all cores", .integer = c_instructions},
+    {"aic_used", RPT_INT, "", "cube cores used", .integer = c_aic_used},
+    {"aic_total", RPT_INT, "", "cube cores of the chip", .integer = c_aic_total},
+    {"aiv_used", RPT_INT, "", "vector cores used", .integer = c_aiv_used},
+    {"aiv_total", RPT_INT, "", "vector cores of the chip", .integer = c_aiv_total},
+    {"%s_ratio", RPT_REAL, "fraction", "busy share of the kernel time of the pipe %s (msprof's name)",
+     .real = c_ratio, .count = 9, .index_name = ratio_name, .index_desc = ratio_name},
+    {"check", RPT_STRING, "text", "functional check: passed, failed, or empty when not run", .text = c_check},
+    {"bottleneck", RPT_STRING, "text", "what bounds the kernel, in words", .text = c_bottleneck},
+    {NULL},
+};
+
+#undef J
+#undef R
+#undef T
+
+const struct rpt_column *mc_kernel_columns(void)
+{
+  return kernel_columns;
+}
 
 void mc_kernel_csv_header(struct npu_buf *out)
 {
-  for (int i = 0; kernel_cols[i]; i++) npu_buf_printf(out, "%s%s", i ? "," : "", kernel_cols[i]);
-  npu_buf_puts(out, "\n");
+  rpt_columns_csv_header(kernel_columns, out);
 }
 
 void mc_kernel_csv_row(const struct mc_kernel_job *job, const struct op_result *r, struct npu_buf *out)
 {
-  const struct core_result *t = &r->total;
-  npu_csv_field(out, job->path);
-  npu_buf_puts(out, ",");
-  npu_csv_field(out, job->op->name);
-  npu_buf_puts(out, ",");
-  npu_csv_field(out, job->args_text);
-  npu_buf_puts(out, ",");
-  npu_csv_field(out, job->sys.chip.name);
-  npu_buf_printf(out, ",%s,%d", fid_names[job->spec.fidelity], job->spec.seed);
-  double nums[] = {t->time_s, t->launch_s, r->flops, r->achieved_flops_per_s, r->gm_bytes_per_s,
-                   t->hbm_bw_bytes_per_s};
-  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) mc__csv_number(out, nums[i]);
-  npu_buf_printf(out, ",%llu,%llu,%llu,%d,%llu,%d,%d,%d,%d", (unsigned long long)t->gm_read_bytes,
-                 (unsigned long long)t->gm_write_bytes, (unsigned long long)t->l2_hit_bytes, r->nkernels,
-                 (unsigned long long)t->instructions, t->aic_used, t->aic_total, t->aiv_used, t->aiv_total);
-  struct ratio x[9];
-  ratios(t, x);
-  for (int i = 0; i < 9; i++) mc__csv_number(out, x[i].v);
-  npu_buf_printf(out, ",%s,", r->checked ? (r->passed ? "passed" : "failed") : "");
-  npu_csv_field(out, t->bottleneck);
-  npu_buf_puts(out, "\n");
+  struct mc_kernel_report x = {job, r};
+  rpt_columns_csv_row(kernel_columns, &x, out);
 }

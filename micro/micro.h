@@ -30,26 +30,13 @@
 #include "interconnect/coll.h"
 #include "ops/op.h"
 
-/* What a scenario describes, as far as this module is concerned. */
-enum mc_kind {
-  MC_KIND_NONE,       /* neither section: a training or RL scenario, or a system only */
-  MC_KIND_KERNEL,     /* a kernel section */
-  MC_KIND_COLLECTIVE, /* a collective section */
-};
-
 /*
- * The kind of the scenario at path with the overrides applied. A file the loader refuses is
- * judged by its text: a top-level `kernel` or `collective` group (or a kernel.* / collective.*
- * override) makes it one, so that loading it as such reports the error.
+ * Register the kernel section (with the kernel.<param> keys) or the collective section with
+ * cfg, for a loader shared by several kinds of scenario (detection, `npusim keys`). The
+ * returned object holds their values: destroy it after cfg.
  */
-enum mc_kind mc_file_kind(const char *path, const char *const *sets, int nsets);
-
-/*
- * Register the kernel and the collective sections (with the kernel.<param> keys) with cfg, for
- * listing every key (`npusim keys`). The returned object holds their values: destroy it after
- * cfg.
- */
-struct mc_tables *mc_tables_register(struct npu_cfg *cfg);
+struct mc_tables *mc_kernel_tables_register(struct npu_cfg *cfg);
+struct mc_tables *mc_coll_tables_register(struct npu_cfg *cfg);
 void mc_tables_destroy(struct mc_tables *t);
 
 /* ------------------------------------------------------------------ kernel */
@@ -117,6 +104,16 @@ void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch
                     const struct op_result *r, struct npu_buf *out);
 void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fidelity,
                     uint64_t seed, const struct op_result *r, struct npu_buf *out);
+
+/* What a kernel scenario's columns read: the job and its result (both borrowed). */
+struct mc_kernel_report {
+  const struct mc_kernel_job *job;
+  const struct op_result *res;
+};
+struct rpt_column;
+/* The columns of a kernel scenario's summary.csv (report/columns.h), from a struct
+ * mc_kernel_report; static. */
+const struct rpt_column *mc_kernel_columns(void);
 
 /* summary.csv of a kernel scenario: the header line, and one row (each ends in a newline). */
 void mc_kernel_csv_header(struct npu_buf *out);
@@ -187,6 +184,15 @@ void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struc
 /* The system's name: cluster.name, else node.name, else chip.name. Lives as long as sys. */
 const char *mc_system_name(const struct arch_system *sys);
 
+/* What a collective scenario's columns read: the job and its result (both borrowed). */
+struct mc_coll_report {
+  const struct mc_coll_job *job;
+  const struct mc_coll_result *res;
+};
+/* The columns of a collective scenario's summary.csv, from a struct mc_coll_report; static. */
+const struct rpt_column *mc_coll_columns(void);
+
+/* summary.csv of a collective scenario: the header line, and one row (each ends in a newline). */
 void mc_coll_csv_header(struct npu_buf *out);
 void mc_coll_csv_row(const struct mc_coll_job *job, const struct mc_coll_result *r, struct npu_buf *out);
 

@@ -11,7 +11,4 @@ void mc__kernel_unregister(struct mc_kparams *kp);
 /* Register the collective section. */
 void mc__coll_register(struct npu_cfg *cfg, struct mc_coll_spec *spec);
 
-/* ",NUMBER" in the shortest form that reads back to the same double. */
-void mc__csv_number(struct npu_buf *out, double v);
-
 #endif

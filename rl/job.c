@@ -5,7 +5,6 @@
  */
 #include "rl/rl.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,41 +25,6 @@ static void register_all(struct rl_job *job)
   wl_routing_register(job->cfg, &job->routing);
   wl_run_register(job->cfg, &job->run);
   rl_spec_register(job->cfg, &job->spec); /* last: the training scenario is what comes before */
-}
-
-/* A top-level `rl` group in the file's text, or an rl.* override. */
-static bool mentions_rl(const char *path, const char *const *sets, int nsets)
-{
-  for (int i = 0; i < nsets; i++)
-    if (!strncmp(sets[i], "rl.", 3)) return true;
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  char line[1024];
-  bool yes = false;
-  while (!yes && fgets(line, sizeof line, f)) {
-    const char *p = line;
-    while (isspace((unsigned char)*p)) p++;
-    if (strncmp(p, "rl", 2)) continue;
-    p += 2;
-    while (*p == ' ' || *p == '\t') p++;
-    yes = *p == '=' || *p == ':' || *p == '.';
-  }
-  fclose(f);
-  return yes;
-}
-
-bool rl_file_is_rl(const char *path, const char *const *sets, int nsets)
-{
-  struct rl_job job;
-  memset(&job, 0, sizeof job);
-  register_all(&job);
-  struct npu_diag d;
-  npu_diag_clear(&d);
-  int rc = npu_cfg_load_file(job.cfg, path, &d);
-  for (int i = 0; !rc && i < nsets; i++) rc = npu_cfg_set(job.cfg, sets[i], &d);
-  bool yes = rc ? mentions_rl(path, sets, nsets) : npu_cfg_section_present(job.cfg, "rl");
-  npu_cfg_destroy(job.cfg);
-  return yes;
 }
 
 /* The devices of a pool as a system of whole servers (or part of one): nodes x per-node. */

@@ -108,8 +108,6 @@ struct rl_job {
  */
 int rl_job_load(struct rl_job *job, const char *path, const char *const *sets, int nsets, struct npu_diag *diag);
 void rl_job_release(struct rl_job *job);
-/* Whether the file (with overrides) has an `rl` section; false when it does not load. */
-bool rl_file_is_rl(const char *path, const char *const *sets, int nsets);
 
 /* ------------------------------------------------------------------ results */
 
@@ -169,6 +167,15 @@ struct rl_result {
  * trace (may be NULL) gets the phases per pool. 0 or an error with diag.
  */
 int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, struct npu_diag *diag);
+
+/* What an RL iteration's columns read: the job and its result (both borrowed). */
+struct rl_report {
+  const struct rl_job *job;
+  const struct rl_result *res;
+};
+struct rpt_column;
+/* The columns of summary.csv (report/columns.h), read from a struct rl_report; static. */
+const struct rpt_column *rl_summary_columns(void);
 
 /* Reports (rl/summary.c): text, summary.json, the CSV header and row (each ends with '\n'). */
 void rl_summary_text(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out);

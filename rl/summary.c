@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "report/columns.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -216,64 +217,101 @@ void rl_summary_json(const struct rl_job *job, const struct rl_result *r, struct
   npu_json_finish(&j);
 }
 
-/* CSV columns: name, format, value. */
-#define RL_CSV_COLS(XX)                                                                    \
-  XX("scenario", "%s", job->path)                                                          \
-  XX("model", "%s", job->model.name)                                                       \
-  XX("system", "%s", job->sys.chip.name)                                                   \
-  XX("devices", "%d", job->devices)                                                        \
-  XX("algorithm", "%s", rl_algo_name(s->algorithm))                                        \
-  XX("placement", "%s", rl_placement_name(s->placement))                                   \
-  XX("mode", "%s", rl_mode_name(s->mode))                                                  \
-  XX("rollout_devices", "%d", job->rollout_devices)                                        \
-  XX("train_devices", "%d", job->train_devices)                                            \
-  XX("rollout_tp", "%d", s->rollout.tp)                                                    \
-  XX("train_tp", "%d", job->plan.tp)                                                       \
-  XX("train_pp", "%d", job->plan.pp)                                                       \
-  XX("sequences", "%d", job->sequences)                                                    \
-  XX("seed", "%d", s->seed)                                                                \
-  XX("iteration_time_s", "%.9g", r->iteration_s)                                           \
-  XX("rollout_s", "%.9g", phase_s(r, "rollout"))                                           \
-  XX("inference_s", "%.9g", phase_s(r, "reward") + phase_s(r, "reference") +               \
-                                phase_s(r, "critic_inference") + phase_s(r, "old_logprob")) \
-  XX("train_s", "%.9g", phase_s(r, "actor_train") + phase_s(r, "critic_train"))            \
-  XX("weight_sync_s", "%.9g", phase_s(r, "weight_sync"))                                   \
-  XX("offload_s", "%.9g", phase_s(r, "reload") + phase_s(r, "offload"))                    \
-  XX("straggler_idle_s", "%.9g", r->rollout.idle_s)                                        \
-  XX("rollout_tail_s", "%.9g", r->rollout.tail_s)                                          \
-  XX("generated_tokens_per_s", "%.9g", r->generated_tokens_per_s)                          \
-  XX("trained_tokens_per_s", "%.9g", r->trained_tokens_per_s)                              \
-  XX("util_rollout", "%.6f", r->util_rollout)                                              \
-  XX("util_train", "%.6f", r->util_train)                                                  \
-  XX("rollout_mfu", "%.6f", phase_mfu(r, "rollout"))                                       \
-  XX("train_mfu", "%.6f", r->train_mfu)                                                    \
-  XX("train_oom", "%d", r->train_oom ? 1 : 0)                                              \
-  XX("weight_sync_bytes", "%.0f", r->sync_bytes)
+/* ------------------------------------------------------------------ columns */
+
+#define J(ctx) (((const struct rl_report *)(ctx))->job)
+#define R(ctx) (((const struct rl_report *)(ctx))->res)
+
+static const char *c_scenario(const void *x, int i) { (void)i; return J(x)->path; }
+static const char *c_model(const void *x, int i) { (void)i; return J(x)->model.name; }
+static const char *c_system(const void *x, int i) { (void)i; return J(x)->sys.chip.name; }
+static long long c_devices(const void *x, int i) { (void)i; return J(x)->devices; }
+static const char *c_algorithm(const void *x, int i) { (void)i; return rl_algo_name(J(x)->spec.algorithm); }
+static const char *c_placement(const void *x, int i) { (void)i; return rl_placement_name(J(x)->spec.placement); }
+static const char *c_mode(const void *x, int i) { (void)i; return rl_mode_name(J(x)->spec.mode); }
+static long long c_rollout_devices(const void *x, int i) { (void)i; return J(x)->rollout_devices; }
+static long long c_train_devices(const void *x, int i) { (void)i; return J(x)->train_devices; }
+static long long c_rollout_tp(const void *x, int i) { (void)i; return J(x)->spec.rollout.tp; }
+static long long c_train_tp(const void *x, int i) { (void)i; return J(x)->plan.tp; }
+static long long c_train_pp(const void *x, int i) { (void)i; return J(x)->plan.pp; }
+static long long c_sequences(const void *x, int i) { (void)i; return J(x)->sequences; }
+static long long c_seed(const void *x, int i) { (void)i; return J(x)->spec.seed; }
+static double c_iteration(const void *x, int i) { (void)i; return R(x)->iteration_s; }
+static double c_rollout(const void *x, int i) { (void)i; return phase_s(R(x), "rollout"); }
+static double c_inference(const void *x, int i)
+{
+  (void)i;
+  const struct rl_result *r = R(x);
+  return phase_s(r, "reward") + phase_s(r, "reference") + phase_s(r, "critic_inference") + phase_s(r, "old_logprob");
+}
+static double c_train(const void *x, int i) { (void)i; return phase_s(R(x), "actor_train") + phase_s(R(x), "critic_train"); }
+static double c_sync(const void *x, int i) { (void)i; return phase_s(R(x), "weight_sync"); }
+static double c_offload(const void *x, int i) { (void)i; return phase_s(R(x), "reload") + phase_s(R(x), "offload"); }
+static double c_idle(const void *x, int i) { (void)i; return R(x)->rollout.idle_s; }
+static double c_tail(const void *x, int i) { (void)i; return R(x)->rollout.tail_s; }
+static double c_gen_tps(const void *x, int i) { (void)i; return R(x)->generated_tokens_per_s; }
+static double c_train_tps(const void *x, int i) { (void)i; return R(x)->trained_tokens_per_s; }
+static double c_util_rollout(const void *x, int i) { (void)i; return R(x)->util_rollout; }
+static double c_util_train(const void *x, int i) { (void)i; return R(x)->util_train; }
+static double c_rollout_mfu(const void *x, int i) { (void)i; return phase_mfu(R(x), "rollout"); }
+static double c_train_mfu(const void *x, int i) { (void)i; return R(x)->train_mfu; }
+static long long c_train_oom(const void *x, int i) { (void)i; return R(x)->train_oom ? 1 : 0; }
+static double c_sync_bytes(const void *x, int i) { (void)i; return R(x)->sync_bytes; }
+static const char *c_bottleneck(const void *x, int i) { (void)i; return R(x)->bottleneck; }
+
+/* summary.csv of an RL iteration; the order is the contract (new columns at the end). */
+static const struct rpt_column columns[] = {
+    {"scenario", RPT_STRING, "text", "the scenario file (or the sweep point's name)", .text = c_scenario},
+    {"model", RPT_STRING, "text", "the policy's model name", .text = c_model},
+    {"system", RPT_STRING, "text", "the chip's name", .text = c_system},
+    {"devices", RPT_INT, "", "devices of the system", .integer = c_devices},
+    {"algorithm", RPT_STRING, "text", "grpo or ppo", .text = c_algorithm},
+    {"placement", RPT_STRING, "text", "colocated or disaggregated", .text = c_placement},
+    {"mode", RPT_STRING, "text", "sync or async (one-step off-policy)", .text = c_mode},
+    {"rollout_devices", RPT_INT, "", "devices of the rollout pool", .integer = c_rollout_devices},
+    {"train_devices", RPT_INT, "", "devices of the training pool", .integer = c_train_devices},
+    {"rollout_tp", RPT_INT, "", "tensor-parallel size of one inference engine", .integer = c_rollout_tp},
+    {"train_tp", RPT_INT, "", "tensor-parallel size of the actor's training plan", .integer = c_train_tp},
+    {"train_pp", RPT_INT, "", "pipeline stages of the actor's training plan", .integer = c_train_pp},
+    {"sequences", RPT_INT, "", "responses per iteration (prompts x group size)", .integer = c_sequences},
+    {"seed", RPT_INT, "", "seed of the response lengths", .integer = c_seed},
+    {"iteration_time_s", RPT_REAL, "s", "time of one iteration (steady state when async)", .real = c_iteration},
+    {"rollout_s", RPT_REAL, "s", "rollout generation phase", .real = c_rollout},
+    {"inference_s", RPT_REAL, "s", "reward, reference, critic and old-log-prob inference phases", .real = c_inference},
+    {"train_s", RPT_REAL, "s", "actor and critic training phases", .real = c_train},
+    {"weight_sync_s", RPT_REAL, "s", "weight synchronisation from the training to the rollout layout",
+     .real = c_sync},
+    {"offload_s", RPT_REAL, "s", "colocated: offload and reload through the host link", .real = c_offload},
+    {"straggler_idle_s", RPT_REAL, "s", "mean over engines of the time idle waiting for the slowest", .real = c_idle},
+    {"rollout_tail_s", RPT_REAL, "s", "the slowest engine's drain after its last admission", .real = c_tail},
+    {"generated_tokens_per_s", RPT_REAL, "tokens/s", "response tokens generated per second of iteration",
+     .real = c_gen_tps},
+    {"trained_tokens_per_s", RPT_REAL, "tokens/s", "tokens trained per second of iteration", .real = c_train_tps},
+    {"util_rollout", RPT_REAL, "fraction", "busy share of the iteration of the rollout pool", .real = c_util_rollout},
+    {"util_train", RPT_REAL, "fraction", "busy share of the iteration of the training pool", .real = c_util_train},
+    {"rollout_mfu", RPT_REAL, "fraction", "MFU of the rollout phase", .real = c_rollout_mfu},
+    {"train_mfu", RPT_REAL, "fraction", "MFU of one actor training step", .real = c_train_mfu},
+    {"train_oom", RPT_INT, "0/1", "1 when the actor's training step does not fit in HBM", .integer = c_train_oom},
+    {"weight_sync_bytes", RPT_REAL, "bytes", "bytes moved by the weight sync, all devices", .real = c_sync_bytes},
+    {"bottleneck", RPT_STRING, "text", "what bounds the iteration, in words", .text = c_bottleneck},
+    {NULL},
+};
+
+#undef J
+#undef R
+
+const struct rpt_column *rl_summary_columns(void)
+{
+  return columns;
+}
 
 void rl_summary_csv_header(struct npu_buf *out)
 {
-  const char *sep = "";
-#define HDR(name, fmt, expr)              \
-  npu_buf_printf(out, "%s%s", sep, name); \
-  sep = ",";
-  RL_CSV_COLS(HDR)
-#undef HDR
-  npu_buf_puts(out, ",bottleneck\n");
+  rpt_columns_csv_header(columns, out);
 }
 
 void rl_summary_csv_row(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out)
 {
-  const struct rl_spec *s = &job->spec;
-  const char *sep = "";
-  char cell[1024];
-#define ROW(name, fmt, expr)                  \
-  snprintf(cell, sizeof cell, fmt, expr);     \
-  npu_buf_puts(out, sep);                     \
-  npu_csv_field(out, cell);                           \
-  sep = ",";
-  RL_CSV_COLS(ROW)
-#undef ROW
-  npu_buf_puts(out, ",");
-  npu_csv_field(out, r->bottleneck);
-  npu_buf_puts(out, "\n");
+  struct rl_report x = {job, r};
+  rpt_columns_csv_row(columns, &x, out);
 }

@@ -165,7 +165,7 @@ static void child(const struct sw_spec *s, int index, int fd)
   struct npu_buf row = {0};
   struct npu_diag diag;
   npu_diag_clear(&diag);
-  int rc = s->kind->run(pt->scenario, pt->display, (const char *const *)pt->sets, pt->nsets, &row, &diag);
+  int rc = scn_run_row(s->kind, pt->scenario, pt->display, (const char *const *)pt->sets, pt->nsets, &row, &diag);
   char msg[2048] = "";
   if (rc) {
     npu_diag_format(&diag, msg, sizeof msg);

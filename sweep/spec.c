@@ -76,7 +76,7 @@ struct loader {
   int ncons;
   char base[PATH_MAX];   /* scenario to load */
   char display[PATH_MAX];
-  struct sw_probe *probe; /* the base scenario with the options' sets */
+  struct scn_probe *probe; /* the base scenario with the options' sets */
   char method[16];
   int sample;
   unsigned long seed;
@@ -100,6 +100,21 @@ static const char *where(struct loader *ld, const config_setting_t *st)
   if (f[0] == '/' || !ld->dir[0]) return f;
   snprintf(ld->incfile, sizeof ld->incfile, "%s/%s", ld->dir, f);
   return ld->incfile;
+}
+
+/* The kind of a scenario (scenario/), or an error naming the kinds when it is of none. */
+static int detect_kind(const struct scn_kind **out, const char *scenario, const char *const *sets, int nsets,
+                       struct npu_diag *diag)
+{
+  int rc = scn_detect(out, scenario, sets, nsets, diag) ? NPU_ECONFIG : 0;
+  if (!rc && !*out)
+    rc = (npu_diag_set(diag, scenario, 0, NULL,
+                       "the scenario is of no kind a sweep can run (kinds: %s; a training scenario has a model "
+                       "section, an RL scenario an rl section, a kernel or collective scenario a kernel or "
+                       "collective section)",
+                       scn_kind_names()),
+          NPU_ECONFIG);
+  return rc;
 }
 
 static int failf(struct loader *ld, const char *file, int line, const char *key, const char *fmt, ...)
@@ -230,13 +245,13 @@ static int parse_key(struct loader *ld, const config_setting_t *g, struct key *k
   int rc = check_members(ld, g, k->name, members);
   if (rc) return rc;
   const char *suffix = "";
-  if (!ld->s->kind->probe_has_key(ld->probe, k->name, &suffix)) {
+  if (!scn_probe_has_key(ld->probe, k->name, &suffix)) {
     /* let the scenario loader word it (with its "did you mean") */
     char a[600];
     snprintf(a, sizeof a, "%s=0", k->name);
     struct npu_diag d;
     npu_diag_clear(&d);
-    if (ld->s->kind->probe_set(ld->probe, a, &d) == 0) snprintf(d.msg, sizeof d.msg, "unknown key");
+    if (scn_probe_set(ld->probe, a, &d) == 0) snprintf(d.msg, sizeof d.msg, "unknown key");
     return failf(ld, k->file, k->line, k->name, "%s", d.msg);
   }
   k->unit = suffix_unit(suffix);
@@ -386,7 +401,7 @@ static int parse_axes(struct loader *ld, const config_setting_t *axes)
 static int check_values(struct loader *ld)
 {
   struct npu_diag d;
-  struct sw_probe *p = ld->s->kind->probe_open(ld->base, ld->o->sets, ld->o->nsets, ld->diag);
+  struct scn_probe *p = scn_probe_open(ld->s->kind, ld->base, ld->o->sets, ld->o->nsets, ld->diag);
   if (!p) return NPU_ECONFIG;
   int rc = 0;
   for (int a = 0; a < ld->naxes && !rc; a++)
@@ -396,11 +411,11 @@ static int check_values(struct loader *ld)
         char set[1024];
         snprintf(set, sizeof set, "%s=%s", k->name, k->text[i]);
         npu_diag_clear(&d);
-        if (ld->s->kind->probe_set(p, set, &d))
+        if (scn_probe_set(p, set, &d))
           rc = failf(ld, k->file, k->line, k->name, "value '%s': %s", k->text[i], d.msg);
       }
     }
-  ld->s->kind->probe_close(p);
+  scn_probe_close(p);
   return rc;
 }
 
@@ -430,11 +445,11 @@ static int check_names(struct loader *ld, const struct sw_expr *e, const char *f
   for (size_t i = 0; i < n; i++) {
     if (find_axis_key(ld, names[i], NULL) || find_derived(ld, names[i]) >= 0) continue;
     const char *sfx;
-    if (ld->s->kind->probe_has_key(ld->probe, names[i], &sfx)) continue;
+    if (scn_probe_has_key(ld->probe, names[i], &sfx)) continue;
     double v;
     struct npu_diag d;
     npu_diag_clear(&d);
-    if (ld->s->kind->probe_value(ld->probe, names[i], &v, &d) == 0) continue;
+    if (scn_probe_value(ld->probe, names[i], &v, &d) == 0) continue;
     return failf(ld, file, line, key, "unknown name '%s' in the expression (not an axis, a derived key, a key of the "
                  "scenario or 'devices')", names[i]);
   }
@@ -466,12 +481,12 @@ static int parse_derived(struct loader *ld, const config_setting_t *list)
     dv->k.line = (int)config_setting_source_line(es);
     snprintf(dv->text, sizeof dv->text, "%s", config_setting_get_string(es));
     const char *sfx = "";
-    if (!ld->s->kind->probe_has_key(ld->probe, name, &sfx)) {
+    if (!scn_probe_has_key(ld->probe, name, &sfx)) {
       char a[600];
       snprintf(a, sizeof a, "%s=0", name);
       struct npu_diag d;
       npu_diag_clear(&d);
-      if (ld->s->kind->probe_set(ld->probe, a, &d) == 0) snprintf(d.msg, sizeof d.msg, "unknown key");
+      if (scn_probe_set(ld->probe, a, &d) == 0) snprintf(d.msg, sizeof d.msg, "unknown key");
       return failf(ld, dv->k.file, (int)config_setting_source_line(ks), name, "%s", d.msg);
     }
     if (find_axis_key(ld, name, NULL) || find_derived(ld, name) < ld->nder - 1)
@@ -692,7 +707,7 @@ struct point_ctx {
   double *der_val;
   int *der_state;          /* 0 not computed, 1 computing, 2 done, 3 failed */
   char der_why[512];
-  struct sw_probe *probe;  /* the scenario with this point's axis values, opened on demand */
+  struct scn_probe *probe;  /* the scenario with this point's axis values, opened on demand */
   bool probe_failed;
 };
 
@@ -757,7 +772,7 @@ static int resolve(void *vctx, const char *name, double *out, char *why, size_t 
       }
     struct npu_diag dg;
     npu_diag_clear(&dg);
-    c->probe = ld->s->kind->probe_open(ld->base, sets, nsets, &dg);
+    c->probe = scn_probe_open(ld->s->kind, ld->base, sets, nsets, &dg);
     c->probe_failed = !c->probe;
     if (!c->probe) snprintf(c->der_why, sizeof c->der_why, "%s", dg.msg);
     for (int i = 0; i < nf; i++) free(own[i]);
@@ -767,7 +782,7 @@ static int resolve(void *vctx, const char *name, double *out, char *why, size_t 
   if (!c->probe) return snprintf(why, whylen, "%s", c->der_why), -1;
   struct npu_diag dg;
   npu_diag_clear(&dg);
-  if (ld->s->kind->probe_value(c->probe, name, out, &dg))
+  if (scn_probe_value(c->probe, name, out, &dg))
     return snprintf(why, whylen, "%s%s%s", dg.key[0] ? dg.key : "", dg.key[0] ? ": " : "", dg.msg), -1;
   return 0;
 }
@@ -875,7 +890,7 @@ static void make_point(struct loader *ld, const int *idx, const double *u)
   free(c.axis_num);
   free(c.der_val);
   free(c.der_state);
-  if (c.probe) ld->s->kind->probe_close(c.probe);
+  if (c.probe) scn_probe_close(c.probe);
 }
 
 static int generate(struct loader *ld)
@@ -1034,7 +1049,7 @@ static void loader_release(struct loader *ld)
     free((char *)ld->cons[i].file);
   }
   free(ld->cons);
-  if (ld->probe) ld->s->kind->probe_close(ld->probe);
+  if (ld->probe) scn_probe_close(ld->probe);
   config_destroy(&ld->lc);
 }
 
@@ -1103,19 +1118,16 @@ int sw_spec_load(struct sw_spec *s, const char *path, const struct sw_options *o
   /* the kind, and a probe of the base scenario */
   const config_setting_t *kind = config_setting_get_member(sw, "kind");
   if (kind) {
-    if (config_setting_type(kind) != CONFIG_TYPE_STRING || !sw_kind_find(config_setting_get_string(kind))) {
-      rc = fail_at(&ld, kind, "sweep.kind", "unknown kind (kinds: %s)", sw_kind_names());
+    if (config_setting_type(kind) != CONFIG_TYPE_STRING || !scn_kind_find(config_setting_get_string(kind))) {
+      rc = fail_at(&ld, kind, "sweep.kind", "unknown kind (kinds: %s)", scn_kind_names());
       goto out;
     }
-    s->kind = sw_kind_find(config_setting_get_string(kind));
+    s->kind = scn_kind_find(config_setting_get_string(kind));
   } else {
-    s->kind = sw_kind_detect(ld.base, o->sets, o->nsets, diag);
-    if (!s->kind) {
-      rc = NPU_ECONFIG;
-      goto out;
-    }
+    rc = detect_kind(&s->kind, ld.base, o->sets, o->nsets, diag);
+    if (rc) goto out;
   }
-  ld.probe = s->kind->probe_open(ld.base, o->sets, o->nsets, diag);
+  ld.probe = scn_probe_open(s->kind, ld.base, o->sets, o->nsets, diag);
   if (!ld.probe) {
     rc = NPU_ECONFIG;
     goto out;
@@ -1168,7 +1180,7 @@ int sw_spec_load(struct sw_spec *s, const char *path, const struct sw_options *o
     s->columns[s->ncolumns++] = npu_xstrdup(ld.der[d].k.col);
   }
   struct npu_buf mh = {0};
-  s->kind->header(&mh);
+  scn_kind_header(s->kind, &mh);
   snprintf(s->metric_header, sizeof s->metric_header, "%s", npu_buf_str(&mh));
   npu_buf_release(&mh);
   if (ld.sample) {
@@ -1195,8 +1207,8 @@ int sw_spec_batch(struct sw_spec *s, const char *const *files, int nfiles, const
       sw_spec_release(s);
       return NPU_EIO;
     }
-    const struct sw_kind *k = sw_kind_detect(files[i], sets, nsets, diag);
-    if (!k) {
+    const struct scn_kind *k;
+    if (detect_kind(&k, files[i], sets, nsets, diag)) {
       sw_spec_release(s);
       return NPU_ECONFIG;
     }
@@ -1211,7 +1223,7 @@ int sw_spec_batch(struct sw_spec *s, const char *const *files, int nfiles, const
   s->columns[0] = npu_xstrdup("file");
   s->ncolumns = 1;
   struct npu_buf mh = {0};
-  s->kind->header(&mh);
+  scn_kind_header(s->kind, &mh);
   snprintf(s->metric_header, sizeof s->metric_header, "%s", npu_buf_str(&mh));
   npu_buf_release(&mh);
   s->points = npu_xcalloc((size_t)nfiles + 1, sizeof *s->points);

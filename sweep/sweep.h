@@ -23,7 +23,7 @@
 
 #include "common/diag.h"
 #include "common/strutil.h"
-#include "sweep/kind.h"
+#include "scenario/scenario.h"
 
 /* What the command line adds to a sweep file. */
 struct sw_options {
@@ -51,7 +51,7 @@ struct sw_skip {
 
 struct sw_spec {
   char path[1024];                /* sweep file as given; "" for batch runs */
-  const struct sw_kind *kind;
+  const struct scn_kind *kind;    /* the scenario kind of every point (scenario/) */
   char **columns;                 /* parameter columns (unit suffixes included) */
   int ncolumns;
   struct sw_point *points;

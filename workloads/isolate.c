@@ -1,5 +1,5 @@
 /*
- * isolate.c - a scenario replayed in a child process; see isolate.h.
+ * isolate.c - work in a child process, and a training scenario replayed in one; see isolate.h.
  */
 #include "workloads/isolate.h"
 
@@ -79,9 +79,10 @@ static bool write_all(int fd, const void *buf, size_t n)
   return true;
 }
 
-int wl_run_isolated(const char *path, const char *const *sets, int n, struct wl_outcome *out, struct npu_diag *diag)
+int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
+               struct npu_diag *diag)
 {
-  memset(out, 0, sizeof *out);
+  memset(record, 0, size);
   int fds[2];
   if (pipe(fds)) return npu_diag_set(diag, path, 0, NULL, "pipe: %s", strerror(errno)), NPU_EINTERNAL;
   fflush(NULL);
@@ -93,15 +94,13 @@ int wl_run_isolated(const char *path, const char *const *sets, int n, struct wl_
   }
   if (pid == 0) {
     close(fds[0]);
-    struct wl_outcome o;
-    memset(&o, 0, sizeof o);
-    child(path, sets, n, &o);
-    bool ok = write_all(fds[1], &o, sizeof o);
+    fn(ctx, record); /* the child's copy of record */
+    bool ok = write_all(fds[1], record, size);
     close(fds[1]);
     _exit(ok ? 0 : 1);
   }
   close(fds[1]);
-  bool got = read_all(fds[0], out, sizeof *out);
+  bool got = read_all(fds[0], record, size);
   close(fds[0]);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -114,4 +113,22 @@ int wl_run_isolated(const char *path, const char *const *sets, int n, struct wl_
            NPU_EINTERNAL;
   }
   return 0;
+}
+
+struct train_ctx {
+  const char *path;
+  const char *const *sets;
+  int n;
+};
+
+static void train_child(void *ctx, void *record)
+{
+  const struct train_ctx *c = ctx;
+  child(c->path, c->sets, c->n, record);
+}
+
+int wl_run_isolated(const char *path, const char *const *sets, int n, struct wl_outcome *out, struct npu_diag *diag)
+{
+  struct train_ctx c = {path, sets, n};
+  return wl_isolate(train_child, &c, out, sizeof *out, path, diag);
 }

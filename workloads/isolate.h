@@ -10,6 +10,7 @@
 #define NPUSIM_WORKLOADS_ISOLATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "common/diag.h"
 #include "workloads/job.h"
@@ -27,6 +28,16 @@ struct wl_outcome {
   char bottleneck[256];
   double cat_s[WL_CAT_COUNT];  /* the slowest stage's breakdown */
 };
+
+/*
+ * Run fn(ctx, record) in a fork()ed child and bring its record (size bytes, plain data, no
+ * pointers) back: record is zeroed, the child fills its copy, the parent reads it. Returns 0
+ * when the child reported, NPU_EINTERNAL with diag (naming path) when it died or wrote nothing.
+ * The one place npusim forks to keep one SimGrid engine per process (the scenario layer's
+ * isolated runs and wl_run_isolated use it).
+ */
+int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
+               struct npu_diag *diag);
 
 /* Load path with overrides sets[0..n) and replay it in a child; fills *out (status included).
  * Returns 0 when the child reported (whatever its status), NPU_EINTERNAL when it did not. */

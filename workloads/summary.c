@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "common/units.h"
+#include "report/columns.h"
 #include "workloads/expand.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -192,54 +193,99 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_finish(&j);
 }
 
-/* CSV columns: name, then how to print it. */
-#define CSV_COLS(XX)                                                                     \
-  XX("scenario", "%s", job->path)                                                        \
-  XX("model", "%s", job->model.name)                                                     \
-  XX("system", "%s", job->sys.chip.name)                                                 \
-  XX("devices", "%d", job->devices)                                                      \
-  XX("tp", "%d", job->plan.tp)                                                           \
-  XX("cp", "%d", job->plan.cp)                                                           \
-  XX("pp", "%d", job->plan.pp)                                                           \
-  XX("dp", "%d", job->plan.dp)                                                           \
-  XX("vpp", "%d", job->plan.vpp)                                                         \
-  XX("micro_batch", "%d", job->plan.micro_batch)                                         \
-  XX("global_batch", "%d", job->plan.global_batch)                                       \
-  XX("step_time_s", "%.9g", r->step_s)                                                   \
-  XX("tokens_per_s", "%.9g", r->tokens_per_s)                                            \
-  XX("mfu", "%.6f", r->mfu)                                                              \
-  XX("hfu", "%.6f", r->hfu)                                                              \
-  XX("memory_peak_bytes", "%.0f", r->peak_mem.total_bytes)                               \
-  XX("oom", "%d", r->oom ? 1 : 0)                                                        \
-  XX("bubble_fraction", "%.6f", r->bubble_fraction)                                     \
-  XX("moe_load_max_over_mean_expert", "%.6f", r->moe_max_mean_expert)                    \
-  XX("moe_dropped_fraction", "%.6f", r->moe_dropped_fraction)
+/* ------------------------------------------------------------------ columns */
+
+#define J(ctx) (((const struct wl_report *)(ctx))->job)
+#define R(ctx) (((const struct wl_report *)(ctx))->res)
+
+static const char *c_scenario(const void *x, int i) { (void)i; return J(x)->path; }
+static const char *c_model(const void *x, int i) { (void)i; return J(x)->model.name; }
+static const char *c_system(const void *x, int i) { (void)i; return J(x)->sys.chip.name; }
+static long long c_devices(const void *x, int i) { (void)i; return J(x)->devices; }
+static long long c_tp(const void *x, int i) { (void)i; return J(x)->plan.tp; }
+static long long c_cp(const void *x, int i) { (void)i; return J(x)->plan.cp; }
+static long long c_pp(const void *x, int i) { (void)i; return J(x)->plan.pp; }
+static long long c_dp(const void *x, int i) { (void)i; return J(x)->plan.dp; }
+static long long c_vpp(const void *x, int i) { (void)i; return J(x)->plan.vpp; }
+static long long c_micro_batch(const void *x, int i) { (void)i; return J(x)->plan.micro_batch; }
+static long long c_global_batch(const void *x, int i) { (void)i; return J(x)->plan.global_batch; }
+static double c_step(const void *x, int i) { (void)i; return R(x)->step_s; }
+static double c_tokens(const void *x, int i) { (void)i; return R(x)->tokens_per_s; }
+static double c_mfu(const void *x, int i) { (void)i; return R(x)->mfu; }
+static double c_hfu(const void *x, int i) { (void)i; return R(x)->hfu; }
+static double c_mem_peak(const void *x, int i) { (void)i; return R(x)->peak_mem.total_bytes; }
+static long long c_oom(const void *x, int i) { (void)i; return R(x)->oom ? 1 : 0; }
+static double c_bubble(const void *x, int i) { (void)i; return R(x)->bubble_fraction; }
+static double c_moe_expert(const void *x, int i) { (void)i; return R(x)->moe_max_mean_expert; }
+static double c_moe_dropped(const void *x, int i) { (void)i; return R(x)->moe_dropped_fraction; }
+static double c_cat(const void *x, int i) { return R(x)->cat_s[i]; }
+static const char *cat_name(int i) { return wl_cat_name((enum wl_cat)i); }
+static const char *cat_desc(int i) { return wl_cat_desc((enum wl_cat)i); }
+static const char *c_bottleneck(const void *x, int i) { (void)i; return R(x)->bottleneck; }
+static double c_tokens_dev(const void *x, int i) { (void)i; return R(x)->tokens_per_s / J(x)->devices; }
+/* as Korthikanti et al. report them: the weights, gradients and optimizer states of a stage of
+ * transformer layers only (stage 1 when there are several), stage 0's activations */
+static double c_mem_static(const void *x, int i)
+{
+  (void)i;
+  const struct wl_result *r = R(x);
+  const struct wl_mem *m = &r->stages[r->nstages > 1 ? 1 : 0].mem;
+  return m->weights_bytes + m->grads_bytes + m->optimizer_bytes;
+}
+static double c_mem_act(const void *x, int i) { (void)i; return R(x)->stages[0].mem.activations_bytes; }
+
+/* summary.csv of a training step; the order is the contract (new columns at the end). */
+static const struct rpt_column columns[] = {
+    {"scenario", RPT_STRING, "text", "the scenario file (or the sweep point's name)", .text = c_scenario},
+    {"model", RPT_STRING, "text", "model name (model.name or its preset)", .text = c_model},
+    {"system", RPT_STRING, "text", "the chip's name", .text = c_system},
+    {"devices", RPT_INT, "", "devices of the system", .integer = c_devices},
+    {"tp", RPT_INT, "", "tensor-parallel size", .integer = c_tp},
+    {"cp", RPT_INT, "", "context-parallel size", .integer = c_cp},
+    {"pp", RPT_INT, "", "pipeline stages", .integer = c_pp},
+    {"dp", RPT_INT, "", "data-parallel size (derived when not set)", .integer = c_dp},
+    {"vpp", RPT_INT, "", "model chunks per pipeline stage (interleaved schedules)", .integer = c_vpp},
+    {"micro_batch", RPT_INT, "", "sequences per micro-batch", .integer = c_micro_batch},
+    {"global_batch", RPT_INT, "", "sequences per step", .integer = c_global_batch},
+    {"step_time_s", RPT_REAL, "s", "time of one training step", .real = c_step},
+    {"tokens_per_s", RPT_REAL, "tokens/s", "tokens trained per second, all devices", .real = c_tokens},
+    {"mfu", RPT_REAL, "fraction", "model FLOPs / (step time x devices x dense peak of the training dtype)",
+     .real = c_mfu},
+    {"hfu", RPT_REAL, "fraction", "as mfu, with the recomputed kernels' FLOPs counted", .real = c_hfu},
+    {"memory_peak_bytes", RPT_REAL, "bytes", "peak memory of the largest device", .real = c_mem_peak},
+    {"oom", RPT_INT, "0/1", "1 when the peak memory is above the chip's HBM", .integer = c_oom},
+    {"bubble_fraction", RPT_REAL, "fraction", "the schedule's bubble: least (bubble + idle) / step over the replay ranks",
+     .real = c_bubble},
+    {"moe_load_max_over_mean_expert", RPT_REAL, "ratio",
+     "MoE: max/mean token copies per expert (mean over layers and micro-batches); 0 for dense models",
+     .real = c_moe_expert},
+    {"moe_dropped_fraction", RPT_REAL, "fraction", "MoE: share of token copies dropped by the capacity factor",
+     .real = c_moe_dropped},
+    {"%s_s", RPT_REAL, "s", "time of the slowest stage in: %s", .real = c_cat, .count = WL_CAT_COUNT,
+     .index_name = cat_name, .index_desc = cat_desc},
+    {"bottleneck", RPT_STRING, "text", "what bounds the step, in words", .text = c_bottleneck},
+    {"tokens_per_s_per_device", RPT_REAL, "tokens/s", "tokens_per_s / devices", .real = c_tokens_dev},
+    {"memory_weights_optimizer_bytes", RPT_REAL, "bytes",
+     "weights, gradients and optimizer states of a device of stage 1 (stage 0 with one stage)", .real = c_mem_static},
+    {"memory_activations_bytes", RPT_REAL, "bytes", "activations of a device of stage 0", .real = c_mem_act},
+    {NULL},
+};
+
+#undef J
+#undef R
+
+const struct rpt_column *wl_summary_columns(void)
+{
+  return columns;
+}
 
 void wl_summary_csv_header(struct npu_buf *out)
 {
-  const char *sep = "";
-#define HDR(name, fmt, expr)           \
-  npu_buf_printf(out, "%s%s", sep, name); \
-  sep = ",";
-  CSV_COLS(HDR)
-#undef HDR
-  for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, ",%s_s", wl_cat_name((enum wl_cat)c));
-  npu_buf_puts(out, ",bottleneck\n");
+  rpt_columns_csv_header(columns, out);
 }
 
 void wl_summary_csv_row(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
 {
-  char cell[512];
-  const char *sep = "";
-#define ROW(name, fmt, expr)               \
-  snprintf(cell, sizeof cell, fmt, expr); \
-  npu_buf_puts(out, sep);                  \
-  npu_csv_field(out, cell);                        \
-  sep = ",";
-  CSV_COLS(ROW)
-#undef ROW
-  for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, ",%.9g", r->cat_s[c]);
-  npu_buf_puts(out, ",");
-  npu_csv_field(out, r->bottleneck);
-  npu_buf_puts(out, "\n");
+  struct wl_report x = {job, r};
+  rpt_columns_csv_row(columns, &x, out);
 }

@@ -11,9 +11,20 @@
 #include "common/strutil.h"
 #include "workloads/replay.h"
 
+struct rpt_column;
+
+/* What a training step's columns read: the job and its result (both borrowed). */
+struct wl_report {
+  const struct wl_job *job;
+  const struct wl_result *res;
+};
+
+/* The columns of summary.csv (report/columns.h), read from a struct wl_report; static. */
+const struct rpt_column *wl_summary_columns(void);
+
 void wl_summary_text(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);
 void wl_summary_json(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);
-/* The CSV header line and one row (each ends with a newline). */
+/* The CSV header line and one row of wl_summary_columns (each ends with a newline). */
 void wl_summary_csv_header(struct npu_buf *out);
 void wl_summary_csv_row(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);
 

@@ -158,6 +158,56 @@ Test(cli, scenario_reference_lists_every_key)
   free(doc);
 }
 
+/* Every output column `npusim columns` prints is documented in docs/OUTPUTS.md, under its
+ * kind's section; `npusim columns KIND` prints that kind's only. */
+Test(cli, outputs_reference_lists_every_column)
+{
+  char *doc = ts_read(NPUSIM_SOURCE_DIR "/docs/OUTPUTS.md");
+  cr_assert(doc != NULL);
+  struct run_result r = ts_npusim("columns", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  int n = 0, kinds = 0;
+  const char *section = doc;
+  for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+    if (!strncmp(line, "## ", 3)) {
+      char want[128];
+      snprintf(want, sizeof want, "\n%s\n", line);
+      section = strstr(doc, want);
+      cr_assert(section != NULL, "docs/OUTPUTS.md has no section %s", line);
+      kinds++;
+      continue;
+    }
+    if (strncmp(line, "| `", 3) != 0) continue;
+    char *end = strchr(line + 3, '`');
+    cr_assert(end != NULL);
+    *end = '\0';
+    char want[256];
+    snprintf(want, sizeof want, "| `%s` |", line + 3);
+    const char *next = strstr(section + 1, "\n## ");
+    const char *at = strstr(section, want);
+    cr_assert(at != NULL && (!next || at < next), "docs/OUTPUTS.md does not list %s in its kind's section", line + 3);
+    n++;
+  }
+  cr_assert_eq(kinds, 4);
+  cr_assert_gt(n, 100);
+  ts_run_free(&r);
+  free(doc);
+  r = ts_npusim("columns", "collective", NULL);
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "## collective\n") && strstr(r.out, "| `busbw_bytes_per_s` | real | bytes/s |") &&
+                !strstr(r.out, "## training"),
+            "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("columns", "trainig", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert_str_eq(r.err, "error: command line: unknown kind 'trainig'; did you mean 'training'?\n");
+  ts_run_free(&r);
+  r = ts_npusim("columns", "xyzzy", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert_str_eq(r.err, "error: command line: unknown kind 'xyzzy' (kinds: rl, training, kernel, collective)\n");
+  ts_run_free(&r);
+}
+
 /* Every operator on a chip with more cores (300) than the largest preset: per-unit state lives in
  * the launch's unit contexts (no fixed per-core tables, which once overflowed on the 132-SM
  * H100), so every operator uses every core (the sanitizer build checks the contexts). A kernel
