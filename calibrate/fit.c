@@ -15,14 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/err.h"
 #include "interconnect/comm.h"
 #include "interconnect/run.h"
 #include "ops/cost_cache.h"
 #include "ops/op.h"
+#include "workloads/isolate.h"
 
 static const struct cal_knob knobs[] = {
     {"chip.calib.cube", "chip.calib.cube_source", CAL_GEMM, true, 0, 0, 0.05, 1.0,
@@ -129,7 +128,44 @@ static int gemm_eval(double x, void *ctx, double *r)
 
 /* ------------------------------------------------------------------ collective points */
 
-/* Time of collective point p on sys with the knob at value x, simulated in a child process. */
+/* A collective point run in a child: the record it sends back. */
+struct coll_record {
+  int rc;
+  double t;
+  char msg[512];
+};
+
+struct coll_call {
+  const struct cal_point *p;
+  const struct arch_system *sys;
+  const struct cal_opts *o;
+};
+
+static void coll_child(void *ctx, void *record)
+{
+  const struct coll_call *c = ctx;
+  struct coll_record *out = record;
+  struct ic_params prm;
+  ic_params_default(&prm);
+  struct ic_sim *sim = NULL;
+  struct ic_comm comm = {0};
+  struct npu_diag d;
+  enum ic_op op;
+  ic_op_parse(c->p->op, &op);
+  out->rc = ic_sim_create(&sim, c->sys, c->p->ranks, &prm, &d);
+  if (!out->rc) out->rc = ic_comm_init_range(&comm, 0, c->p->ranks, 1, ic_sim_topo(sim), "ranks", &d);
+  if (!out->rc) {
+    struct ic_run run = {.comm = &comm,
+                         .coll = {.op = op, .algo = IC_ALGO_AUTO, .fidelity = (enum ic_fidelity)c->o->coll_fidelity,
+                                  .bytes = c->p->bytes}};
+    out->rc = ic_sim_run(sim, &run, 1, &d);
+    out->t = run.result.time_s;
+  }
+  if (out->rc) npu_diag_format(&d, out->msg, sizeof out->msg);
+}
+
+/* Time of collective point p on sys with the knob at value x, simulated in a child process (one
+ * SimGrid engine per process: workloads/isolate.h). */
 static int coll_time(const struct cal_point *p, const struct cal_knob *k, const struct arch_system *sys0, double x,
                      const struct cal_opts *o, double *t, struct npu_diag *diag)
 {
@@ -137,55 +173,14 @@ static int coll_time(const struct cal_point *p, const struct cal_knob *k, const 
   if (!strcmp(k->key, "node.link.efficiency")) sys.node.link_efficiency.value = x;
   else sys.cluster.scaleout.efficiency.value = x;
   sys.cluster.nodes = p->nodes;
-  int fd[2];
-  if (pipe(fd)) return npu_diag_set(diag, p->where, 0, NULL, "cannot create a pipe"), NPU_EINTERNAL;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return npu_diag_set(diag, p->where, 0, NULL, "cannot fork"), NPU_EINTERNAL;
-  if (pid == 0) {
-    close(fd[0]);
-    struct {
-      int rc;
-      double t;
-      char msg[512];
-    } out = {0};
-    struct ic_params prm;
-    ic_params_default(&prm);
-    struct ic_sim *sim = NULL;
-    struct ic_comm comm = {0};
-    struct npu_diag d;
-    enum ic_op op;
-    ic_op_parse(p->op, &op);
-    out.rc = ic_sim_create(&sim, &sys, p->ranks, &prm, &d);
-    if (!out.rc) out.rc = ic_comm_init_range(&comm, 0, p->ranks, 1, ic_sim_topo(sim), "ranks", &d);
-    if (!out.rc) {
-      struct ic_run run = {.comm = &comm,
-                           .coll = {.op = op, .algo = IC_ALGO_AUTO, .fidelity = (enum ic_fidelity)o->coll_fidelity,
-                                    .bytes = p->bytes}};
-      out.rc = ic_sim_run(sim, &run, 1, &d);
-      out.t = run.result.time_s;
-    }
-    if (out.rc) npu_diag_format(&d, out.msg, sizeof out.msg);
-    ssize_t w = write(fd[1], &out, sizeof out);
-    _exit(w == (ssize_t)sizeof out ? 0 : 1);
-  }
-  close(fd[1]);
-  struct {
-    int rc;
-    double t;
-    char msg[512];
-  } in;
-  ssize_t got = read(fd[0], &in, sizeof in);
-  close(fd[0]);
-  int st;
-  waitpid(pid, &st, 0);
-  if (got != (ssize_t)sizeof in)
-    return npu_diag_set(diag, p->where, 0, NULL, "the collective's child process ended without a result"),
-           NPU_EINTERNAL;
-  if (in.rc)
-    return npu_diag_set(diag, p->where, 0, NULL, "%s %g bytes on %d ranks: %s", p->op, p->bytes, p->ranks, in.msg),
-           in.rc;
-  *t = in.t;
+  struct coll_call c = {p, &sys, o};
+  struct coll_record r;
+  int rc = wl_isolate(coll_child, &c, &r, sizeof r, p->where, diag);
+  if (rc) return rc;
+  if (r.rc)
+    return npu_diag_set(diag, p->where, 0, NULL, "%s %g bytes on %d ranks: %s", p->op, p->bytes, p->ranks, r.msg),
+           r.rc;
+  *t = r.t;
   return 0;
 }
 

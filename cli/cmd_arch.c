@@ -67,18 +67,6 @@ static int load(struct loaded *l, const char *spec, const struct cli_sets *sets,
   return rc;
 }
 
-/* "353.9 TFLOP/s"-style text: 4 significant digits with an SI prefix. */
-static void human(char *buf, size_t n, double v, const char *unit)
-{
-  static const char *prefix[] = {"", "k", "M", "G", "T", "P", "E"};
-  int p = 0;
-  while (v >= 1000 && p < 6) {
-    v /= 1000;
-    p++;
-  }
-  snprintf(buf, n, "%.4g %s%s", v, prefix[p], unit);
-}
-
 static void unit_text(char *buf, size_t n, double v, enum npu_unit_kind kind)
 {
   npu_unit_format(v, kind, buf, n);
@@ -114,24 +102,24 @@ static void write_text(const struct loaded *l, struct npu_buf *o)
   npu_buf_puts(o, "\npeak dense FLOP/s = cube cores x MAC/cycle x 2 x clock\n");
   for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
     if (!c->cube.macs_per_cycle[t]) continue;
-    human(b, sizeof b, d.peak_flops_per_s[t], "FLOP/s");
+    npu_fmt_human(d.peak_flops_per_s[t], "FLOP/s", b, sizeof b);
     npu_buf_printf(o, "  %-10s %16s = %d x %d x 2 x %s\n", npu_dtype_name((enum npu_dtype)t),
                    b, c->aic_count, c->cube.macs_per_cycle[t], a);
   }
   npu_buf_puts(o, "vector FLOP/s = vector cores x lanes x FLOP/lane x clock\n");
-  human(b, sizeof b, d.vector_flops_per_s_fp16, "FLOP/s");
+  npu_fmt_human(d.vector_flops_per_s_fp16, "FLOP/s", b, sizeof b);
   npu_buf_printf(o, "  %-10s %16s = %d x %g x %g x %s\n", "fp16", b, c->aiv_count,
                  c->vector.bytes_per_cycle / 2, c->vector.flops_per_element, a);
-  human(b, sizeof b, d.vector_flops_per_s_fp32, "FLOP/s");
+  npu_fmt_human(d.vector_flops_per_s_fp32, "FLOP/s", b, sizeof b);
   npu_buf_printf(o, "  %-10s %16s = %d x %g x %g x %s\n", "fp32", b, c->aiv_count,
                  c->vector.bytes_per_cycle / 4, c->vector.flops_per_element, a);
 
   npu_buf_puts(o, "bandwidth\n");
-  human(b, sizeof b, d.hbm_bw_bytes_per_s, "B/s");
+  npu_fmt_human(d.hbm_bw_bytes_per_s, "B/s", b, sizeof b);
   npu_buf_printf(o, "  %-27s %12s\n", "HBM, aggregate", b);
-  human(b, sizeof b, d.l2_bw_bytes_per_s, "B/s");
+  npu_fmt_human(d.l2_bw_bytes_per_s, "B/s", b, sizeof b);
   npu_buf_printf(o, "  %-27s %12s\n", "L2, aggregate", b);
-  human(b, sizeof b, d.core_gm_read_bw_bytes_per_s, "B/s");
+  npu_fmt_human(d.core_gm_read_bw_bytes_per_s, "B/s", b, sizeof b);
   npu_buf_printf(o, "  %-27s %12s\n", "GM read port, one core", b);
   npu_buf_puts(o, "machine balance = peak / HBM bandwidth\n");
   for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) {
@@ -155,7 +143,7 @@ static void write_text(const struct loaded *l, struct npu_buf *o)
     npu_buf_printf(o, ", %s, %d links of %s and %s per package\n",
                    n->topology == ARCH_NODE_FULL_MESH ? "full mesh" : "switched", n->link.ports,
                    a, e);
-    human(b, sizeof b, d.intra_node_bw_bytes_per_s, "B/s");
+    npu_fmt_human(d.intra_node_bw_bytes_per_s, "B/s", b, sizeof b);
     npu_buf_printf(o, "  %-27s %12s\n", "intra-node, per device", b);
   }
   if (s->has_cluster) {
@@ -168,14 +156,14 @@ static void write_text(const struct loaded *l, struct npu_buf *o)
                      cl->scaleout.tiers, cl->scaleout.switch_radix, cl->scaleout.oversubscription);
     npu_buf_puts(o, "\n");
     if (cl->superpod.nodes) {
-      human(b, sizeof b, d.superpod_bw_bytes_per_s, "B/s");
+      npu_fmt_human(d.superpod_bw_bytes_per_s, "B/s", b, sizeof b);
       npu_buf_printf(o, "  SuperPoD of %d nodes, %d-tier fabric\n", cl->superpod.nodes,
                      cl->superpod.tiers);
       npu_buf_printf(o, "  %-27s %12s\n", "SuperPoD fabric, per device", b);
     }
-    human(b, sizeof b, d.scale_out_bw_bytes_per_s, "B/s");
+    npu_fmt_human(d.scale_out_bw_bytes_per_s, "B/s", b, sizeof b);
     npu_buf_printf(o, "  %-27s %12s\n", "scale-out, per device", b);
-    human(b, sizeof b, d.peak_flops_per_s[NPU_DT_BF16] * (double)d.devices, "FLOP/s");
+    npu_fmt_human(d.peak_flops_per_s[NPU_DT_BF16] * (double)d.devices, "FLOP/s", b, sizeof b);
     if (c->cube.macs_per_cycle[NPU_DT_BF16])
       npu_buf_printf(o, "  %-27s %12s\n", "system peak, bf16", b);
   }

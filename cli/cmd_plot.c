@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fdio.h"
 #include "common/units.h"
 #include "sweep/table.h"
 
@@ -253,8 +254,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       _exit(127);
     }
     int st = 0;
-    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
+    if (pid > 0) npu_wait_child(pid, &st);
     struct stat sb;
     if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || stat(dst, &sb) != 0) {
       char msg[512] = "";

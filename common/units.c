@@ -267,3 +267,23 @@ int npu_unit_format(double v, enum npu_unit_kind kind, char *buf, size_t n)
   npu_fmt_double(v, num, sizeof num);
   return snprintf(buf, n, "%s%s", num, table[0].sym);
 }
+
+int npu_fmt_human(double v, const char *unit, char *buf, size_t n)
+{
+  static const char *const prefix[] = {"", "k", "M", "G", "T", "P", "E"};
+  int p = 0;
+  while (fabs(v) >= 1000 && p < 6) {
+    v /= 1000;
+    p++;
+  }
+  return snprintf(buf, n, "%.4g %s%s", v, prefix[p], unit);
+}
+
+int npu_fmt_human_time(double s, char *buf, size_t n)
+{
+  double a = fabs(s);
+  if (a >= 1 || a == 0) return snprintf(buf, n, "%.4g s", s);
+  if (a >= 1e-3) return snprintf(buf, n, "%.4g ms", s * 1e3);
+  if (a >= 1e-6) return snprintf(buf, n, "%.4g us", s * 1e6);
+  return snprintf(buf, n, "%.4g ns", s * 1e9);
+}

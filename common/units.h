@@ -54,4 +54,13 @@ int npu_unit_format(double v, enum npu_unit_kind kind, char *buf, size_t n);
  */
 int npu_fmt_double(double v, char *buf, size_t n);
 
+/*
+ * Readable text for people, not for reading back: 4 significant digits with an SI prefix
+ * ("353.9 TFLOP/s", "1.1 TFLOP", "4.049 TB/s"). The one formatter of the text reports.
+ */
+int npu_fmt_human(double v, const char *unit, char *buf, size_t n);
+
+/* A duration the same way, in s, ms, us or ns ("9.439 ms", "77.16 us"), never "kus". */
+int npu_fmt_human_time(double seconds, char *buf, size_t n);
+
 #endif

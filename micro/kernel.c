@@ -387,32 +387,21 @@ static void ratios(const struct core_result *r, struct ratio out[9])
   memcpy(out, x, sizeof x);
 }
 
-static void human(char *buf, size_t n, double v, const char *unit)
-{
-  static const char *prefix[] = {"", "k", "M", "G", "T", "P", "E"};
-  int p = 0;
-  while (v >= 1000 && p < 6) {
-    v /= 1000;
-    p++;
-  }
-  snprintf(buf, n, "%.4g %s%s", v, prefix[p], unit);
-}
-
 void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fid,
                     const struct op_result *r, struct npu_buf *o)
 {
   const struct core_result *t = &r->total;
   char a[64], b[64];
   npu_buf_printf(o, "%s %s on %s (%s fidelity)\n", d->name, args, sys->chip.name, fid);
-  human(a, sizeof a, t->time_s * 1e6, "us");
-  human(b, sizeof b, t->launch_s * 1e6, "us");
+  npu_fmt_human_time(t->time_s, a, sizeof a);
+  npu_fmt_human_time(t->launch_s, b, sizeof b);
   npu_buf_printf(o, "  time              %s (launch overhead %s, %d kernel%s)\n", a, b, r->nkernels,
                  r->nkernels == 1 ? "" : "s");
-  human(a, sizeof a, r->achieved_flops_per_s, "FLOP/s");
-  human(b, sizeof b, r->flops, "FLOP");
+  npu_fmt_human(r->achieved_flops_per_s, "FLOP/s", a, sizeof a);
+  npu_fmt_human(r->flops, "FLOP", b, sizeof b);
   npu_buf_printf(o, "  achieved          %s (%s)\n", a, b);
-  human(a, sizeof a, r->gm_bytes_per_s, "B/s");
-  human(b, sizeof b, t->hbm_bw_bytes_per_s, "B/s");
+  npu_fmt_human(r->gm_bytes_per_s, "B/s", a, sizeof a);
+  npu_fmt_human(t->hbm_bw_bytes_per_s, "B/s", b, sizeof b);
   npu_buf_printf(o, "  GM traffic        %s (HBM %s, L2 hits %.1f%%)\n", a, b,
                  t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
   npu_buf_printf(o, "  cores             %d/%d cube, %d/%d vector\n", t->aic_used, t->aic_total,

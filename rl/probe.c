@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fdio.h"
+#include "workloads/isolate.h"
 #include "interconnect/run.h"
 
 int rl__coll(struct rl_colls *c, enum ic_op op, double bytes, int group)
@@ -41,58 +43,40 @@ void rl__colls_release(struct rl_colls *c)
 
 /* ------------------------------------------------------------------ fork */
 
-static bool io_all(int fd, void *buf, size_t n, bool rd)
+/* What a forked call sends back: its status, its diagnostic, then its output. */
+struct fork_call {
+  int (*fn)(void *arg, void *out, struct npu_diag *diag);
+  void *arg;
+  size_t size;
+};
+
+struct fork_record {
+  int rc;
+  struct npu_diag d;
+  unsigned char out[]; /* size bytes */
+};
+
+static void fork_child(void *ctx, void *record)
 {
-  char *p = buf;
-  while (n) {
-    ssize_t k = rd ? read(fd, p, n) : write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= (size_t)k;
-  }
-  return true;
+  const struct fork_call *c = ctx;
+  struct fork_record *r = record;
+  npu_diag_clear(&r->d);
+  r->rc = c->fn(c->arg, r->out, &r->d);
 }
 
 int rl__fork(int (*fn)(void *arg, void *out, struct npu_diag *diag), void *arg, void *out, size_t size,
              struct npu_diag *diag)
 {
-  int fds[2];
-  if (pipe(fds)) return npu_diag_set(diag, NULL, 0, NULL, "pipe: %s", strerror(errno)), NPU_EINTERNAL;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return npu_diag_set(diag, NULL, 0, NULL, "fork: %s", strerror(errno)), NPU_EINTERNAL;
+  struct fork_call c = {fn, arg, size};
+  size_t n = sizeof(struct fork_record) + size;
+  struct fork_record *r = npu_xcalloc(1, n);
+  int rc = wl_isolate(fork_child, &c, r, n, "a simulation child", diag);
+  if (!rc) {
+    rc = r->rc;
+    if (rc) *diag = r->d;
+    else memcpy(out, r->out, size);
   }
-  if (pid == 0) {
-    close(fds[0]);
-    struct npu_diag d;
-    npu_diag_clear(&d);
-    int rc = fn(arg, out, &d);
-    bool ok = io_all(fds[1], &rc, sizeof rc, false) && io_all(fds[1], &d, sizeof d, false) &&
-              (rc || io_all(fds[1], out, size, false));
-    close(fds[1]);
-    _exit(ok ? 0 : 1);
-  }
-  close(fds[1]);
-  int rc = 0;
-  struct npu_diag d;
-  bool got = io_all(fds[0], &rc, sizeof rc, true) && io_all(fds[0], &d, sizeof d, true) &&
-             (rc || io_all(fds[0], out, size, true));
-  close(fds[0]);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (!got) {
-    if (WIFSIGNALED(st))
-      return npu_diag_set(diag, NULL, 0, NULL, "a simulation child died with signal %d (%s)", WTERMSIG(st),
-                          strsignal(WTERMSIG(st))), NPU_EINTERNAL;
-    return npu_diag_set(diag, NULL, 0, NULL, "a simulation child ended without a result (exit status %d)",
-                        WEXITSTATUS(st)), NPU_EINTERNAL;
-  }
-  if (rc) *diag = d;
+  free(r);
   return rc;
 }
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fdio.h"
 #include "sweep/mpi.h"
 #include "sweep/sweep.h"
 
@@ -85,18 +86,6 @@ void sw_csv_free(char **fields, int n)
 
 /* ------------------------------------------------------------ files */
 
-static bool write_all(int fd, const char *p, size_t n)
-{
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
 static void fsync_dir(const char *path)
 {
   char dir[4096];
@@ -116,7 +105,7 @@ static int write_durable(const char *path, const char *text, size_t n, struct np
   snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
   if (fd < 0) return npu_diag_set(diag, path, 0, NULL, "cannot write: %s", strerror(errno)), NPU_EIO;
-  bool ok = write_all(fd, text, n) && fsync(fd) == 0;
+  bool ok = npu_write_all(fd, text, n) && fsync(fd) == 0;
   ok &= close(fd) == 0;
   if (!ok || rename(tmp, path) != 0) {
     int e = errno;
@@ -347,7 +336,7 @@ static void record(void *ctx, int index, enum sw_status st, const char *row)
   if (r->jfd >= 0 && !r->io_rc) {
     struct npu_buf l = {0};
     npu_buf_printf(&l, "%d\t%08lx\t%s\n", index, (unsigned long)crc32(row, strlen(row)), row);
-    if (!write_all(r->jfd, npu_buf_str(&l), l.len) || fsync(r->jfd) != 0)
+    if (!npu_write_all(r->jfd, npu_buf_str(&l), l.len) || fsync(r->jfd) != 0)
       r->io_rc = (npu_diag_set(r->diag, r->journal, 0, NULL, "cannot append: %s", strerror(errno)), NPU_EIO);
     npu_buf_release(&l);
   }

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 
 #include "common/err.h"
+#include "common/fdio.h"
 #include "sweep/sweep.h"
 
 struct slot {
@@ -95,8 +96,7 @@ void sw_pool_destroy(struct sw_pool *p)
     struct slot *sl = &p->slots[i];
     if (!sl->used) continue;
     kill(sl->pid, SIGKILL);
-    while (waitpid(sl->pid, NULL, 0) < 0 && errno == EINTR) {
-    }
+    npu_wait_child(sl->pid, NULL);
     close(sl->fd);
     npu_buf_release(&sl->rec);
   }
@@ -114,19 +114,6 @@ int sw_pool_running(const struct sw_pool *p)
 int sw_pool_free(const struct sw_pool *p)
 {
   return p->jobs - sw_pool_running(p);
-}
-
-static bool write_all(int fd, const void *buf, size_t n)
-{
-  const char *c = buf;
-  while (n) {
-    ssize_t k = write(fd, c, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    c += k;
-    n -= (size_t)k;
-  }
-  return true;
 }
 
 /*
@@ -172,8 +159,8 @@ static void child(const struct sw_spec *s, int index, int fd)
     if (!msg[0]) snprintf(msg, sizeof msg, "%s", npu_strerror(rc));
   }
   struct rec_hdr h = {rc, (uint32_t)strlen(msg), rc ? 0 : (uint32_t)row.len};
-  bool ok = write_all(fd, &h, sizeof h) && write_all(fd, msg, h.msglen) &&
-            write_all(fd, npu_buf_str(&row), h.rowlen);
+  bool ok = npu_write_all(fd, &h, sizeof h) && npu_write_all(fd, msg, h.msglen) &&
+            npu_write_all(fd, npu_buf_str(&row), h.rowlen);
   close(fd);
   _exit(ok ? 0 : 1);
 }
@@ -309,8 +296,7 @@ void sw_pool_wait(struct sw_pool *p, int ms, sw_done_fn done, void *ctx)
       continue;
     }
     int st = 0;
-    while (waitpid(sl->pid, &st, 0) < 0 && errno == EINTR) {
-    }
+    npu_wait_child(sl->pid, &st);
     finish(p, sl, st, done, ctx);
   }
   if (p->timeout_s > 0) {
@@ -321,8 +307,7 @@ void sw_pool_wait(struct sw_pool *p, int ms, sw_done_fn done, void *ctx)
       sl->timed_out = true;
       kill(sl->pid, SIGKILL);
       int st = 0;
-      while (waitpid(sl->pid, &st, 0) < 0 && errno == EINTR) {
-      }
+      npu_wait_child(sl->pid, &st);
       finish(p, sl, st, done, ctx);
     }
   }

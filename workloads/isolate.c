@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fdio.h"
 #include "workloads/job.h"
 #include "workloads/replay.h"
 
@@ -53,32 +54,6 @@ static void child(const char *path, const char *const *sets, int n, struct wl_ou
   wl_job_release(&job);
 }
 
-static bool read_all(int fd, void *buf, size_t n)
-{
-  char *p = buf;
-  while (n) {
-    ssize_t k = read(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
-static bool write_all(int fd, const void *buf, size_t n)
-{
-  const char *p = buf;
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
 int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
                struct npu_diag *diag)
 {
@@ -95,16 +70,15 @@ int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, siz
   if (pid == 0) {
     close(fds[0]);
     fn(ctx, record); /* the child's copy of record */
-    bool ok = write_all(fds[1], record, size);
+    bool ok = npu_write_all(fds[1], record, size);
     close(fds[1]);
     _exit(ok ? 0 : 1);
   }
   close(fds[1]);
-  bool got = read_all(fds[0], record, size);
+  bool got = npu_read_all(fds[0], record, size);
   close(fds[0]);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  npu_wait_child(pid, &st);
   if (!got) {
     if (WIFSIGNALED(st))
       return npu_diag_set(diag, path, 0, NULL, "the run died with signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st))),
