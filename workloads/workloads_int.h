@@ -1,7 +1,8 @@
 /*
  * workloads_int.h - declarations shared by the files of workloads/ and no one else: the
  * expansion's kernel table, expert costing, rank geometry, the shared-collective table of the
- * replay and the results' attribution.
+ * replay, the replay's state (replay.c) with its pipeline transfers (replay_p2p.c) and
+ * collectives (replay_coll.c), and the results' attribution.
  */
 #ifndef NPUSIM_WORKLOADS_WORKLOADS_INT_H
 #define NPUSIM_WORKLOADS_WORKLOADS_INT_H
@@ -94,6 +95,146 @@ void wl__shared_drop(struct wl__shared_table *t, int h, struct ic_exec *x);
 
 /* Free the table (the executor instances are the executor's). */
 void wl__shared_release(struct wl__shared_table *t);
+
+/* ------------------------------------------------------------------ replay.c: the replay's state */
+
+/* Where a replay rank is. Each state has a phase function (replay.c, advance()). */
+enum wl__state {
+  WL__ST_READY,     /* between slots: wait for the next slot's inputs, or end the slots */
+  WL__ST_WAIT_RECV, /* waiting for a pipeline transfer (bubble, then pp_comm) */
+  WL__ST_STEP,      /* running the current slot's steps */
+  WL__ST_RUN,       /* the compute stream is busy until run_end */
+  WL__ST_WAITC,     /* waiting for a shared collective (waitcat) */
+  WL__ST_WAIT_DP,   /* after the slots: waiting for the gradient reductions */
+  WL__ST_OPT,       /* running the optimizer until run_end */
+  WL__ST_WAIT_AG,   /* waiting for the parameter all-gathers after the optimizer */
+  WL__ST_DONE,
+  WL__ST_COUNT
+};
+
+/* One pipeline transfer (all TP ranks of a stage to their counterparts): replay_p2p.c. */
+struct wl__p2p {
+  int first_id, n;       /* executor instances first_id .. first_id + n - 1; n = 0: not created,
+                            n < 0: run.network = formula */
+  double send_s;         /* when the sender joined (NAN: not yet) */
+  double formula_s;      /* run.network = formula: the transfer's time, alone on its route */
+  int to_idx;            /* the receiving replay rank */
+  bool done;
+  double done_s;
+};
+
+/* One replay rank: a pipeline stage (and EP index) as a state machine over its slots. */
+struct wl__rank {
+  int s, e;              /* pipeline stage, EP index */
+  int idx;               /* s x E + e */
+  const struct wl_prog_stage *ps; /* its stage's slots and steps (the program's) */
+  size_t pc;             /* current slot */
+  enum wl__state st;
+  double since;          /* when the current wait began */
+  double run_end;
+  int wait;              /* p2p index waited on */
+  int waitsh;            /* shared collective waited on */
+  int waitcat;           /* where that wait counts */
+  bool recv_ok;          /* the current slot's inputs have arrived */
+  const struct wl_step *steps; /* the current slot's steps */
+  int nsteps, sk;
+  int *ids;              /* shared collectives to wait for before the optimizer */
+  int nids, capids;
+  int buckets;           /* gradient buckets posted (the shared key's sequence number) */
+  int gathers;           /* ZeRO-3 gathers posted */
+  int next_gather;       /* ZeRO-3: the next piece's gather, posted ahead */
+  int *paired;           /* a DualPipe pair's all-to-alls, waited for at its end */
+  int npaired, cap_paired;
+  bool pair_wait;
+  struct wl_stage_result *res;
+};
+
+/* A replay rank to look at again at time t (the driver's min-heap). */
+struct wl__wake {
+  double t;
+  int idx;
+};
+
+/* The whole replay of one step: the program, the platform, the executor, the ranks, the
+ * pipeline transfers (replay_p2p.c) and the collectives' groups and table (replay_coll.c). */
+struct wl__replay {
+  const struct wl_job *job;
+  const struct wl_program *prog;
+  struct wl_result *res;
+  struct npu_trace *trace;
+  struct ic_topo *topo;
+  struct ic_params icp;
+  struct ic_exec *x;
+  struct wl__rank *rk;
+  int nr, E, pp, mchunks, mb, edp;
+  struct wl__p2p *p2p;   /* [dir][boundary][mb][EP index] */
+  struct ic_comm *pair;  /* [boundary][dir][tp][EP index]: 2-rank communicators for sends, on demand */
+  struct wl__shared_table sh; /* every shared collective of the step */
+  struct ic_comm *dpc;   /* per stage x tp: the DP (x CP) group */
+  struct ic_comm *epc;   /* per stage x tp x edp: the EP group */
+  struct ic_comm *edpc;  /* per stage x ep x tp: the expert data-parallel group */
+  struct wl__wake *heap; /* replay ranks to look at again, by time */
+  size_t nheap, capheap;
+  int ndone;
+  int rc;
+  struct npu_diag *diag;
+};
+
+/* Whether the step's pipeline sends and EP all-to-alls are closed forms (run.network = formula). */
+static inline bool wl__formula(const struct wl__replay *r)
+{
+  return r->job->run.network == 1;
+}
+
+/* Look at replay rank idx again at time t (a min-heap; stale entries are harmless). */
+void wl__wake_at(struct wl__replay *r, int idx, double t);
+
+/* ------------------------------------------------------------------ replay_p2p.c */
+
+/* Allocate r's pipeline transfers and their 2-rank communicators (none created yet). */
+void wl__p2p_init(struct wl__replay *r);
+
+/* Transfer index i of the program (wl_program_p2p_index) for EP index e, created on first use
+ * (as flows, or in closed form); on failure r->rc is set. */
+struct wl__p2p *wl__p2p_get(struct wl__replay *r, int i, int e);
+
+/* Side `side` of transfer p (0 the sender, 1 the receiver) joins it at t. */
+void wl__p2p_join(struct wl__replay *r, struct wl__p2p *p, int side, double t);
+
+/* Whether transfer p has arrived at the engine's clock; if so *end is when. */
+bool wl__p2p_done(struct wl__replay *r, struct wl__p2p *p, double *end);
+
+/* Free r's transfers and their communicators. */
+void wl__p2p_release(struct wl__replay *r);
+
+/* ------------------------------------------------------------------ replay_coll.c */
+
+/* Start op of `bytes` per rank (matrix: AllToAllV sizes, borrowed) over c on r's executor,
+ * counted in the result: the instance's id, or < 0 with r->rc set. */
+int wl__start_coll(struct wl__replay *r, const struct ic_comm *c, enum ic_op op, double bytes, const double *matrix);
+
+/* The DP, EP and expert data-parallel communicators of every stage. Returns 0 or an error. */
+int wl__build_comms(struct wl__replay *r);
+
+/* Free the communicators of wl__build_comms. */
+void wl__comms_release(struct wl__replay *r);
+
+/* Post a dense gradient bucket of n parameters over rk's DP groups (waited for before the
+ * optimizer). */
+void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double t);
+
+/* Post an expert gradient bucket of n parameters over rk's expert data-parallel groups. */
+void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, double t);
+
+/* ZeRO-3: join the all-gather of `params` parameters of a piece of rk's current slot; its handle. */
+int wl__post_gather(struct wl__replay *r, struct wl__rank *rk, double params, double t);
+
+/* ZeRO 1-2 after the optimizer: join the gathers of rk's parameters (waited for in rk->ids). */
+void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t);
+
+/* Join the EP all-to-all of (layer, mb, which) from the routing draw (flows, or closed form);
+ * its handle, or < 0 on failure. */
+int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, int which, double t);
 
 /* ------------------------------------------------------------------ results.c */
 

@@ -1,0 +1,246 @@
+/*
+ * replay_coll.c - the replay's collectives between ranks: the data-parallel gradient
+ * reductions (dense buckets over DP x CP, expert buckets over the expert data-parallel group),
+ * the parameter gathers (ZeRO-3 per piece, ZeRO 1-2 after the optimizer) and the EP
+ * all-to-alls whose sizes come from the program's routing draw. One job: join a replay rank to
+ * the collective it takes part in, creating it on the executor for every physical group it
+ * stands for when the rank is the first member (the shared-collective table, shared_coll.c,
+ * keeps them by key), or, for the all-to-alls with run.network = formula, in closed form.
+ *
+ * Also the communicators of those groups (per stage the DP, EP and expert data-parallel
+ * groups) and the one way the replay starts a collective on the executor (wl__start_coll,
+ * which counts it). Waiting for a collective and what the wait counts as are the state
+ * machine's (replay.c).
+ */
+#include "workloads/workloads_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "common/trace.h"
+#include "interconnect/comm.h"
+#include "interconnect/exec.h"
+#include "interconnect/topo.h"
+
+int wl__start_coll(struct wl__replay *r, const struct ic_comm *c, enum ic_op op, double bytes, const double *matrix)
+{
+  struct ic_coll coll = {.op = op, .algo = IC_ALGO_AUTO, .fidelity = (enum ic_fidelity)r->job->run.coll_fidelity,
+                         .bytes = bytes, .matrix = matrix};
+  int id = ic_exec_start(r->x, c, &coll, r->diag);
+  if (id < 0 && !r->rc) r->rc = id;
+  if (id >= 0) r->res->collectives++;
+  return id;
+}
+
+/* ------------------------------------------------------------------ communicators */
+
+/*
+ * Per (stage, tp) the DP group over dp x cp; with EP, per (stage, tp, edp index) the EP group
+ * (dp coordinate = edp x ep + e: EP varies fastest inside DP, as Megatron's tp-cp-ep-dp-pp order
+ * has it) and per (stage, ep index, tp) the expert data-parallel group.
+ */
+int wl__build_comms(struct wl__replay *r)
+{
+  const struct wl_plan *p = &r->job->plan;
+  int n = p->dp * p->cp, *ranks = npu_xmalloc((size_t)(n > r->E ? n : r->E) * sizeof *ranks), rc = 0;
+  r->dpc = npu_xcalloc((size_t)r->pp * p->tp, sizeof *r->dpc);
+  if (r->E > 1) {
+    r->epc = npu_xcalloc((size_t)r->pp * p->tp * r->edp, sizeof *r->epc);
+    r->edpc = npu_xcalloc((size_t)r->pp * r->E * p->tp, sizeof *r->edpc);
+  }
+  for (int s = 0; s < r->pp && !rc; s++)
+    for (int t = 0; t < p->tp && !rc; t++) {
+      if (n > 1) {
+        int m = 0;
+        for (int c = 0; c < p->cp; c++)
+          for (int d = 0; d < p->dp; d++) ranks[m++] = wl__phys_rank(p, s, t, c, d);
+        rc = ic_comm_init(&r->dpc[(size_t)s * p->tp + t], ranks, n, r->topo, "plan.dp", r->diag);
+      }
+      for (int g = 0; r->E > 1 && g < r->edp && !rc; g++) {
+        for (int e = 0; e < r->E; e++) ranks[e] = wl__ep_rank(p, s, t, g * r->E + e);
+        rc = ic_comm_init(&r->epc[((size_t)s * p->tp + t) * r->edp + g], ranks, r->E, r->topo, "plan.ep", r->diag);
+      }
+      for (int e = 0; r->E > 1 && r->edp > 1 && e < r->E && !rc; e++) {
+        for (int g = 0; g < r->edp; g++) ranks[g] = wl__ep_rank(p, s, t, g * r->E + e);
+        rc = ic_comm_init(&r->edpc[((size_t)s * r->E + e) * p->tp + t], ranks, r->edp, r->topo, "plan.ep", r->diag);
+      }
+    }
+  free(ranks);
+  return rc;
+}
+
+void wl__comms_release(struct wl__replay *r)
+{
+  const struct wl_plan *p = &r->job->plan;
+  struct ic_comm *sets[] = {r->dpc, r->epc, r->edpc};
+  size_t counts[] = {(size_t)r->pp * p->tp, (size_t)r->pp * p->tp * r->edp, (size_t)r->pp * r->E * p->tp};
+  for (int s = 0; s < 3; s++) {
+    for (size_t i = 0; sets[s] && i < counts[s]; i++)
+      if (sets[s][i].size) ic_comm_release(&sets[s][i]);
+    free(sets[s]);
+  }
+  r->dpc = r->epc = r->edpc = NULL;
+}
+
+/* ------------------------------------------------------------------ joining */
+
+/* Which comm ranks of a shared collective's groups a replay rank joins as: all of them (it
+ * stands for the whole group), those of a DP group whose dp coordinate has its EP index (a DP
+ * group spans the EP ranks), or only comm rank e (an EP group). */
+enum join_as { JOIN_ALL, JOIN_DP, JOIN_EP };
+
+/*
+ * Join (creating if first) the shared collective `key`: op over the n groups, this rank joining
+ * the comm ranks it stands for. matrix (AllToAllV) is taken over. Returns the table index.
+ */
+static int join_shared(struct wl__replay *r, struct wl__rank *rk, uint64_t key, enum ic_op op, double bytes,
+                       const struct ic_comm *groups, int n, int members, enum join_as as, double t, double *matrix)
+{
+  int h = wl__shared_find(&r->sh, key);
+  if (h < 0) {
+    h = wl__shared_add(&r->sh, key);
+    struct wl__shared *s = &r->sh.v[h];
+    s->members = members;
+    s->n = n;
+    s->matrix = matrix;
+    for (int g = 0; g < n; g++) {
+      int id = wl__start_coll(r, &groups[g], op, bytes, s->matrix);
+      if (id < 0) return h;
+      if (s->first < 0) s->first = id;
+    }
+  } else {
+    free(matrix);
+  }
+  struct wl__shared *s = &r->sh.v[h];
+  s->joined++;
+  int dp = r->job->plan.dp;
+  for (int g = 0; g < s->n && s->first >= 0; g++)
+    for (int i = 0; i < groups[g].size; i++) {
+      bool mine = as == JOIN_ALL || (as == JOIN_EP && i == rk->e) || (as == JOIN_DP && (i % dp) % r->E == rk->e);
+      if (mine) ic_exec_join(r->x, s->first + g, i, t);
+    }
+  return h;
+}
+
+/* Wait for shared collective h before the optimizer (or, after it, before the step's end). */
+static void wait_later(struct wl__rank *rk, int h)
+{
+  if (rk->nids == rk->capids) {
+    rk->capids = rk->capids ? 2 * rk->capids : 16;
+    rk->ids = npu_xrealloc(rk->ids, (size_t)rk->capids * sizeof *rk->ids);
+  }
+  rk->ids[rk->nids++] = h;
+}
+
+/* A dense gradient bucket of n parameters (fp32, Megatron's main_grad) over the stage's DP
+ * groups: reduce-scatter with ZeRO >= 1, else all-reduce; waited for before the optimizer. */
+void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double t)
+{
+  const struct wl_plan *p = &r->job->plan;
+  if (p->dp * p->cp < 2 || n <= 0) return;
+  enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
+  int h = join_shared(r, rk, wl__shared_key(WL__KEY_BUCKET, (uint64_t)rk->s, 0, (uint64_t)rk->buckets++), op, n * 4,
+                      &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
+  wait_later(rk, h);
+  if (r->trace) npu_trace_add(r->trace, rk->idx, 2, "grad bucket", t, 0);
+}
+
+/* An expert gradient bucket over this rank's expert data-parallel groups. */
+void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, double t)
+{
+  const struct wl_plan *p = &r->job->plan;
+  if (r->edp < 2 || n <= 0) return;
+  enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
+  int h = join_shared(r, rk, wl__shared_key(WL__KEY_EBUCKET, (uint64_t)rk->s, (uint64_t)rk->e, (uint64_t)rk->buckets++),
+                      op, n * 4, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp, 1, JOIN_ALL, t, NULL);
+  wait_later(rk, h);
+}
+
+/* ZeRO-3: the all-gather of `params` parameters of one piece of this rank's current slot. */
+int wl__post_gather(struct wl__replay *r, struct wl__rank *rk, double params, double t)
+{
+  const struct wl_plan *p = &r->job->plan;
+  return join_shared(r, rk, wl__shared_key(WL__KEY_GATHER, (uint64_t)rk->s, 0, (uint64_t)rk->gathers++),
+                     IC_OP_ALLGATHER, params * 2, &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
+}
+
+/* ZeRO 1-2: the stage's parameters (bf16) over its DP groups, the experts' over their
+ * data-parallel group. */
+void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t)
+{
+  const struct wl_plan *p = &r->job->plan;
+  const struct wl_program *pg = r->prog;
+  int h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, 0, 0), IC_OP_ALLGATHER,
+                      pg->stage_params[rk->s] * 2, &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
+  wait_later(rk, h);
+  if (r->edp > 1 && pg->stage_eparams[rk->s] > 0) { /* experts: over their data-parallel group */
+    h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, (uint64_t)rk->e, 1), IC_OP_ALLGATHER,
+                    pg->stage_eparams[rk->s] * 2, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp,
+                    1, JOIN_ALL, t, NULL);
+    wait_later(rk, h);
+  }
+}
+
+/*
+ * run.network = formula: an AllToAllV over group c with sizes m (bytes from comm rank i to j):
+ * every rank sends and receives through its scale-up port and its NIC at once, each at its
+ * class bandwidth, so the collective takes the busiest rank's larger of the two, plus one step's
+ * overhead and latency per peer class it reaches. Contention between collectives is not seen.
+ */
+static double a2a_formula_s(const struct wl__replay *r, const struct ic_comm *c, const double *m)
+{
+  int n = c->size;
+  double worst = 0, lat = 0;
+  for (int i = 0; i < n; i++) {
+    double up_s = 0, nic_s = 0, up_r = 0, nic_r = 0;
+    for (int j = 0; j < n; j++) {
+      if (i == j) continue;
+      enum ic_class cl = ic_topo_class(r->topo, c->ranks[i], c->ranks[j]);
+      double bw = ic_topo_class_bw(r->topo, cl), l = ic_topo_latency_s(r->topo, c->ranks[i], c->ranks[j]);
+      double out = m[(size_t)i * n + j] / bw, in = m[(size_t)j * n + i] / bw;
+      if (cl == IC_CLASS_NIC) nic_s += out, nic_r += in;
+      else up_s += out, up_r += in;
+      if (l > lat) lat = l;
+    }
+    double t = fmax(fmax(up_s, nic_s), fmax(up_r, nic_r));
+    if (t > worst) worst = t;
+  }
+  return worst + lat + r->icp.task_overhead_s;
+}
+
+/* The EP all-to-all of (layer, mb, which: 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T),
+ * its sizes from the program's routing draw. With run.network = formula its end is known once
+ * the last member joined: every member is woken at it. */
+int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, int which, double t)
+{
+  const struct wl_plan *p = &r->job->plan;
+  const struct wl_route *rt = wl_program_route(r->prog, layer, mb);
+  NPU_ASSERT(rt != NULL);
+  int E = r->E;
+  /* dispatch sends rows to the experts' ranks, combine sends them back: the transpose */
+  double copy = r->job->model.hidden * 2.0, *m = npu_xmalloc((size_t)E * E * sizeof *m);
+  bool back = which == 1 || which == 3;
+  for (int i = 0; i < E; i++)
+    for (int k = 0; k < E; k++) m[(size_t)i * E + k] = copy * (back ? rt->matrix[(size_t)k * E + i] : rt->matrix[(size_t)i * E + k]);
+  double total = 0;
+  for (int i = 0; i < E * E; i++) total += m[i];
+  uint64_t key = wl__shared_key(WL__KEY_A2A, (uint64_t)rk->s, (uint64_t)(layer * 4 + which), (uint64_t)mb);
+  if (wl__formula(r)) {
+    int h = wl__shared_find(&r->sh, key);
+    if (h < 0) {
+      h = wl__shared_add(&r->sh, key);
+      r->sh.v[h].members = E;
+      r->sh.v[h].formula_s = a2a_formula_s(r, &r->epc[(size_t)rk->s * p->tp * r->edp], m);
+    }
+    free(m);
+    struct wl__shared *s = &r->sh.v[h];
+    s->joined++;
+    if (t > s->last_join) s->last_join = t;
+    if (s->joined == s->members) /* its end is known now: wake the members at it */
+      for (int e = 0; e < E; e++) wl__wake_at(r, rk->s * r->E + e, s->last_join + s->formula_s);
+    return h;
+  }
+  return join_shared(r, rk, key, IC_OP_ALLTOALLV, total / E, &r->epc[(size_t)rk->s * p->tp * r->edp],
+                     p->tp * r->edp, E, JOIN_EP, t, m);
+}
