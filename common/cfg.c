@@ -1,4 +1,10 @@
-/* cfg.c - the generic parameter loader; see cfg.h. */
+/*
+ * cfg.c - the generic parameter loader; see cfg.h.
+ *
+ * Size: one job, the loader, over ~1,200 lines: tables, libconfig files, presets, @include
+ * checks, --set overrides, origins and the effective configuration all work on the same entry
+ * and section records.
+ */
 #include "common/cfg.h"
 
 #include <dirent.h>

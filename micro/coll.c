@@ -20,7 +20,7 @@
 #include "interconnect/topo.h"
 #include "micro/micro_int.h"
 
-#define OFF(f) offsetof(struct mc_coll_spec, f)
+#define NPU_PARAM_STRUCT struct mc_coll_spec
 
 /* The operations and algorithms, in enum ic_op / enum ic_algo order (checked at registration). */
 static const char *const op_names[] = {"allreduce", "reducescatter", "allgather", "alltoall", "alltoallv",
@@ -34,22 +34,22 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    {"collective.op", NPU_PT_ENUM, OFF(op), 0, NULL, 0, 0, 0, op_names, "the collective operation"},
-    {"collective.bytes", NPU_PT_SIZE, OFF(bytes), 0, NULL, NPU_PF_POSITIVE, 0, 0, NULL,
+    {"collective.op", NPU_PT_ENUM, NPU_PARAM_OFF(op), 0, NULL, 0, 0, 0, op_names, "the collective operation"},
+    {"collective.bytes", NPU_PT_SIZE, NPU_PARAM_OFF(bytes), 0, NULL, NPU_PF_POSITIVE, 0, 0, NULL,
      "S per rank, nccl-tests convention (allgather: the gathered output; reducescatter: the input; alltoall: all a "
      "rank sends)"},
-    {"collective.ranks", NPU_PT_INT, OFF(ranks), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
+    {"collective.ranks", NPU_PT_INT, NPU_PARAM_OFF(ranks), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
      "the communicator is ranks 0..ranks-1 (rank r on node r / node.devices); 0: every device"},
-    {"collective.comm", NPU_PT_STRING, OFF(comm), sizeof(((struct mc_coll_spec *)0)->comm), "", 0, 0, 0, NULL,
+    {"collective.comm", NPU_PT_STRING, NPU_PARAM_OFF(comm), NPU_PARAM_SZ(comm), "", 0, 0, 0, NULL,
      "or the communicator's ranks as a list, \"0,8,16,24\" or \"0-3,8-11\" (not with ranks)"},
-    {"collective.algorithm", NPU_PT_ENUM, OFF(algorithm), 0, "auto", 0, 0, 0, algo_names,
+    {"collective.algorithm", NPU_PT_ENUM, NPU_PARAM_OFF(algorithm), 0, "auto", 0, 0, 0, algo_names,
      "auto (HCCL-like selection) or a fixed algorithm"},
-    {"collective.fidelity", NPU_PT_ENUM, OFF(fidelity), 0, "auto", 0, 0, 0, fid_names,
+    {"collective.fidelity", NPU_PT_ENUM, NPU_PARAM_OFF(fidelity), 0, "auto", 0, 0, 0, fid_names,
      "step (every algorithm step a flow), bulk (one flow per rank and link class per phase), auto (step up to 512 "
      "ranks, bulk above)"},
-    {"collective.root", NPU_PT_INT, OFF(root), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
+    {"collective.root", NPU_PT_INT, NPU_PARAM_OFF(root), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
      "root of broadcast / reduce, a position in the communicator"},
-    {"collective.buffer", NPU_PT_SIZE, OFF(buffer), 0, "200MB", NPU_PF_POSITIVE, 0, 0, NULL,
+    {"collective.buffer", NPU_PT_SIZE, NPU_PARAM_OFF(buffer), 0, "200MB", NPU_PF_POSITIVE, 0, 0, NULL,
      "communicator buffer; larger payloads loop (HCCL's default)"},
 };
 

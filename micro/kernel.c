@@ -19,7 +19,7 @@
 
 /* ------------------------------------------------------------------ the kernel section */
 
-#define OFF(f) offsetof(struct mc_kernel_spec, f)
+#define NPU_PARAM_STRUCT struct mc_kernel_spec
 
 static const char *const fid_names[] = {"event", "analytic", NULL};
 
@@ -28,15 +28,15 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    {"kernel.op", NPU_PT_STRING, OFF(op), sizeof(((struct mc_kernel_spec *)0)->op), NULL, 0, 0, 0, NULL,
+    {"kernel.op", NPU_PT_STRING, NPU_PARAM_OFF(op), NPU_PARAM_SZ(op), NULL, 0, 0, 0, NULL,
      "the operator (npusim kernel list)"},
-    {"kernel.args", NPU_PT_STRING, OFF(args), sizeof(((struct mc_kernel_spec *)0)->args), "", 0, 0, 0, NULL,
+    {"kernel.args", NPU_PT_STRING, NPU_PARAM_OFF(args), NPU_PARAM_SZ(args), "", 0, 0, 0, NULL,
      "operator arguments, \"name=value ...\" as npusim kernel's --name value (kernel.<name> keys override them)"},
-    {"kernel.fidelity", NPU_PT_ENUM, OFF(fidelity), 0, "analytic", 0, 0, 0, fid_names,
+    {"kernel.fidelity", NPU_PT_ENUM, NPU_PARAM_OFF(fidelity), 0, "analytic", 0, 0, 0, fid_names,
      "analytic (closed-form tile pipeline) or event (every instruction simulated; npusim kernel's default)"},
-    {"kernel.seed", NPU_PT_INT, OFF(seed), 0, "1", NPU_PF_POSITIVE, 0, 0, NULL,
+    {"kernel.seed", NPU_PT_INT, NPU_PARAM_OFF(seed), 0, "1", NPU_PF_POSITIVE, 0, 0, NULL,
      "seed of the generated inputs (reported)"},
-    {"kernel.functional", NPU_PT_BOOL, OFF(functional), 0, "false", 0, 0, 0, NULL,
+    {"kernel.functional", NPU_PT_BOOL, NPU_PARAM_OFF(functional), 0, "false", 0, 0, 0, NULL,
      "also compute real data and check it against the host reference"},
 };
 

@@ -26,6 +26,10 @@
  * dtype shares one code path and one accuracy); inputs and outputs are cast at the ends.
  * Per-row scalars (max, sum, rstd) are computed densely for all rows of a tile and broadcast
  * with Brcb, never read back by the scalar unit, so no V -> S synchronisation stalls the pipes.
+ *
+ * Size: ~900 lines of inline tile helpers (queues, casts, reductions, row plans) that the vector
+ * operators share; the public kernel API of the operator-developer issue will take its stable
+ * part.
  */
 #ifndef NPUSIM_OPS_VECOPS_INT_H
 #define NPUSIM_OPS_VECOPS_INT_H

@@ -220,7 +220,7 @@ static int check_plan(struct rl_job *job, struct npu_diag *diag)
   job->plan.global_batch = job->plan.micro_batch * (dp > 0 ? dp : 1);
   int rc = wl_plan_finish(job->cfg, &job->plan, &job->model, &tsys, diag);
   if (rc) return rc;
-  if (!job->sys.chip.cube.macs_per_cycle[job->plan.dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16] || job->plan.dtype == 2)
+  if (!job->sys.chip.cube.macs_per_cycle[wl_plan_wide_dtype(&job->plan)] || wl_plan_is_fp8(&job->plan))
     return npu_cfg_fail(job->cfg, diag, "plan.dtype", "RL training is modelled in bf16 or fp16 on a chip that has it");
   if (job->model.moe.experts && job->plan.tp > 1 && !job->plan.sp)
     return npu_cfg_fail(job->cfg, diag, "plan.sp", "an MoE model with tp > 1 needs sequence parallelism");

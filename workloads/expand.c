@@ -25,6 +25,11 @@
  * each rule, and the reason where it is a proxy of the same traffic); only the proxies for
  * operators ops/ does not have stay here: GeLU (a SwiGLU pass of half the width) and the
  * embedding gather (a row copy of the same bytes, an un-fused RMSNorm pass).
+ *
+ * Size: one job, the kernels of each segment of a step, over ~1,000 lines: the dense, attention,
+ * MoE and head expansions share the shape struct, the typed-call builders and the item list, and
+ * splitting them would export those internals. The layer types of the coverage issue (linear
+ * attention, MTP, vision) are the point to split it by layer family.
  */
 #include "workloads/expand.h"
 
@@ -262,8 +267,8 @@ static struct shape shape_of(const struct wl_program *j)
   s.f = m->ffn;
   s.V = m->vocab;
   s.mode = EM_ALL;
-  s.fp8 = p->dtype == 2;
-  s.dt = p->dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16;
+  s.fp8 = wl_plan_is_fp8(p);
+  s.dt = wl_plan_wide_dtype(p);
   s.act_bytes = (double)s.T * s.h * 2;
   return s;
 }
@@ -302,7 +307,7 @@ static void tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
  * quantize pass), 1x128 blocks (DeepSeek-V3's activations), or MXFP8 (32-element blocks). */
 static enum npu_dtype fp8_gemm_type(const struct wl_program *j)
 {
-  return j->plan.fp8_recipe == 2 ? NPU_DT_MXFP8 : NPU_DT_FP8_E4M3;
+  return wl_plan_fp8_dtype(&j->plan);
 }
 
 static void fp8_quantize(struct wl_program *j, const struct shape *s, bool rc, int64_t rows, int64_t cols)
@@ -328,7 +333,7 @@ static void linear_call(struct wl_program *j, const struct shape *s, bool rc, co
   uint64_t m = op_call_u(c, "m"), k = op_call_u(c, "k");
   bool ta = op_call_u(c, "trans_a") != 0;
   /* a GEMM whose quantized operand's rows are not whole scaling blocks stays in the training type */
-  uint64_t block = j->plan.fp8_recipe == 1 ? 128 : j->plan.fp8_recipe == 2 ? 32 : 1;
+  uint64_t block = j->plan.fp8_recipe == WL_FP8_BLOCK ? 128 : j->plan.fp8_recipe == WL_FP8_MX ? 32 : 1;
   if ((ta ? m : k) % block) {
     kern(j, WL_CAT_GEMM, rc, c);
     return;

@@ -10,7 +10,7 @@
 
 #include "common/err.h"
 
-#define OFF(f) offsetof(struct wl_run, f)
+#define NPU_PARAM_STRUCT struct wl_run
 
 static const char *const fid_names[] = {"event", "analytic", NULL};
 static const char *const cfid_names[] = {"step", "bulk", NULL};
@@ -21,15 +21,15 @@ static const struct npu_section sections[] = {
 };
 
 static const struct npu_param params[] = {
-    {"run.fidelity", NPU_PT_ENUM, OFF(fidelity), 0, "analytic", 0, 0, 0, fid_names,
+    {"run.fidelity", NPU_PT_ENUM, NPU_PARAM_OFF(fidelity), 0, "analytic", 0, 0, 0, fid_names,
      "kernel costs: analytic (closed-form tile pipeline) or event (every instruction simulated)"},
-    {"run.collectives", NPU_PT_ENUM, OFF(coll_fidelity), 0, "bulk", 0, 0, 0, cfid_names,
+    {"run.collectives", NPU_PT_ENUM, NPU_PARAM_OFF(coll_fidelity), 0, "bulk", 0, 0, 0, cfid_names,
      "collectives simulated in the step: bulk (one flow per rank and link class) or step (every algorithm step)"},
-    {"run.network", NPU_PT_ENUM, OFF(network), 0, "flows", 0, 0, 0, network_names,
+    {"run.network", NPU_PT_ENUM, NPU_PARAM_OFF(network), 0, "flows", 0, 0, 0, network_names,
      "pipeline sends and expert all-to-alls: flows (on the platform, contending) or formula (closed form, alone on "
      "their routes: for very large jobs)"},
-    {"run.seed", NPU_PT_INT, OFF(seed), 0, "1", NPU_PF_NONNEG, 0, 0, NULL, "seed of anything random (reported)"},
-    {"run.cost_cache", NPU_PT_STRING, OFF(cost_cache), sizeof(((struct wl_run *)0)->cost_cache), "", 0, 0, 0, NULL,
+    {"run.seed", NPU_PT_INT, NPU_PARAM_OFF(seed), 0, "1", NPU_PF_NONNEG, 0, 0, NULL, "seed of anything random (reported)"},
+    {"run.cost_cache", NPU_PT_STRING, NPU_PARAM_OFF(cost_cache), NPU_PARAM_SZ(cost_cache), "", 0, 0, 0, NULL,
      "file of kernel costs kept across runs (\"\": in memory only)"},
 };
 
@@ -75,12 +75,12 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
   if (!rc) rc = wl_plan_finish(job->cfg, &job->plan, &job->model, &job->sys, diag);
   if (!rc && job->model.moe.experts) rc = wl_routing_finish(job->cfg, &job->routing, &job->model, diag);
   if (rc) return rc;
-  enum npu_dtype dt = job->plan.dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16;
+  enum npu_dtype dt = wl_plan_wide_dtype(&job->plan);
   if (!job->sys.chip.cube.macs_per_cycle[dt])
     return npu_cfg_fail(job->cfg, diag, "plan.dtype", "%s has no %s cube", job->sys.chip.name, npu_dtype_name(dt));
-  if (job->plan.dtype == 2 && !job->sys.chip.cube.macs_per_cycle[job->plan.fp8_recipe == 2 ? NPU_DT_MXFP8 : NPU_DT_FP8_E4M3])
+  if (wl_plan_is_fp8(&job->plan) && !job->sys.chip.cube.macs_per_cycle[wl_plan_fp8_dtype(&job->plan)])
     return npu_cfg_fail(job->cfg, diag, "plan.dtype", "%s has no %s cube input for fp8 training (950-class and H100 "
-                        "presets do)", job->sys.chip.name, job->plan.fp8_recipe == 2 ? "mxfp8" : "fp8");
+                        "presets do)", job->sys.chip.name, job->plan.fp8_recipe == WL_FP8_MX ? "mxfp8" : "fp8");
   if (job->plan.cp > 1 && job->model.attention != WL_ATTN_FLASH)
     return npu_cfg_fail(job->cfg, diag, "plan.cp", "context parallelism runs FlashAttention kernels (Megatron with "
                         "Transformer Engine): set model.attention = \"flash\"");

@@ -53,12 +53,17 @@ const char *wl_cat_name(enum wl_cat c);
 const char *wl_cat_desc(enum wl_cat c);
 bool wl_cat_is_compute(enum wl_cat c);
 
+/* How pipeline sends and EP all-to-alls are simulated (run.network). */
+enum wl_network {
+  WL_NETWORK_FLOWS,  /* as flows on the platform, contending */
+  WL_NETWORK_FORMULA /* in closed form, alone on their routes (very large jobs) */
+};
+
 /* Run options (the "run" section). */
 struct wl_run {
   int fidelity;             /* kernels: enum core_fidelity (analytic default) */
   int coll_fidelity;        /* in-situ collectives: enum ic_fidelity (bulk default) */
-  int network;              /* 0 flows: pipeline sends and EP all-to-alls as flows on the platform;
-                               1 formula: in closed form (alone on their routes) */
+  int network;              /* enum wl_network */
   int seed;                 /* for anything random (reported) */
   char cost_cache[256];     /* persistent kernel cost cache file; "" none */
   bool kernel_trace;        /* trace: one event per kernel instead of per layer */

@@ -70,7 +70,7 @@ void wl__results_finish(const struct wl_program *p, struct wl_result *res)
   res->hw_flops += res->model_flops; /* HFU: the model's FLOPs plus what recomputation adds */
   struct arch_derived dv;
   arch_derive(&j->sys, &dv);
-  enum npu_dtype pd = j->plan.dtype == 1 ? NPU_DT_FP16 : NPU_DT_BF16; /* fp8 runs are judged against bf16 */
+  enum npu_dtype pd = wl_plan_wide_dtype(&j->plan); /* fp8 runs are judged against bf16 */
   res->peak_flops_per_s = dv.peak_flops_per_s[pd];
   res->mfu = res->model_flops / (step * j->devices * res->peak_flops_per_s);
   res->hfu = res->hw_flops / (step * j->devices * res->peak_flops_per_s);

@@ -16,7 +16,7 @@
 
 static const char *dtype_name(const struct wl_plan *p)
 {
-  return p->dtype == 1 ? "fp16" : "bf16";
+  return p->dtype == WL_DTYPE_FP16 ? "fp16" : "bf16";
 }
 
 static void plan_text(const struct wl_plan *p, char *buf, size_t n)

@@ -183,7 +183,7 @@ struct wl__replay {
 /* Whether the step's pipeline sends and EP all-to-alls are closed forms (run.network = formula). */
 static inline bool wl__formula(const struct wl__replay *r)
 {
-  return r->job->run.network == 1;
+  return r->job->run.network == WL_NETWORK_FORMULA;
 }
 
 /* Look at replay rank idx again at time t (a min-heap; stale entries are harmless). */
