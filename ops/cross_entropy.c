@@ -186,15 +186,8 @@ static int plan(void *pp, const struct op_desc *d, const struct op_args *a, cons
   struct ce *p = pp;
   memset(p, 0, sizeof *p);
   p->chip = chip;
-  p->rows = op_u(d, a, "rows");
-  p->dt = op_dtype(d, a, "dtype");
-  if (op_u(d, a, "vocab") > (1u << 24))
-    return npu_diag_set(diag, "command line", 0, "--vocab", "at most 16777216, got %llu",
-                        (unsigned long long)op_u(d, a, "vocab")), NPU_EINVAL;
-  p->V = (uint32_t)op_u(d, a, "vocab");
-  int rc = vx_check_io(p->dt, "--dtype", diag);
+  int rc = vx_row_args(d, a, "vocab", &p->rows, &p->V, &p->dt, &p->es, diag);
   if (rc) return rc;
-  p->es = vx_es(p->dt);
   rc = vx_plan_rows(&p->rp, p->rows, p->V, p->es, vx_cores(chip), vx_ub_bytes(chip), op_u(d, a, "tile_rows"),
                     op_u(d, a, "tile_cols"), ce_need, p, "--vocab", diag);
   if (rc) return rc;

@@ -451,18 +451,11 @@ static int plan_common(struct norm *n, const struct op_desc *d, const struct op_
   n->chip = chip;
   n->layer = layer;
   n->res = !layer && op_u(d, a, "residual");
-  n->rows = op_u(d, a, "rows");
-  n->dt = op_dtype(d, a, "dtype");
   n->eps = op_r(d, a, "eps");
-  if (op_u(d, a, "hidden") > (1u << 24))
-    return npu_diag_set(diag, "command line", 0, "--hidden", "at most 16777216, got %llu",
-                        (unsigned long long)op_u(d, a, "hidden")), NPU_EINVAL;
-  n->H = (uint32_t)op_u(d, a, "hidden");
-  int rc = vx_check_io(n->dt, "--dtype", diag);
+  int rc = vx_row_args(d, a, "hidden", &n->rows, &n->H, &n->dt, &n->es, diag);
   if (rc) return rc;
   if (n->eps < 0)
     return npu_diag_set(diag, "command line", 0, "--eps", "must not be negative"), NPU_EINVAL;
-  n->es = vx_es(n->dt);
   rc = vx_plan_rows(&n->rp, n->rows, n->H, n->es * (n->res ? 2 : 1), vx_cores(chip), vx_ub_bytes(chip),
                     op_u(d, a, "tile_rows"), op_u(d, a, "tile_cols"), norm_need, n, "--hidden", diag);
   if (rc) return rc;

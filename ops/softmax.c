@@ -191,15 +191,8 @@ static int plan(void *pp, const struct op_desc *d, const struct op_args *a, cons
   struct softmax *p = pp;
   memset(p, 0, sizeof *p);
   p->chip = chip;
-  p->rows = op_u(d, a, "rows");
-  p->dt = op_dtype(d, a, "dtype");
-  if (op_u(d, a, "cols") > (1u << 24))
-    return npu_diag_set(diag, "command line", 0, "--cols", "at most 16777216, got %llu",
-                        (unsigned long long)op_u(d, a, "cols")), NPU_EINVAL;
-  p->C = (uint32_t)op_u(d, a, "cols");
-  int rc = vx_check_io(p->dt, "--dtype", diag);
+  int rc = vx_row_args(d, a, "cols", &p->rows, &p->C, &p->dt, &p->es, diag);
   if (rc) return rc;
-  p->es = vx_es(p->dt);
   rc = vx_plan_rows(&p->rp, p->rows, p->C, p->es, vx_cores(chip), vx_ub_bytes(chip), op_u(d, a, "tile_rows"),
                     op_u(d, a, "tile_cols"), sm_need, p, "--cols", diag);
   if (rc) return rc;

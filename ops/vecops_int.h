@@ -908,4 +908,27 @@ static inline int vx_check_io(enum npu_dtype dt, const char *opt, struct npu_dia
                       npu_dtype_name(dt)), NPU_EUNSUPPORTED;
 }
 
+/*
+ * The arguments every row operator reads the same way: `rows`, the row length (the parameter
+ * called `cols_name`: "cols", "hidden", "vocab"; at most 2^24) and `dtype`, checked as an
+ * input/output type of the vector unit, with its element size. 0 or NPU_EINVAL with diag naming
+ * the option.
+ */
+static inline int vx_row_args(const struct op_desc *d, const struct op_args *a, const char *cols_name,
+                              uint64_t *rows, uint32_t *cols, enum npu_dtype *dt, uint32_t *es,
+                              struct npu_diag *diag)
+{
+  *rows = op_u(d, a, "rows");
+  *dt = op_dtype(d, a, "dtype");
+  uint64_t c = op_u(d, a, cols_name);
+  if (c > (1u << 24))
+    return npu_diag_set(diag, "command line", 0, NULL, "--%s: at most 16777216, got %llu", cols_name,
+                        (unsigned long long)c), NPU_EINVAL;
+  *cols = (uint32_t)c;
+  int rc = vx_check_io(*dt, "--dtype", diag);
+  if (rc) return rc;
+  *es = vx_es(*dt);
+  return 0;
+}
+
 #endif
