@@ -3,9 +3,13 @@
  * scenarios and print predicted vs published with the relative error.
  *
  * Each case is a scenario in scenarios/validation/ (with overrides), one metric, the published
- * value and where it comes from. Every case runs in its own process (one SimGrid engine per
- * process). The published values are not inputs of the model: no preset parameter was fitted
- * to any of them (calibration knobs carry their own sources; see docs/VALIDATION.md).
+ * value and where it comes from, and its class: a validation row (a measured result no knob was
+ * fitted to: the only rows the error is computed over), a calibration row (a measurement a knob
+ * comes from: listed, not counted) or a reproduction (npusim's formula against the paper's own
+ * formula: its own table, not counted). A metric derived from another row's run (MFU from the
+ * same step time) is shown but not counted twice; a plan npusim's memory model refuses is
+ * reported as refused, never compared. Every case runs in its own process (one SimGrid engine
+ * per process). See docs/VALIDATION.md.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +28,10 @@ static const char *const metric_names[] = {"step_time_s", "mfu", "tokens_per_s_p
                                            "memory_weights_optimizer_bytes", "memory_activations_bytes",
                                            "bubble_fraction", "iteration_time_s"};
 
+/* What a row is (see the file comment). */
+enum vclass { V_VALID, V_CALIB, V_REPRO };
+static const char *const class_names[] = {"validation", "calibration", "reproduction"};
+
 struct vcase {
   const char *name;
   const char *scenario;      /* under scenarios/validation/ */
@@ -31,6 +39,10 @@ struct vcase {
   enum metric metric;
   double published;
   const char *source;
+  const char *set;           /* the published set it belongs to (errors are given per set) */
+  enum vclass cls;
+  const char *uncounted;     /* why a validation row is shown but not counted, or NULL */
+  const char *note;          /* unstated parameters and the reason for their values, or NULL */
 };
 
 #define KOR "Korthikanti et al. 2022, Table 5"
@@ -42,56 +54,72 @@ struct vcase {
 #define NEMO5 "NeMo-RL docs/about/performance-summary.md, v0.5 (commit 9dbd9ad)"
 #define MIXTRAL_CP4 {"plan.pp=1", "plan.cp=4", "plan.global_batch=32", NULL}
 #define PANGU "Yin et al. 2025 (arXiv 2504.07866), sec. 4.2: pipeline bubble ratio"
+#define PANGU_NOTE                                                                                                    \
+  "the published ratio is the schedule's formula, (p - 1) / (v m + p - 1) for PP 8 and 16 micro-batches (7/23, "     \
+  "7/103 with 6 virtual stages); the micro-batch count is not stated in the paper: a reproduction, not counted"
+#define DERIVED "derived from the step time's run"
+#define VARIANT_910B                                                                                                  \
+  "the README does not name the 910B variant: the atlas-800t-a2 preset's 910B2 (24 AI cores at 1.8 GHz, the chip of "  \
+  "Atlas 800T A2 servers) is assumed"
 /* 48 model chunks: 1 layer with the embedding, 1 with the head, 2 in each of the other 46 */
 #define PANGU_VPP6                                                                                                    \
   {"plan.first_stage_layers=1", "plan.last_stage_layers=1", "plan.schedule=\"interleaved\"", "plan.vpp=6", NULL}
 
 static const struct vcase cases[] = {
-    {"gpt3-22b a100 full recompute", "korthikanti_gpt3_22b.cfg", FULL, M_STEP, 1.42, KOR},
-    {"gpt3-22b a100 sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_STEP, 1.10, KOR},
-    {"gpt3-22b a100 sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_MFU, 0.415, KOR},
-    {"gpt3-175b a100 full recompute", "korthikanti_gpt3_175b.cfg", FULL, M_STEP, 18.13, KOR},
-    {"gpt3-175b a100 sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_STEP, 13.75, KOR},
-    {"gpt3-175b a100 sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_MFU, 0.514, KOR},
-    {"gpt3-530b a100 full recompute", "korthikanti_gpt3_530b.cfg", FULL, M_STEP, 49.05, KOR},
-    {"gpt3-530b a100 sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_STEP, 37.83, KOR},
-    {"gpt3-530b a100 sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_MFU, 0.560, KOR},
-    {"gpt3-1t a100 full recompute", "korthikanti_gpt3_1t.cfg", FULL, M_STEP, 94.42, KOR},
-    {"gpt3-1t a100 sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_STEP, 71.49, KOR},
-    {"gpt3-1t a100 sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_MFU, 0.563, KOR},
-    {"gpt3-22b a100 params+optimizer", "korthikanti_gpt3_22b.cfg", {NULL}, M_MEM_STATIC, 45.56 * GIB, KORM},
-    {"gpt3-175b a100 params+optimizer", "korthikanti_gpt3_175b.cfg", {NULL}, M_MEM_STATIC, 45.56 * GIB, KORM},
-    {"gpt3-530b a100 params+optimizer", "korthikanti_gpt3_530b.cfg", {NULL}, M_MEM_STATIC, 31.64 * GIB, KORM},
-    {"gpt3-1t a100 params+optimizer", "korthikanti_gpt3_1t.cfg", {NULL}, M_MEM_STATIC, 32.96 * GIB, KORM},
-    {"gpt3-22b a100 activations, no recompute", "korthikanti_gpt3_22b.cfg", NOREC, M_MEM_ACT, 59.25 * GIB, KORM},
-    {"gpt3-175b a100 activations, no recompute", "korthikanti_gpt3_175b.cfg", NOREC, M_MEM_ACT, 66.84 * GIB, KORM},
-    {"gpt3-530b a100 activations, no recompute", "korthikanti_gpt3_530b.cfg", NOREC, M_MEM_ACT, 114.02 * GIB, KORM},
-    {"gpt3-1t a100 activations, no recompute", "korthikanti_gpt3_1t.cfg", NOREC, M_MEM_ACT, 131.25 * GIB, KORM},
-    {"gpt3-22b a100 activations, sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_MEM_ACT, 9.56 * GIB, KORM},
-    {"gpt3-175b a100 activations, sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_MEM_ACT, 12.35 * GIB, KORM},
-    {"gpt3-530b a100 activations, sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_MEM_ACT, 23.08 * GIB, KORM},
-    {"gpt3-1t a100 activations, sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_MEM_ACT, 26.56 * GIB, KORM},
-    {"llama2-7b 910b tokens/s per NPU", "mindspeed_llama2_7b.cfg", {NULL}, M_TOKENS_DEV, 4672, MS},
-    {"llama2-13b 910b tokens/s per NPU", "mindspeed_llama2_13b.cfg", {NULL}, M_TOKENS_DEV, 2016, MS},
-    {"llama2-70b 910b tokens/s per NPU", "mindspeed_llama2_70b.cfg", {NULL}, M_TOKENS_DEV, 420, MS},
-    {"llama3-8b 8k 910b tokens/s per NPU", "mindspeed_llama3_8b.cfg", {NULL}, M_TOKENS_DEV, 2483, MS},
+    {"gpt3-22b a100 full recompute", "korthikanti_gpt3_22b.cfg", FULL, M_STEP, 1.42, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-22b a100 sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_STEP, 1.10, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-22b a100 sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_MFU, 0.415, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .uncounted = DERIVED},
+    {"gpt3-175b a100 full recompute", "korthikanti_gpt3_175b.cfg", FULL, M_STEP, 18.13, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-175b a100 sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_STEP, 13.75, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-175b a100 sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_MFU, 0.514, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .uncounted = DERIVED},
+    {"gpt3-530b a100 full recompute", "korthikanti_gpt3_530b.cfg", FULL, M_STEP, 49.05, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-530b a100 sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_STEP, 37.83, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-530b a100 sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_MFU, 0.560, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .uncounted = DERIVED},
+    {"gpt3-1t a100 full recompute", "korthikanti_gpt3_1t.cfg", FULL, M_STEP, 94.42, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-1t a100 sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_STEP, 71.49, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID},
+    {"gpt3-1t a100 sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_MFU, 0.563, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .uncounted = DERIVED},
+    {"gpt3-22b a100 params+optimizer", "korthikanti_gpt3_22b.cfg", {NULL}, M_MEM_STATIC, 45.56 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-175b a100 params+optimizer", "korthikanti_gpt3_175b.cfg", {NULL}, M_MEM_STATIC, 45.56 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-530b a100 params+optimizer", "korthikanti_gpt3_530b.cfg", {NULL}, M_MEM_STATIC, 31.64 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-1t a100 params+optimizer", "korthikanti_gpt3_1t.cfg", {NULL}, M_MEM_STATIC, 32.96 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-22b a100 activations, no recompute", "korthikanti_gpt3_22b.cfg", NOREC, M_MEM_ACT, 59.25 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-175b a100 activations, no recompute", "korthikanti_gpt3_175b.cfg", NOREC, M_MEM_ACT, 66.84 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-530b a100 activations, no recompute", "korthikanti_gpt3_530b.cfg", NOREC, M_MEM_ACT, 114.02 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-1t a100 activations, no recompute", "korthikanti_gpt3_1t.cfg", NOREC, M_MEM_ACT, 131.25 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-22b a100 activations, sp+selective", "korthikanti_gpt3_22b.cfg", {NULL}, M_MEM_ACT, 9.56 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-175b a100 activations, sp+selective", "korthikanti_gpt3_175b.cfg", {NULL}, M_MEM_ACT, 12.35 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-530b a100 activations, sp+selective", "korthikanti_gpt3_530b.cfg", {NULL}, M_MEM_ACT, 23.08 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"gpt3-1t a100 activations, sp+selective", "korthikanti_gpt3_1t.cfg", {NULL}, M_MEM_ACT, 26.56 * GIB, KORM, .set = "Korthikanti Fig. 1 (memory formula)", .cls = V_REPRO},
+    {"llama2-7b 910b tokens/s per NPU", "mindspeed_llama2_7b.cfg", {NULL}, M_TOKENS_DEV, 4672, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B},
+    {"llama2-13b 910b tokens/s per NPU", "mindspeed_llama2_13b.cfg", {NULL}, M_TOKENS_DEV, 2016, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B},
+    {"llama2-70b 910b tokens/s per NPU", "mindspeed_llama2_70b.cfg", {NULL}, M_TOKENS_DEV, 420, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B},
+    {"llama3-8b 8k 910b tokens/s per NPU", "mindspeed_llama3_8b.cfg", {NULL}, M_TOKENS_DEV, 2483, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B},
     /* 180K H800 GPU hours per trillion tokens: 1e12 / (180e3 x 3600 s) = 1,543 tokens/s per GPU */
     {"deepseek-v3 2048 h800 tokens/s per GPU", "deepseek_v3_h800.cfg", {NULL}, M_TOKENS_DEV, 1543.2,
-     "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens"},
+     "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens",
+     .set = "DeepSeek-V3 (H800)", .cls = V_VALID,
+     .note = "no MTP module and DeepSeek's own recomputation are not modelled (the coverage issue)"},
     {"mixtral-8x7b 32k cp2 910b tokens/s per NPU", "mindspeed_mixtral_8x7b_32k.cfg", {NULL}, M_TOKENS_DEV, 706,
-     "MindSpeed-LLM README, branch 1.0.RC3 (7acd2296), long-sequence table"},
+     "MindSpeed-LLM README, branch 1.0.RC3 (7acd2296), long-sequence table", .set = "MindSpeed-LLM MoE (910B)",
+     .cls = V_VALID, .note = VARIANT_910B},
     {"mixtral-8x7b 32k tp8 cp4 910b", "mindspeed_mixtral_8x7b_32k.cfg", MIXTRAL_CP4, M_MFU, 0.317,
-     "MindSpeed-LLM README MFU table (since 1bdf66d2): TP8 PP1 CP4 ring, GBS 32"},
-    {"pangu-ultra-135b 8192 910b 1f1b", "pangu_ultra_135b.cfg", {NULL}, M_BUBBLE, 0.3045, PANGU},
-    {"pangu-ultra-135b 8192 910b vpp6", "pangu_ultra_135b.cfg", PANGU_VPP6, M_BUBBLE, 0.068, PANGU},
+     "MindSpeed-LLM README MFU table (since 1bdf66d2): TP8 PP1 CP4 ring, GBS 32", .set = "MindSpeed-LLM MoE (910B)",
+     .cls = V_VALID, .note = VARIANT_910B},
+    {"pangu-ultra-135b 8192 910b 1f1b", "pangu_ultra_135b.cfg", {NULL}, M_BUBBLE, 0.3045, PANGU,
+     .set = "Pangu Ultra (schedule formula)", .cls = V_REPRO, .note = PANGU_NOTE},
+    {"pangu-ultra-135b 8192 910b vpp6", "pangu_ultra_135b.cfg", PANGU_VPP6, M_BUBBLE, 0.068, PANGU,
+     .set = "Pangu Ultra (schedule formula)", .cls = V_REPRO, .note = PANGU_NOTE},
     {"pangu-ultra-135b 8192 910b vpp6", "pangu_ultra_135b.cfg", PANGU_VPP6, M_MFU, 0.52,
-     "Yin et al. 2025 (arXiv 2504.07866), sec. 4.2: MFU over 52% after its optimisations"},
-    {"grpo llama3.1-8b 16 h100 colocated", "rl_nemo_llama8b_colocated.cfg", {NULL}, M_RL_ITER, 92.8, NEMO5},
-    {"grpo llama3.1-8b 8+8 h100 async", "rl_nemo_llama8b_async.cfg", {NULL}, M_RL_ITER, 64.8, NEMO5},
+     "Yin et al. 2025 (arXiv 2504.07866), sec. 4.2: MFU over 52% after its optimisations", .set = "Pangu Ultra (910B)",
+     .cls = V_VALID, .uncounted = "a bound, on an unstated micro-batch count",
+     .note = "published as a bound ('over 52%'); the micro-batch count (16) is not stated and is the one the "
+             "bubble formula needs, so this row is shown, not counted"},
+    {"grpo llama3.1-8b 16 h100 colocated", "rl_nemo_llama8b_colocated.cfg", {NULL}, M_RL_ITER, 92.8, NEMO5, .set = "NeMo-RL (H100)", .cls = V_VALID},
+    {"grpo llama3.1-8b 8+8 h100 async", "rl_nemo_llama8b_async.cfg", {NULL}, M_RL_ITER, 64.8, NEMO5, .set = "NeMo-RL (H100)", .cls = V_VALID},
     {"grpo llama3.1-8b 8+8 h100 async pp2 (v0.4)", "rl_nemo_v04_llama8b_async_pp2.cfg", {NULL}, M_RL_ITER, 74.6,
-     "NeMo-RL docs/about/performance-summary.md, v0.4 (commit cff17f8)"},
-    {"grpo qwen3-30b-a3b 32 h100 colocated", "rl_nemo_qwen3_30b_a3b_colocated.cfg", {NULL}, M_RL_ITER, 198, NEMO5},
-    {"grpo qwen3-30b-a3b 16+16 h100 async", "rl_nemo_qwen3_30b_a3b_async.cfg", {NULL}, M_RL_ITER, 154, NEMO5},
+     "NeMo-RL docs/about/performance-summary.md, v0.4 (commit cff17f8)", .set = "NeMo-RL (H100)", .cls = V_VALID},
+    {"grpo qwen3-30b-a3b 32 h100 colocated", "rl_nemo_qwen3_30b_a3b_colocated.cfg", {NULL}, M_RL_ITER, 198, NEMO5, .set = "NeMo-RL (H100)", .cls = V_VALID},
+    {"grpo qwen3-30b-a3b 16+16 h100 async", "rl_nemo_qwen3_30b_a3b_async.cfg", {NULL}, M_RL_ITER, 154, NEMO5, .set = "NeMo-RL (H100)", .cls = V_VALID},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -99,11 +127,18 @@ static const char usage[] =
     "usage: npusim validate [--json] [--only TEXT]\n"
     "\n"
     "Run the validation scenarios (scenarios/validation/) and print, for each published\n"
-    "measurement, the predicted value and the relative error, then the mean absolute\n"
-    "percentage error. Each case runs in its own process.\n"
+    "measurement, the predicted value and the relative error. Rows are of three classes:\n"
+    "validation rows (measured results no knob was fitted to), calibration rows (a knob\n"
+    "comes from them) and reproductions (npusim's formula against the paper's formula).\n"
+    "The headline, the mean absolute percentage error and the signed mean error per set and\n"
+    "overall, counts validation rows only, each once: a metric derived from another row's\n"
+    "run is shown but not counted, and a plan npusim's memory model refuses is reported as\n"
+    "refused. Each case runs in its own process.\n"
     "\n"
     "  --json       .cases[] with .name, .metric, .published, .predicted, .error (relative),\n"
-    "               .source; and .mape\n"
+    "               .class, .set, .counted, .status (ok or refused), .note, .source; .sets[]\n"
+    "               with .name, .rows, .mape, .bias; .mape and .bias over counted rows;\n"
+    "               .reproduction_mape\n"
     "  --only TEXT  run the cases whose name contains TEXT\n";
 
 static void fmt_value(char *buf, size_t n, enum metric m, double v)
@@ -124,6 +159,84 @@ static bool same_run(const struct vcase *a, const struct vcase *b)
   return true;
 }
 
+/* One row's outcome. */
+struct vrow {
+  const struct vcase *v;
+  double pred, err;
+  bool refused;   /* the memory model does not fit the plan on the device */
+  bool counted;   /* in the headline: a validation row, not derived, not refused */
+};
+
+/* Error statistics of a group of counted rows. */
+struct vstat {
+  const char *set;
+  int n;
+  double abs_sum, sum;
+};
+
+static void stat_add(struct vstat *st, double err)
+{
+  st->n++;
+  st->abs_sum += fabs(err);
+  st->sum += err;
+}
+
+/* Whether the run's plan does not fit: the oom column of a training step, train_oom of an RL
+ * iteration. */
+static bool refused(const struct scn_outcome *o)
+{
+  double v;
+  return (scn_outcome_number(o, "oom", &v) && v > 0) || (scn_outcome_number(o, "train_oom", &v) && v > 0);
+}
+
+static void row_text(struct npu_buf *out, const struct vrow *r)
+{
+  char a[32], b[32], e[32];
+  fmt_value(a, sizeof a, r->v->metric, r->v->published);
+  fmt_value(b, sizeof b, r->v->metric, r->pred);
+  snprintf(e, sizeof e, "%+7.1f%%", 100 * r->err);
+  char mark[160] = "";
+  if (r->v->cls == V_VALID && r->refused) snprintf(mark, sizeof mark, "  refused: the plan does not fit in memory");
+  else if (r->v->cls == V_VALID && r->v->uncounted) snprintf(mark, sizeof mark, "  not counted: %s", r->v->uncounted);
+  npu_buf_printf(out, "%-44s %-30s %12s %12s %8s%s\n", r->v->name, metric_names[r->v->metric], a, b, e, mark);
+}
+
+static void row_json(struct npu_json *j, const struct vrow *r)
+{
+  const struct vcase *v = r->v;
+  npu_json_object_begin(j);
+  npu_json_key(j, "name");
+  npu_json_string(j, v->name);
+  npu_json_key(j, "metric");
+  npu_json_string(j, metric_names[v->metric]);
+  npu_json_key(j, "published");
+  npu_json_number(j, v->published);
+  npu_json_key(j, "predicted");
+  npu_json_number(j, r->pred);
+  npu_json_key(j, "error");
+  npu_json_number(j, r->err);
+  npu_json_key(j, "class");
+  npu_json_string(j, class_names[v->cls]);
+  npu_json_key(j, "set");
+  npu_json_string(j, v->set);
+  npu_json_key(j, "counted");
+  npu_json_bool(j, r->counted);
+  npu_json_key(j, "uncounted");
+  if (r->v->cls == V_VALID && !r->counted)
+    npu_json_string(j, r->refused ? "the plan does not fit in memory" : r->v->uncounted);
+  else npu_json_null(j);
+  npu_json_key(j, "status");
+  npu_json_string(j, r->refused ? "refused" : "ok");
+  npu_json_key(j, "note");
+  if (v->note) npu_json_string(j, v->note);
+  else npu_json_null(j);
+  npu_json_key(j, "source");
+  npu_json_string(j, v->source);
+  npu_json_key(j, "scenario");
+  npu_json_string(j, v->scenario);
+  npu_json_object_end(j);
+}
+
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   bool json = false;
@@ -133,17 +246,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else return cli_bad_arg(diag, "validate", argv[i]);
   }
-  struct npu_json j;
-  if (json) {
-    npu_json_init(&j, out);
-    npu_json_object_begin(&j);
-    npu_json_key(&j, "cases");
-    npu_json_array_begin(&j);
-  } else {
-    npu_buf_printf(out, "%-44s %-24s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
-  }
-  double sum = 0;
-  int n = 0;
+  struct vrow rows[NCASES];
+  int nrows = 0;
   const struct vcase *last = NULL;
   struct scn_outcome o;
   for (size_t c = 0; c < NCASES; c++) {
@@ -165,43 +269,83 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     if (!scn_outcome_number(&o, metric_names[v->metric], &pred))
       return npu_diag_set(diag, path, 0, NULL, "a %s scenario has no column %s", o.kind, metric_names[v->metric]),
              NPU_EINTERNAL;
-    double err = (pred - v->published) / v->published;
-    sum += fabs(err);
-    n++;
-    if (json) {
+    struct vrow *r = &rows[nrows++];
+    *r = (struct vrow){.v = v, .pred = pred, .err = (pred - v->published) / v->published, .refused = refused(&o)};
+    r->counted = v->cls == V_VALID && !v->uncounted && !r->refused;
+  }
+  /* statistics: per set and overall over counted rows; reproductions apart */
+  struct vstat sets[NCASES], all = {.set = "all"}, repro = {.set = "reproductions"};
+  int nsets = 0;
+  for (int i = 0; i < nrows; i++) {
+    if (rows[i].v->cls == V_REPRO) stat_add(&repro, rows[i].err);
+    if (!rows[i].counted) continue;
+    int k = 0;
+    while (k < nsets && strcmp(sets[k].set, rows[i].v->set)) k++;
+    if (k == nsets) sets[nsets++] = (struct vstat){.set = rows[i].v->set};
+    stat_add(&sets[k], rows[i].err);
+    stat_add(&all, rows[i].err);
+  }
+  double mape = all.n ? all.abs_sum / all.n : 0, bias = all.n ? all.sum / all.n : 0;
+  if (json) {
+    struct npu_json j;
+    npu_json_init(&j, out);
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "cases");
+    npu_json_array_begin(&j);
+    for (int i = 0; i < nrows; i++) row_json(&j, &rows[i]);
+    npu_json_array_end(&j);
+    npu_json_key(&j, "sets");
+    npu_json_array_begin(&j);
+    for (int k = 0; k < nsets; k++) {
       npu_json_object_begin(&j);
       npu_json_key(&j, "name");
-      npu_json_string(&j, v->name);
-      npu_json_key(&j, "metric");
-      npu_json_string(&j, metric_names[v->metric]);
-      npu_json_key(&j, "published");
-      npu_json_number(&j, v->published);
-      npu_json_key(&j, "predicted");
-      npu_json_number(&j, pred);
-      npu_json_key(&j, "error");
-      npu_json_number(&j, err);
-      npu_json_key(&j, "source");
-      npu_json_string(&j, v->source);
-      npu_json_key(&j, "scenario");
-      npu_json_string(&j, v->scenario);
+      npu_json_string(&j, sets[k].set);
+      npu_json_key(&j, "rows");
+      npu_json_int(&j, sets[k].n);
+      npu_json_key(&j, "mape");
+      npu_json_number(&j, sets[k].abs_sum / sets[k].n);
+      npu_json_key(&j, "bias");
+      npu_json_number(&j, sets[k].sum / sets[k].n);
       npu_json_object_end(&j);
-    } else {
-      char a[32], b[32];
-      fmt_value(a, sizeof a, v->metric, v->published);
-      fmt_value(b, sizeof b, v->metric, pred);
-      npu_buf_printf(out, "%-44s %-24s %12s %12s %+7.1f%%\n", v->name, metric_names[v->metric], a, b, 100 * err);
     }
-  }
-  double mape = n ? sum / n : 0;
-  if (json) {
     npu_json_array_end(&j);
+    npu_json_key(&j, "counted");
+    npu_json_int(&j, all.n);
     npu_json_key(&j, "mape");
     npu_json_number(&j, mape);
+    npu_json_key(&j, "bias");
+    npu_json_number(&j, bias);
+    npu_json_key(&j, "reproduction_mape");
+    npu_json_number(&j, repro.n ? repro.abs_sum / repro.n : 0);
     npu_json_object_end(&j);
     npu_json_finish(&j);
-  } else {
-    npu_buf_printf(out, "mean absolute percentage error over %d cases: %.1f%%\n", n, 100 * mape);
+    return 0;
   }
+  static const char *const titles[] = {
+      "validation rows: measured results no knob was fitted to",
+      "calibration rows: measurements a knob comes from (listed, not counted)",
+      "reproductions: npusim's formula against the paper's own formula (not counted)"};
+  for (int cls = V_VALID; cls <= V_REPRO; cls++) {
+    int shown = 0;
+    for (int i = 0; i < nrows; i++) shown += rows[i].v->cls == (enum vclass)cls;
+    if (!shown && cls != V_CALIB) continue;
+    npu_buf_printf(out, "%s%s\n", cls == V_VALID ? "" : "\n", titles[cls]);
+    if (!shown) {
+      npu_buf_printf(out, "  none: no knob of these presets comes from a row of this set\n");
+      continue;
+    }
+    npu_buf_printf(out, "%-44s %-30s %12s %12s %8s\n", "case", "metric", "published", "predicted", "error");
+    for (int i = 0; i < nrows; i++)
+      if (rows[i].v->cls == (enum vclass)cls) row_text(out, &rows[i]);
+  }
+  npu_buf_printf(out, "\nerror over validation rows (each counted once; derived and refused rows apart):\n");
+  for (int k = 0; k < nsets; k++)
+    npu_buf_printf(out, "  %-36s %2d rows  MAPE %5.1f%%  signed mean %+6.1f%%\n", sets[k].set, sets[k].n,
+                   100 * sets[k].abs_sum / sets[k].n, 100 * sets[k].sum / sets[k].n);
+  npu_buf_printf(out, "  %-36s %2d rows  MAPE %5.1f%%  signed mean %+6.1f%%\n", "all", all.n, 100 * mape, 100 * bias);
+  if (repro.n)
+    npu_buf_printf(out, "reproductions (not counted): %d rows, mean absolute difference %.1f%%\n", repro.n,
+                   100 * repro.abs_sum / repro.n);
   return 0;
 }
 
