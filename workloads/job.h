@@ -135,13 +135,6 @@ struct wl_job {
   struct wl_run run;
   struct wl_routing_cfg routing;  /* MoE token routing (the "routing" section) */
   int devices, microbatches;
-  /* Report view, not configuration: the kernel and collective tables of the last wl_replay's
-   * program, for workloads/summary.c until it reads them from struct wl_result. Set by
-   * wl_replay; they point into the result's program (valid until wl_result_release). */
-  const struct wl_kernel *kernels;
-  int nkernels;
-  const struct wl_coll *colls;
-  int ncolls;
 };
 
 /* Register the "run" section's table (target: struct wl_run), zeroing it first. */

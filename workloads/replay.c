@@ -613,20 +613,14 @@ int wl_replay_program(struct wl_program *p, struct npu_trace *trace, struct wl_r
   return rc;
 }
 
-int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag)
+int wl_replay(const struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag)
 {
   struct timespec w0, w1;
   clock_gettime(CLOCK_MONOTONIC, &w0);
   memset(res, 0, sizeof *res);
   struct wl_program *p;
   int rc = wl_program_create(&p, job, diag); /* kernels and experts costed: before the engine */
-  if (!rc) {
-    rc = wl_replay_program(p, trace, res, diag);
-    job->kernels = p->kernels;
-    job->nkernels = p->nkernels;
-    job->colls = p->colls;
-    job->ncolls = p->ncolls;
-  }
+  if (!rc) rc = wl_replay_program(p, trace, res, diag);
   clock_gettime(CLOCK_MONOTONIC, &w1);
   res->wall_s = (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec);
   return rc;

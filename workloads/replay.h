@@ -69,11 +69,10 @@ int wl_replay_program(struct wl_program *p, struct npu_trace *trace, struct wl_r
 
 /*
  * Build job's step program (wl_program_create, before the engine) and simulate it
- * (wl_replay_program). Sets job's report view (kernels, colls) to res's program; the job's
- * configuration is not changed, so a job can be replayed again (in another process: one engine
- * per process). Returns 0 or an error with diag.
+ * (wl_replay_program). The job is not changed, so it can be replayed again (in another
+ * process: one engine per process). Returns 0 or an error with diag.
  */
-int wl_replay(struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag);
+int wl_replay(const struct wl_job *job, struct npu_trace *trace, struct wl_result *res, struct npu_diag *diag);
 
 /* Free res's per-rank results and its program. */
 void wl_result_release(struct wl_result *res);

@@ -71,7 +71,7 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
     npu_buf_printf(out, "\n");
   }
   npu_buf_printf(out, "  kernels        %d distinct (%zu costed by the chip model, %zu from the cost cache), %d "
-                      "memoised collectives\n", job->nkernels, r->kernels_costed, r->kernel_cache_hits, job->ncolls);
+                      "memoised collectives\n", r->nkernels, r->kernels_costed, r->kernel_cache_hits, r->ncolls);
   npu_buf_printf(out, "  replay         %zu collectives simulated as flows, %.3g s wall\n", r->collectives, r->wall_s);
 }
 
@@ -161,8 +161,8 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_array_end(&j);
   npu_json_key(&j, "kernels");
   npu_json_array_begin(&j);
-  for (int k = 0; k < job->nkernels; k++) {
-    const struct wl_kernel *kn = &job->kernels[k];
+  for (int k = 0; k < r->nkernels; k++) {
+    const struct wl_kernel *kn = &r->kernels[k];
     npu_json_object_begin(&j);
     npu_json_key(&j, "op");
     npu_json_string(&j, kn->op);
@@ -177,8 +177,8 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_array_end(&j);
   npu_json_key(&j, "collectives");
   npu_json_array_begin(&j);
-  for (int c = 0; c < job->ncolls; c++) {
-    const struct wl_coll *cl = &job->colls[c];
+  for (int c = 0; c < r->ncolls; c++) {
+    const struct wl_coll *cl = &r->colls[c];
     npu_json_object_begin(&j);
     npu_json_key(&j, "op");
     npu_json_string(&j, ic_op_name(cl->op));
