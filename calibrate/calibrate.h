@@ -122,6 +122,13 @@ void cal_fit_release(struct cal_fit *f);
 int cal_minimise(double lo, double hi, int n, int (*eval)(double x, void *ctx, double *r), void *ctx, double *best);
 
 /*
+ * The provenance of a fit, for a preset's `_source` string (n is at most ARCH_SOURCE_MAX): the
+ * points by data file and line ranges ("calibration/data/gemm.csv:7-10"), the residual, and as
+ * many of the points' sources as fit, cut with "..." when they do not. No double quotes.
+ */
+void cal_provenance(const struct cal_fit *f, const struct cal_set *set, char *buf, size_t n);
+
+/*
  * Put value and its provenance into the preset file that sets key for cfg (its origin), or,
  * when only a default sets it, next to a sibling of its group in the file that sets the
  * group's preset. *file receives the edited file's path. 0 or NPU_EIO / NPU_ECONFIG.

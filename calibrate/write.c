@@ -78,6 +78,56 @@ static void full_path(char *out, size_t n, const char *file)
   else snprintf(out, n, "%s/%s", arch_source_root(), file);
 }
 
+/* Append text to buf (capacity n, length *len), cut with "..." when it does not fit. */
+static void put(char *buf, size_t n, size_t *len, const char *text)
+{
+  size_t t = strlen(text);
+  if (*len + t < n) {
+    memcpy(buf + *len, text, t + 1);
+    *len += t;
+  } else if (*len + 4 < n) {
+    size_t keep = n - *len - 4;
+    memcpy(buf + *len, text, keep);
+    memcpy(buf + *len + keep, "...", 4);
+    *len = n - 1;
+  }
+}
+
+void cal_provenance(const struct cal_fit *f, const struct cal_set *set, char *buf, size_t n)
+{
+  size_t len = 0;
+  char t[1400];
+  buf[0] = '\0';
+  snprintf(t, sizeof t, "npusim calibrate: %d point%s (rms residual %.1f%%%s):", f->npoints, f->npoints == 1 ? "" : "s",
+           100 * f->rms, f->at_bound ? ", at the bound: a modelling gap" : "");
+  put(buf, n, &len, t);
+  /* the points as file:first-last ranges of consecutive lines */
+  for (int i = 0; i < f->npoints;) {
+    const char *w = set->p[f->res[i].point].where, *colon = strrchr(w, ':');
+    int file_len = (int)(colon - w), first = atoi(colon + 1), last = first, k = i + 1;
+    for (; k < f->npoints; k++) {
+      const char *wk = set->p[f->res[k].point].where, *ck = strrchr(wk, ':');
+      if ((int)(ck - wk) != file_len || strncmp(wk, w, (size_t)file_len) || atoi(ck + 1) != last + 1) break;
+      last++;
+    }
+    if (first == last) snprintf(t, sizeof t, " %.*s:%d", file_len, w, first);
+    else snprintf(t, sizeof t, " %.*s:%d-%d", file_len, w, first, last);
+    put(buf, n, &len, t);
+    i = k;
+  }
+  /* the distinct sources, as far as they fit */
+  for (int i = 0; i < f->npoints; i++) {
+    const char *src = set->p[f->res[i].point].source;
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen |= !strcmp(src, set->p[f->res[j].point].source);
+    if (seen) continue;
+    snprintf(t, sizeof t, "%s %s", i ? ";" : "; from", src);
+    put(buf, n, &len, t);
+  }
+  for (char *c = buf; *c; c++)
+    if (*c == '"') *c = '\'';
+}
+
 int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
                    char *file, size_t nfile, struct npu_diag *diag)
 {

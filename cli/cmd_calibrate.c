@@ -85,26 +85,6 @@ static double model_figure(const struct cal_point *p, double model_s)
   return p->measured * p->measured_s / model_s; /* throughputs scale as 1 / time */
 }
 
-static void provenance(const struct cal_fit *f, const struct cal_set *set, char *buf, size_t n)
-{
-  int len = snprintf(buf, n, "npusim calibrate: fitted to %d point%s (rms residual %.1f%%%s):", f->npoints,
-                     f->npoints == 1 ? "" : "s", 100 * f->rms, f->at_bound ? ", at the bound: a modelling gap" : "");
-  for (int i = 0; i < f->npoints && len < (int)n - 1; i++) {
-    const struct cal_point *p = &set->p[f->res[i].point];
-    len += snprintf(buf + len, n - (size_t)len, " %s", p->where);
-  }
-  /* the distinct sources, as far as they fit */
-  for (int i = 0; i < f->npoints && len < (int)n - 1; i++) {
-    const char *s = set->p[f->res[i].point].source;
-    bool seen = false;
-    for (int j = 0; j < i; j++) seen |= !strcmp(s, set->p[f->res[j].point].source);
-    if (!seen) len += snprintf(buf + len, n - (size_t)len, "%s %s", i ? ";" : "; from", s);
-  }
-  /* a preset string: no double quotes inside */
-  for (char *c = buf; *c; c++)
-    if (*c == '"') *c = '\'';
-}
-
 static void print_text(struct npu_buf *out, const struct cal_fit *f, const struct cal_set *set)
 {
   const struct cal_knob *k = f->knob;
@@ -226,8 +206,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     if (o.json) print_json(&j, &f, &set);
     else print_text(out, &f, &set);
     if (o.write && f.npoints) {
-      char prov[1024], file[1100];
-      provenance(&f, &set, prov, sizeof prov);
+      char prov[ARCH_SOURCE_MAX], file[1100];
+      cal_provenance(&f, &set, prov, sizeof prov);
       rc = cal_write_knob(cfg, &knobs[i], f.value, prov, file, sizeof file, d);
       if (!rc && !o.json) npu_buf_printf(out, "  written: %s = %.4g in %s\n\n", knobs[i].key, f.value, file);
     }

@@ -238,3 +238,48 @@ Test(calibrate, bad_data_files_are_refused_at_their_line)
   cr_assert_str_eq(r.err, "error: command line: --knob: 'chip.calib.l2' is not a calibrated knob\n");
   ts_run_free(&r);
 }
+
+/* The provenance of a real fit fits a preset's source string (at most 255 characters), names
+ * its points by line ranges, and --write leaves a preset that loads back with it. */
+Test(calibrate, provenance_fits_the_preset_and_loads_back)
+{
+  char csv[8192] = "arch,m,n,k,dtype,tflops,source\n";
+  for (int i = 0; i < 12; i++) {
+    char line[512];
+    snprintf(line, sizeof line,
+             "nvidia-a100-80gb,%d,4096,4096,bf16,%d,a long source name repeated to overflow the string: "
+             "github.com/example/benchmarks@0123456789abcdef/results/a100/gemm-%d.md table %d\n",
+             1024 * (i + 1), 200 + i, i, i);
+    strcat(csv, line);
+  }
+  free(ts_write(dir, "gemm.csv", csv));
+  struct cal_set set = load("nvidia-a100-80gb");
+  struct arch_system sys;
+  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
+  struct cal_fit f;
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  char prov[ARCH_SOURCE_MAX];
+  cal_provenance(&f, &set, prov, sizeof prov);
+  cr_assert_lt(strlen(prov), (size_t)ARCH_SOURCE_MAX);
+  char want[1200];
+  snprintf(want, sizeof want, "%s/gemm.csv:2-13", dir);
+  cr_assert(strstr(prov, want) != NULL, "%s", prov);
+  cr_assert(strstr(prov, "...") != NULL, "%s", prov);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+  /* written into a copy of the preset, which loads back */
+  char src[1100];
+  snprintf(src, sizeof src, "%s/arch/presets/nvidia-a100-80gb.cfg", NPUSIM_SOURCE_DIR);
+  char *text = ts_read(src);
+  char *path = ts_write(dir, "a100.cfg", text);
+  free(text);
+  struct run_result r = ts_npusim("calibrate", path, "--data", dir, "--knob", "chip.calib.cube", "--write", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  r = ts_npusim("arch", "show", path, "--config", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "cube_source = \"npusim calibrate: 12 points") != NULL, "%s", r.out);
+  ts_run_free(&r);
+  free(path);
+}
