@@ -13,7 +13,8 @@
  * tolerance must stay exactly zero. Lines starting with '#' are comments.
  *
  * With NPUSIM_GOLDEN_UPDATE=1 in the environment (`make golden`), a check rewrites the VALUE of
- * each line from what was measured instead of comparing, keeping keys, tolerances and comments;
+ * each line that disagrees from what was measured instead of failing, keeping keys, tolerances,
+ * comments and every line that still agrees (so the diff shows only the figures that moved);
  * a golden file that does not exist is then created with the default keys the caller names.
  * Review the diff and give the reason for every changed figure in the commit message.
  */
