@@ -1068,7 +1068,7 @@ void npu_cfg_write_config(const struct npu_cfg *cfg, struct npu_buf *out)
       for (int k = 0; k < open; k++) npu_buf_puts(out, "  ");
       npu_buf_printf(out, "%s = {\n", comp);
     }
-    char val[256];
+    char val[1100]; /* a string of up to 1,024 characters with its quotes and escapes */
     format_entry(e, val, sizeof val, true);
     for (int k = 0; k < open; k++) npu_buf_puts(out, "  ");
     npu_buf_printf(out, "%s = %s;", name + glen + 1, val);
