@@ -3,7 +3,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "cli/cli.h"
+#include "common/cfg.h"
 #include "common/err.h"
 
 int cli_take_set(int argc, char **argv, int *i, struct cli_sets *sets, struct npu_diag *diag)
@@ -50,4 +52,16 @@ int cli_write_file(const char *path, const struct npu_buf *b, const char *key, s
     return npu_diag_set(diag, path, 0, key, "cannot write"), NPU_EIO;
   }
   return 0;
+}
+
+int cli_load_system(struct npu_cfg **cfg, struct arch_system *sys, const char *spec, const struct cli_sets *sets,
+                    struct npu_diag *diag)
+{
+  *cfg = npu_cfg_create();
+  npu_cfg_set_display_root(*cfg, arch_source_root());
+  arch_register(*cfg, sys);
+  int rc = npu_cfg_load_spec(*cfg, spec, diag);
+  for (int i = 0; rc == 0 && i < sets->n; i++) rc = npu_cfg_set(*cfg, sets->items[i], diag);
+  if (rc == 0) rc = arch_finish(*cfg, sys, diag);
+  return rc;
 }

@@ -51,6 +51,16 @@ struct cli_sets {
  */
 int cli_take_set(int argc, char **argv, int *i, struct cli_sets *sets, struct npu_diag *diag);
 
+/*
+ * Load a hardware description: spec is a preset name or a file (npu_cfg_load_spec), then the
+ * --set overrides in order, then the checks. *cfg (created here, also on error; destroy it) keeps
+ * the values' origins. 0 or NPU_ECONFIG with diag.
+ */
+struct arch_system;
+struct npu_cfg;
+int cli_load_system(struct npu_cfg **cfg, struct arch_system *sys, const char *spec, const struct cli_sets *sets,
+                    struct npu_diag *diag);
+
 /* Write a file completely or not at all (a temporary next to it, renamed into place); errors
  * name path and key. 0 or NPU_EIO. */
 int cli_write_file(const char *path, const struct npu_buf *b, const char *key, struct npu_diag *diag);

@@ -106,11 +106,9 @@ static void print_text(struct npu_buf *out, const struct cal_fit *f, const struc
     const struct cal_point *p = &set->p[f->res[i].point];
     char label[128];
     point_label(p, label, sizeof label);
-    const char *unit = p->kind == CAL_GEMM ? "TFLOP/s" : "GB/s";
     npu_buf_printf(out, "  %-46s %7.1f %-4s %7.1f %-4s %+8.1f%%  %s\n", label, p->measured,
                    p->kind == CAL_GEMM ? "TF/s" : "GB/s", model_figure(p, f->res[i].model_s),
                    p->kind == CAL_GEMM ? "TF/s" : "GB/s", 100 * f->res[i].residual, p->where);
-    (void)unit;
   }
   npu_buf_printf(out, "\n");
 }
@@ -168,14 +166,9 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     for (int i = 0; i < nk; i++) found |= !strcmp(knobs[i].key, o.knob);
     if (!found) return npu_diag_set(d, "command line", 0, "--knob", "'%s' is not a calibrated knob", o.knob), NPU_EINVAL;
   }
-  struct npu_cfg *cfg = npu_cfg_create();
-  npu_cfg_set_display_root(cfg, arch_source_root());
+  struct npu_cfg *cfg;
   struct arch_system sys;
-  arch_register(cfg, &sys);
-  rc = npu_cfg_load_spec(cfg, o.spec, d);
-  for (int i = 0; !rc && i < o.sets.n; i++) rc = npu_cfg_set(cfg, o.sets.items[i], d);
-  if (!rc) rc = npu_cfg_finish(cfg, d);
-  if (!rc) rc = arch_finish(cfg, &sys, d);
+  rc = cli_load_system(&cfg, &sys, o.spec, &o.sets, d);
   char data[1100];
   if (o.data) snprintf(data, sizeof data, "%s", o.data);
   else snprintf(data, sizeof data, "%s/calibration/data", arch_source_root());

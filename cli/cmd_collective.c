@@ -160,18 +160,6 @@ static int unknown_name(const char *opt, const char *what, const char *text,
   return npu_diag_set(d, "command line", 0, opt, "unknown %s '%s'", what, text), NPU_EINVAL;
 }
 
-static int load_arch(struct npu_cfg **cfg, struct arch_system *sys, const char *spec,
-                     const struct cli_sets *sets, struct npu_diag *d)
-{
-  *cfg = npu_cfg_create();
-  npu_cfg_set_display_root(*cfg, arch_source_root());
-  arch_register(*cfg, sys);
-  int rc = npu_cfg_load_spec(*cfg, spec, d);
-  for (int i = 0; rc == 0 && i < sets->n; i++) rc = npu_cfg_set(*cfg, sets->items[i], d);
-  if (rc == 0) rc = arch_finish(*cfg, sys, d);
-  return rc;
-}
-
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
 {
   struct opts o = {0};
@@ -230,7 +218,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     for (int i = 0; i < nlist; i++) nranks = list[i] + 1 > nranks ? list[i] + 1 : nranks;
   }
 
-  if ((rc = load_arch(&cfg, &sys, o.arch, &o.sets, d))) goto out;
+  if ((rc = cli_load_system(&cfg, &sys, o.arch, &o.sets, d))) goto out;
   if (!o.ranks && !o.comm) nranks = ic_topo_system_ranks(&sys);
   if (o.comm && nranks > ic_topo_system_ranks(&sys)) {
     rc = npu_diag_set(d, "command line", 0, "--comm",

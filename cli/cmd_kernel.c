@@ -37,18 +37,6 @@ static const char usage[] =
     "  --json             print JSON: .time_s, .achieved_flops_per_s, .bottleneck, .pipes.<ratio>\n"
     "  --trace FILE       write a Chrome trace (Perfetto) of every instruction (event fidelity)\n";
 
-static int load_arch(struct npu_cfg **cfg, struct arch_system *sys, const char *spec,
-                     const struct cli_sets *sets, struct npu_diag *diag)
-{
-  *cfg = npu_cfg_create();
-  npu_cfg_set_display_root(*cfg, arch_source_root());
-  arch_register(*cfg, sys);
-  int rc = npu_cfg_load_spec(*cfg, spec, diag);
-  for (int i = 0; rc == 0 && i < sets->n; i++) rc = npu_cfg_set(*cfg, sets->items[i], diag);
-  if (rc == 0) rc = arch_finish(*cfg, sys, diag);
-  return rc;
-}
-
 static const char *ptype_name(enum op_ptype t)
 {
   switch (t) {
@@ -206,7 +194,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   struct arch_system sys;
   struct npu_trace tr = {0};
   if (rc == 0) rc = op_args_parse(d, &args, (const char *const *)kv, nkv, diag);
-  if (rc == 0) rc = load_arch(&cfg, &sys, arch, &sets, diag);
+  if (rc == 0) rc = cli_load_system(&cfg, &sys, arch, &sets, diag);
   if (rc == 0 && trace_path && opts.fidelity != CORE_FIDELITY_EVENT)
     rc = npu_diag_set(diag, "command line", 0, "--trace", "a trace needs --fidelity event");
   if (rc == 0) {
