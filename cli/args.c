@@ -1,5 +1,6 @@
 /* args.c - command-line helpers shared by subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -64,4 +65,21 @@ int cli_load_system(struct npu_cfg **cfg, struct arch_system *sys, const char *s
   for (int i = 0; rc == 0 && i < sets->n; i++) rc = npu_cfg_set(*cfg, sets->items[i], diag);
   if (rc == 0) rc = arch_finish(*cfg, sys, diag);
   return rc;
+}
+
+int cli_parse_int(const char *opt, const char *v, int min, int *out, struct npu_diag *diag)
+{
+  char *end;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || end == v || *end || x < min || x > 1000000)
+    return npu_diag_set(diag, "command line", 0, opt, "expected an integer >= %d, got '%s'", min, v ? v : ""),
+           NPU_EINVAL;
+  *out = (int)x;
+  return 0;
+}
+
+int cli_default_jobs(void)
+{
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
 }

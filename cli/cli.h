@@ -68,4 +68,9 @@ int cli_write_file(const char *path, const struct npu_buf *b, const char *key, s
 /* Fill diag for an unknown option or stray argument of command cmd. Returns NPU_EINVAL. */
 int cli_bad_arg(struct npu_diag *diag, const char *cmd, const char *arg);
 
+/* An integer option's value (at least min): 0, or NPU_EINVAL with diag naming the option. */
+int cli_parse_int(const char *opt, const char *v, int min, int *out, struct npu_diag *diag);
+/* The default of -j: the online processors. */
+int cli_default_jobs(void);
+
 #endif

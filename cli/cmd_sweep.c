@@ -41,17 +41,6 @@ static const char usage[] =
     "files: mpirun -n K npusim sweep SWEEP.cfg -o RESULTS.csv -j N.\n"
     "Exit status 2 for a bad sweep file, naming file:line and the key.\n";
 
-static int parse_int(const char *opt, const char *v, int min, int *out, struct npu_diag *diag)
-{
-  char *end;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || end == v || *end || x < min || x > 1000000)
-    return npu_diag_set(diag, "command line", 0, opt, "expected an integer >= %d, got '%s'", min, v ? v : ""),
-           NPU_EINVAL;
-  *out = (int)x;
-  return 0;
-}
-
 static int parse_seconds(const char *opt, const char *v, double *out, struct npu_diag *diag)
 {
   char *end;
@@ -60,12 +49,6 @@ static int parse_seconds(const char *opt, const char *v, double *out, struct npu
     return npu_diag_set(diag, "command line", 0, opt, "expected seconds > 0, got '%s'", v ? v : ""), NPU_EINVAL;
   *out = x;
   return 0;
-}
-
-static int default_jobs(void)
-{
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
 }
 
 /* What the sweep file made: points, skipped ones by reason, the sampling and its seed. */
@@ -119,7 +102,7 @@ static int mpi_mode(bool *mpi, struct npu_diag *diag)
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   const char *path = NULL;
-  struct sw_exec_options eo = {.jobs = default_jobs(), .journal = true};
+  struct sw_exec_options eo = {.jobs = cli_default_jobs(), .journal = true};
   struct sw_options so = {0};
   struct cli_sets sets = {0};
   bool list = false;
@@ -134,7 +117,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       if (!v) rc = npu_diag_set(diag, "command line", 0, "-o", "needs a file name");
       else eo.csv = argv[++i];
     } else if (!strcmp(a, "-j")) {
-      rc = parse_int("-j", v, 1, &eo.jobs, diag);
+      rc = cli_parse_int("-j", v, 1, &eo.jobs, diag);
       i++;
     } else if (!strcmp(a, "--timeout")) {
       rc = parse_seconds("--timeout", v, &eo.timeout_s, diag);
@@ -151,11 +134,11 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       eo.shard_n = sn;
       i++;
     } else if (!strcmp(a, "--sample")) {
-      rc = parse_int("--sample", v, 1, &so.sample, diag);
+      rc = cli_parse_int("--sample", v, 1, &so.sample, diag);
       i++;
     } else if (!strcmp(a, "--seed")) {
       int sd = 0;
-      rc = parse_int("--seed", v, 0, &sd, diag);
+      rc = cli_parse_int("--seed", v, 0, &sd, diag);
       so.seed = sd;
       so.has_seed = true;
       i++;
@@ -226,7 +209,7 @@ bool cli_run_is_batch(int argc, char **argv)
 
 int cli_run_batch(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
-  struct sw_exec_options eo = {.jobs = default_jobs(), .journal = false};
+  struct sw_exec_options eo = {.jobs = cli_default_jobs(), .journal = false};
   struct cli_sets sets = {0};
   const char **files = npu_xcalloc((size_t)argc + 1, sizeof *files);
   int nfiles = 0, rc = 0;
@@ -242,7 +225,7 @@ int cli_run_batch(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     } else if (!strncmp(a, "--csv=", 6)) {
       eo.csv = a + 6;
     } else if (!strcmp(a, "-j")) {
-      rc = parse_int("-j", v, 1, &eo.jobs, diag);
+      rc = cli_parse_int("-j", v, 1, &eo.jobs, diag);
       i++;
     } else if (!strcmp(a, "--timeout")) {
       rc = parse_seconds("--timeout", v, &eo.timeout_s, diag);

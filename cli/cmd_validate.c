@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "arch/arch.h"
 #include "cli/cli.h"
@@ -124,7 +126,7 @@ static const struct vcase cases[] = {
 #define NCASES (sizeof cases / sizeof cases[0])
 
 static const char usage[] =
-    "usage: npusim validate [--json] [--only TEXT]\n"
+    "usage: npusim validate [--json] [--only TEXT] [-j N] [--progress|--no-progress]\n"
     "\n"
     "Run the validation scenarios (scenarios/validation/) and print, for each published\n"
     "measurement, the predicted value and the relative error. Rows are of three classes:\n"
@@ -133,13 +135,17 @@ static const char usage[] =
     "The headline, the mean absolute percentage error and the signed mean error per set and\n"
     "overall, counts validation rows only, each once: a metric derived from another row's\n"
     "run is shown but not counted, and a plan npusim's memory model refuses is reported as\n"
-    "refused. Each case runs in its own process.\n"
+    "refused. Each scenario runs in its own process, N at a time (-j, default: the\n"
+    "processors); the output does not depend on N.\n"
     "\n"
     "  --json       .cases[] with .name, .metric, .published, .predicted, .error (relative),\n"
     "               .class, .set, .counted, .status (ok or refused), .note, .source; .sets[]\n"
     "               with .name, .rows, .mape, .bias; .mape and .bias over counted rows;\n"
     "               .reproduction_mape\n"
-    "  --only TEXT  run the cases whose name contains TEXT\n";
+    "  --only TEXT  run the cases whose name contains TEXT\n"
+    "  -j N         scenarios run at a time (default: the online processors)\n"
+    "  --progress   a line on stderr as each scenario finishes (default when stderr is a\n"
+    "               terminal; --no-progress turns it off)\n";
 
 static void fmt_value(char *buf, size_t n, enum metric m, double v)
 {
@@ -187,6 +193,31 @@ static bool refused(const struct scn_outcome *o)
 {
   double v;
   return (scn_outcome_number(o, "oom", &v) && v > 0) || (scn_outcome_number(o, "train_oom", &v) && v > 0);
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Progress on stderr as each run's outcome arrives (the results themselves go to stdout). */
+struct progress {
+  const struct scn_isolated_run *runs;
+  int n;
+  bool show;
+  double t0;
+  int finished;
+};
+
+static void show_progress(void *ctx, int i)
+{
+  struct progress *p = ctx;
+  p->finished++;
+  if (!p->show) return;
+  const char *name = strrchr(p->runs[i].path, '/');
+  fprintf(stderr, "validate: [%d/%d] %s  (%.0f s)\n", p->finished, p->n, name ? name + 1 : p->runs[i].path, now_s() - p->t0);
 }
 
 static void row_text(struct npu_buf *out, const struct vrow *r)
@@ -239,38 +270,54 @@ static void row_json(struct npu_json *j, const struct vrow *r)
 
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
-  bool json = false;
+  bool json = false, progress = isatty(STDERR_FILENO);
   const char *only = NULL;
+  int jobs = cli_default_jobs();
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = true;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else return cli_bad_arg(diag, "validate", argv[i]);
+    else if (!strcmp(argv[i], "--progress")) progress = true;
+    else if (!strcmp(argv[i], "--no-progress")) progress = false;
+    else if (!strcmp(argv[i], "-j")) {
+      int rc = cli_parse_int("-j", i + 1 < argc ? argv[++i] : NULL, 1, &jobs, diag);
+      if (rc) return rc;
+    } else return cli_bad_arg(diag, "validate", argv[i]);
   }
-  struct vrow rows[NCASES];
-  int nrows = 0;
-  const struct vcase *last = NULL;
-  struct scn_outcome o;
+  /* the runs: cases of the same scenario and overrides (other metrics) share one */
+  struct scn_isolated_run runs[NCASES];
+  int run_of[NCASES], nruns = 0, ncase = 0;
+  const struct vcase *picked[NCASES];
+  char paths[NCASES][1024];
   for (size_t c = 0; c < NCASES; c++) {
     const struct vcase *v = &cases[c];
     if (only && !strstr(v->name, only)) continue;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/scenarios/validation/%s", arch_source_root(), v->scenario);
-    int ns = 0;
-    while (ns < 6 && v->sets[ns]) ns++;
-    /* cases of the same scenario and overrides (other metrics) share one run */
-    if (!last || !same_run(last, v)) {
-      /* any kind, in a child process (one engine per process) */
-      int rc = scn_run_isolated(NULL, path, v->sets, ns, &o, diag);
-      if (rc) return rc;
-      if (o.status) return npu_diag_set(diag, path, 0, NULL, "%s", o.message);
-      last = v;
+    if (!ncase || !same_run(picked[ncase - 1], v)) {
+      snprintf(paths[nruns], sizeof paths[nruns], "%s/scenarios/validation/%s", arch_source_root(), v->scenario);
+      int ns = 0;
+      while (ns < 6 && v->sets[ns]) ns++;
+      runs[nruns] = (struct scn_isolated_run){.path = paths[nruns], .sets = v->sets, .nsets = ns};
+      nruns++;
     }
+    run_of[ncase] = nruns - 1;
+    picked[ncase++] = v;
+  }
+  /* any kind, each in a child process (one engine per process), jobs at a time */
+  struct progress pr = {.runs = runs, .n = nruns, .show = progress, .t0 = now_s()};
+  int rc = scn_run_isolated_all(runs, nruns, jobs, show_progress, &pr, diag);
+  if (rc) return rc;
+  struct vrow rows[NCASES];
+  int nrows = 0;
+  for (int c = 0; c < ncase; c++) {
+    const struct vcase *v = picked[c];
+    const struct scn_outcome *o = &runs[run_of[c]].out;
+    const char *path = runs[run_of[c]].path;
+    if (o->status) return npu_diag_set(diag, path, 0, NULL, "%s", o->message), o->status;
     double pred;
-    if (!scn_outcome_number(&o, metric_names[v->metric], &pred))
-      return npu_diag_set(diag, path, 0, NULL, "a %s scenario has no column %s", o.kind, metric_names[v->metric]),
+    if (!scn_outcome_number(o, metric_names[v->metric], &pred))
+      return npu_diag_set(diag, path, 0, NULL, "a %s scenario has no column %s", o->kind, metric_names[v->metric]),
              NPU_EINTERNAL;
     struct vrow *r = &rows[nrows++];
-    *r = (struct vrow){.v = v, .pred = pred, .err = (pred - v->published) / v->published, .refused = refused(&o)};
+    *r = (struct vrow){.v = v, .pred = pred, .err = (pred - v->published) / v->published, .refused = refused(o)};
     r->counted = v->cls == V_VALID && !v->uncounted && !r->refused;
   }
   /* statistics: per set and overall over counted rows; reproductions apart */

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -52,6 +53,21 @@ int scn_run_isolated(const struct scn_kind *kind, const char *path, const char *
 {
   struct isolated c = {kind, path, sets, nsets};
   return wl_isolate(child, &c, out, sizeof *out, path, diag);
+}
+
+int scn_run_isolated_all(struct scn_isolated_run *runs, int n, int jobs, void (*done)(void *dctx, int index),
+                         void *dctx, struct npu_diag *diag)
+{
+  struct isolated *c = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *c);
+  struct wl_isolate_task *t = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *t);
+  for (int i = 0; i < n; i++) {
+    c[i] = (struct isolated){runs[i].kind, runs[i].path, runs[i].sets, runs[i].nsets};
+    t[i] = (struct wl_isolate_task){child, &c[i], &runs[i].out, sizeof runs[i].out, runs[i].path};
+  }
+  int rc = wl_isolate_all(t, n, jobs, done, dctx, diag);
+  free(t);
+  free(c);
+  return rc;
 }
 
 bool scn_outcome_number(const struct scn_outcome *o, const char *name, double *out)

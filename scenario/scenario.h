@@ -156,6 +156,19 @@ struct scn_outcome {
  */
 int scn_run_isolated(const struct scn_kind *kind, const char *path, const char *const *sets, int nsets,
                      struct scn_outcome *out, struct npu_diag *diag);
+/* One scenario for scn_run_isolated_all: what to run, and its outcome. */
+struct scn_isolated_run {
+  const struct scn_kind *kind;   /* NULL: detected */
+  const char *path;
+  const char *const *sets;
+  int nsets;
+  struct scn_outcome out;
+};
+/* Run the n scenarios each in its own child, up to jobs at a time; done(dctx, i), if not NULL,
+ * is called as run i's outcome arrives (in the order they finish). 0 when every child reported (whatever
+ * its status), NPU_EINTERNAL with diag at the first that did not. */
+int scn_run_isolated_all(struct scn_isolated_run *runs, int n, int jobs, void (*done)(void *dctx, int index),
+                         void *dctx, struct npu_diag *diag);
 /* The number of the column called name in an outcome; false when the kind has no such
  * numeric column. */
 bool scn_outcome_number(const struct scn_outcome *o, const char *name, double *out);

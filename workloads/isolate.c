@@ -4,6 +4,7 @@
 #include "workloads/isolate.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +55,14 @@ static void child(const char *path, const char *const *sets, int n, struct wl_ou
   wl_job_release(&job);
 }
 
-int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
-               struct npu_diag *diag)
+/* A child started: its pid and the read end of its pipe. */
+struct started {
+  pid_t pid;
+  int fd;
+};
+
+static int start_child(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
+                       struct started *st, struct npu_diag *diag)
 {
   memset(record, 0, size);
   int fds[2];
@@ -75,10 +82,16 @@ int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, siz
     _exit(ok ? 0 : 1);
   }
   close(fds[1]);
-  bool got = npu_read_all(fds[0], record, size);
-  close(fds[0]);
+  *st = (struct started){pid, fds[0]};
+  return 0;
+}
+
+static int finish_child(const struct started *c, void *record, size_t size, const char *path, struct npu_diag *diag)
+{
+  bool got = npu_read_all(c->fd, record, size);
+  close(c->fd);
   int st = 0;
-  npu_wait_child(pid, &st);
+  npu_wait_child(c->pid, &st);
   if (!got) {
     if (WIFSIGNALED(st))
       return npu_diag_set(diag, path, 0, NULL, "the run died with signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st))),
@@ -87,6 +100,59 @@ int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, siz
            NPU_EINTERNAL;
   }
   return 0;
+}
+
+int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
+               struct npu_diag *diag)
+{
+  struct started c;
+  int rc = start_child(fn, ctx, record, size, path, &c, diag);
+  return rc ? rc : finish_child(&c, record, size, path, diag);
+}
+
+int wl_isolate_all(struct wl_isolate_task *t, int n, int jobs, void (*done)(void *dctx, int index), void *dctx,
+                   struct npu_diag *diag)
+{
+  if (jobs < 1) jobs = 1;
+  struct started *c = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *c);
+  int *running = npu_xcalloc((size_t)jobs, sizeof *running);
+  struct pollfd *pfd = npu_xcalloc((size_t)jobs, sizeof *pfd);
+  int rc = 0, next = 0, nrun = 0;
+  /* up to jobs children; whichever reports first is finished and replaced (a child writes its
+   * record only at its end, so a readable pipe means the whole record is coming) */
+  while (!rc && (next < n || nrun > 0)) {
+    while (!rc && next < n && nrun < jobs) {
+      rc = start_child(t[next].fn, t[next].ctx, t[next].record, t[next].size, t[next].path, &c[next], diag);
+      if (!rc) running[nrun++] = next++;
+    }
+    if (rc || !nrun) break;
+    for (int k = 0; k < nrun; k++) pfd[k] = (struct pollfd){.fd = c[running[k]].fd, .events = POLLIN};
+    if (poll(pfd, (nfds_t)nrun, -1) < 0) {
+      if (errno == EINTR) continue;
+      npu_diag_set(diag, t[running[0]].path, 0, NULL, "poll: %s", strerror(errno));
+      rc = NPU_EINTERNAL;
+      break;
+    }
+    for (int k = 0; k < nrun && !rc; k++) {
+      if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      int i = running[k];
+      rc = finish_child(&c[i], t[i].record, t[i].size, t[i].path, diag);
+      running[k] = -1;
+      if (!rc && done) done(dctx, i);
+    }
+    int m = 0; /* keep the ones still running */
+    for (int k = 0; k < nrun; k++)
+      if (running[k] >= 0) running[m++] = running[k];
+    nrun = m;
+  }
+  for (int k = 0; k < nrun; k++) { /* after a failure: the others are waited for, their records dropped */
+    struct npu_diag ignore;
+    finish_child(&c[running[k]], t[running[k]].record, t[running[k]].size, t[running[k]].path, &ignore);
+  }
+  free(pfd);
+  free(running);
+  free(c);
+  return rc;
 }
 
 struct train_ctx {

@@ -39,6 +39,24 @@ struct wl_outcome {
 int wl_isolate(void (*fn)(void *ctx, void *record), void *ctx, void *record, size_t size, const char *path,
                struct npu_diag *diag);
 
+/* One piece of work for wl_isolate_all: fn(ctx, record) in a child, as for wl_isolate. */
+struct wl_isolate_task {
+  void (*fn)(void *ctx, void *record);
+  void *ctx;
+  void *record;
+  size_t size;
+  const char *path;           /* named in errors */
+};
+
+/*
+ * Run the n tasks in children, up to jobs at a time (jobs < 1 means 1), each record brought
+ * back as by wl_isolate; done(dctx, i), if not NULL, is called in the parent as task i's record
+ * arrives (in the order they finish). 0, or the first failure (NPU_EINTERNAL with diag); the children still
+ * running then are waited for and their records dropped.
+ */
+int wl_isolate_all(struct wl_isolate_task *t, int n, int jobs, void (*done)(void *dctx, int index), void *dctx,
+                   struct npu_diag *diag);
+
 /* Load path with overrides sets[0..n) and replay it in a child; fills *out (status included).
  * Returns 0 when the child reported (whatever its status), NPU_EINTERNAL when it did not. */
 int wl_run_isolated(const char *path, const char *const *sets, int n, struct wl_outcome *out,

@@ -257,9 +257,15 @@ char *ts_golden_check(const char *path, const struct ts_figures *got, const char
       append(&out, &olen, &ocap, nv, strlen(nv));
       /* keep what follows aligned where the new value is no longer than the old one */
       size_t old = (size_t)(vend - vstart), now = strlen(nv);
-      for (size_t k = now; k < old; k++) append(&out, &olen, &ocap, " ", 1);
-      if (now > old && (*vend == ' ' || *vend == '\t')) append(&out, &olen, &ocap, " ", 1);
-      append(&out, &olen, &ocap, vend, (size_t)(line + llen - vend));
+      const char *rest = skip_blank(vend);
+      bool more = *rest && *rest != '\n'; /* a tolerance or a comment follows */
+      if (more) {
+        for (size_t k = now; k < old; k++) append(&out, &olen, &ocap, " ", 1);
+        if (now > old && (*vend == ' ' || *vend == '\t')) append(&out, &olen, &ocap, " ", 1);
+        append(&out, &olen, &ocap, vend, (size_t)(line + llen - vend));
+      } else {
+        append(&out, &olen, &ocap, rest, (size_t)(line + llen - rest)); /* no trailing blanks */
+      }
     } else if (!g) {
       snprintf(why, sizeof why, "%s: %s: no such figure in the result\n", path, key);
       append(&msg, &mlen, &mcap, why, strlen(why));
