@@ -151,14 +151,56 @@ static char *json_field(const char *p, const char *key, const char **next)
   return strndup(s, (size_t)(e - s));
 }
 
+/* The generated part of a document: the text between "<!-- BEGIN npusim validate --markdown -->"
+ * and its END marker must be `generated`; in update mode (make golden) it is rewritten. NULL or
+ * a message. */
+static char *doc_region_check(const char *path, const char *generated)
+{
+  static const char begin[] = "<!-- BEGIN npusim validate --markdown -->\n",
+                    end[] = "<!-- END npusim validate --markdown -->";
+  char *doc = ts_read(path);
+  char *b = doc ? strstr(doc, begin) : NULL, *e = b ? strstr(b, end) : NULL;
+  char *msg = NULL;
+  if (!e) {
+    msg = malloc(strlen(path) + 128);
+    sprintf(msg, "%s: no BEGIN/END npusim validate --markdown markers", path);
+  } else {
+    char *inside = b + strlen(begin);
+    size_t have = (size_t)(e - inside);
+    if (have != strlen(generated) || memcmp(inside, generated, have)) {
+      if (ts_golden_updating()) {
+        FILE *f = fopen(path, "w");
+        cr_assert(f != NULL);
+        fwrite(doc, 1, (size_t)(inside - doc), f);
+        fputs(generated, f);
+        fputs(e, f);
+        fclose(f);
+      } else {
+        msg = malloc(strlen(path) + strlen(generated) + 256);
+        sprintf(msg, "%s: the generated tables differ from `npusim validate --markdown` (make golden rewrites them); now:\n%s",
+                path, generated);
+      }
+    }
+  }
+  free(doc);
+  return msg;
+}
+
 /* The validation table (every case of `npusim validate`, its predicted value) is pinned too: the
  * cases run the validation scenarios with their own overrides. Not in the sanitizer build: it
  * reruns the full-scale scenarios that build skips, and the per-scenario test covers the code. */
 Test(golden, validation_table_matches_its_golden_figures)
 {
   if (UNDER_SANITIZERS) cr_skip_test("the validation table reruns full-scale scenarios (normal build only)");
-  struct run_result r = ts_npusim("validate", "--json", NULL);
+  char *dir = ts_tmpdir();
+  char md[1100];
+  snprintf(md, sizeof md, "%s/validation.md", dir);
+  struct run_result r = ts_npusim("validate", "--json", "--markdown", md, NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
+  char *generated = ts_read(md);
+  cr_assert(generated != NULL);
+  ts_rmtree(dir);
+  free(dir);
   struct ts_figures f = {0};
   /* the cases come first, then the per-set errors and the headline */
   char *sets = strstr(r.out, "\"sets\": [");
@@ -198,6 +240,11 @@ Test(golden, validation_table_matches_its_golden_figures)
   cr_assert(msg == NULL, "%s", msg);
   ts_figures_free(&f);
   ts_run_free(&r);
+  /* docs/VALIDATION.md holds the generated tables between its markers, as validate prints them */
+  cr_assert(!strstr(generated, "NO EXPLANATION"), "a counted row beyond 10%% has no .why:\n%s", generated);
+  msg = doc_region_check(NPUSIM_SOURCE_DIR "/docs/VALIDATION.md", generated);
+  cr_assert(msg == NULL, "%s", msg);
+  free(generated);
 }
 
 /* The checker itself: a figure beyond its tolerance, a missing figure, a changed label and a
