@@ -102,6 +102,8 @@ struct cal_fit {
   struct cal_residual *res;   /* npoints */
   char trend[256];            /* "" or a sentence: residuals that change with size (a curve is needed) */
   int unmodelled;             /* points the model gave no time for (left out of the fit) */
+  int unbound;                /* GEMM points the cube does not bound in the model (left out) */
+  char unbound_at[1024];      /* their data lines and cube shares */
   char unmodelled_at[1024];   /* their data lines */
 };
 

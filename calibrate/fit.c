@@ -90,7 +90,7 @@ struct gemm_ctx {
 /* The device time of one GEMM point (launch overhead excluded: throughput benchmarks time
  * back-to-back launches), through an in-memory cost cache (event fidelity runs in a child). */
 static int gemm_time(const struct cal_point *p, const struct arch_system *sys, const struct cal_opts *o,
-                     struct op_cache *cache, double *t, struct npu_diag *diag)
+                     struct op_cache *cache, double *t, double *cube_share, struct npu_diag *diag)
 {
   const struct op_desc *d = op_find("gemm");
   NPU_ASSERT(d != NULL);
@@ -110,8 +110,15 @@ static int gemm_time(const struct cal_point *p, const struct arch_system *sys, c
     return npu_diag_set(diag, p->where, 0, NULL, "gemm %ldx%ldx%ld %s: %s", p->m, p->n, p->k, p->dtype, msg), rc;
   }
   *t = c.time_s - c.launch_s;
+  if (cube_share) *cube_share = *t > 0 ? c.cube_busy_s / (sys->chip.aic_count * *t) : 0;
   return 0;
 }
+
+/* A GEMM point informs the cube share only where the model's time is the cube's: at the knob's
+ * best (1) the cube pipes must be busy for at least this share of the kernel. Elsewhere (a
+ * small GEMM bound by an idle wave or a latency, a skinny one bound by memory) the knob moves
+ * the time little and the point would pull it to absorb a cost it does not describe. */
+#define CUBE_BOUND_SHARE 0.9
 
 static int gemm_eval(double x, void *ctx, double *r)
 {
@@ -119,7 +126,7 @@ static int gemm_eval(double x, void *ctx, double *r)
   g->sys.chip.calib.cube.value = x;
   for (int i = 0; i < g->n; i++) {
     const struct cal_point *p = &g->set->p[g->idx[i]];
-    int rc = gemm_time(p, &g->sys, g->opts, g->cache, &g->model_s[i], g->diag);
+    int rc = gemm_time(p, &g->sys, g->opts, g->cache, &g->model_s[i], NULL, g->diag);
     if (rc) return rc;
     r[i] = log(g->model_s[i] / p->measured_s);
   }
@@ -254,7 +261,30 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
   if (k->kind == CAL_GEMM) {
     struct gemm_ctx g = {.set = set, .idx = idx, .n = n, .sys = *sys, .opts = opts,
                          .cache = op_cache_open(NULL, NULL), .model_s = model_s, .diag = diag};
-    rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best);
+    /* the points the cube bounds in the model (at the knob's best), the others shown apart */
+    g.sys.chip.calib.cube.value = k->hi;
+    int kept = 0;
+    for (int i = 0; !rc && i < n; i++) {
+      double t, share;
+      rc = gemm_time(&set->p[idx[i]], &g.sys, opts, g.cache, &t, &share, diag);
+      if (rc) break;
+      if (share < CUBE_BOUND_SHARE) {
+        out->unbound++;
+        int len = (int)strlen(out->unbound_at);
+        snprintf(out->unbound_at + len, sizeof out->unbound_at - (size_t)len, "%s%s (cube %.0f%%)", len ? ", " : "",
+                 set->p[idx[i]].where, 100 * share);
+        continue;
+      }
+      idx[kept++] = idx[i];
+    }
+    n = g.n = out->npoints = kept;
+    if (!rc && !n) {
+      op_cache_close(g.cache);
+      free(model_s);
+      free(idx);
+      return 0;
+    }
+    if (!rc) rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best);
     double *r = npu_xcalloc((size_t)n, sizeof *r);
     if (!rc) rc = gemm_eval(best, &g, r); /* model_s at the fitted value */
     free(r);

@@ -91,6 +91,11 @@ static void print_text(struct npu_buf *out, const struct cal_fit *f, const struc
   if (f->unmodelled)
     npu_buf_printf(out, "%s: %d points left out: npusim's model gives them no time (a defect to fix): %s\n", k->key,
                    f->unmodelled, f->unmodelled_at);
+  if (f->unbound)
+    npu_buf_printf(out,
+                   "%s: %d points left out: the cube does not bound them in the model (busy under 90%% of the "
+                   "kernel at the knob's best), so the knob cannot explain them: %s\n",
+                   k->key, f->unbound, f->unbound_at);
   if (!f->npoints) {
     npu_buf_printf(out, "%s: no points in the data for this preset (left at %.4g)\n\n", k->key, f->before);
     return;

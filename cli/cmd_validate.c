@@ -72,11 +72,10 @@ struct vcase {
 /* Where the errors come from (docs/VALIDATION.md prints these for every counted row beyond 10%;
  * a statement of what is measured, and of the candidates where the cause is not yet pinned). */
 #define WHY_KOR                                                                                                       \
-  "npusim is faster on every Korthikanti row. GEMMs are 56-70% of these steps, and the A100's calib.cube (0.891) "   \
-  "comes from the best shape of a torch.mm sweep (271 TFLOP/s), while the large-shape cuBLASLt points of "           \
-  "calibration/data/gemm.csv run 5-8% below that against the model (250-257 TFLOP/s at 8192^3-16384^3); the "        \
-  "sequence-parallel rows are 1-4 points further off than full recompute, in the exposed TP all-gathers and "        \
-  "reduce-scatters (23% of the 22B step) whose NVLink efficiency is one number for every message size"
+  "npusim is faster on every Korthikanti row, most on the smallest model with sequence parallelism: its step is a " \
+  "single micro-batch of 4, with GEMMs at 56% and the TP all-gathers and reduce-scatters exposed at 23%; the DGX "  \
+  "A100's NVLink efficiency is one number for every message size (its nccl-tests residuals run from +28% at 1 KiB " \
+  "to -31% at 8 GiB), and the fixed per-kernel and per-step costs weigh most on the shortest step"
 #define WHY_MS_TP1                                                                                                    \
   "too fast with GEMMs at 69% of the step (TP 1, so no TP communication): the 910B variant is not stated (a "       \
   "20-AI-core 910B3 instead of the assumed 910B2 has 17% fewer cube units), and the per-kernel host dispatch of "   \
