@@ -129,6 +129,10 @@ struct arch_node {
   } link;
   int switch_ports;            /* total ports of the node's switches (topology switch) */
   struct arch_calib link_efficiency;
+  struct {
+    double dispatch_s;         /* host time per kernel an eager framework launches; 0: not modelled */
+    double graph_dispatch_s;   /* the same for a kernel replayed from a captured graph */
+  } host;
 };
 
 enum arch_scaleout_topo { ARCH_SCALEOUT_NONE, ARCH_SCALEOUT_FAT_TREE, ARCH_SCALEOUT_RAIL_CLOS };

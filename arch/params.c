@@ -142,6 +142,11 @@ static const struct npu_param params[] = {
     REQ("node.link.ports", NPU_PT_INT, node.link.ports, NPU_PF_POSITIVE,
         "intra-node links per package"),
     CALIB("node.link.efficiency", node.link_efficiency, "of intra-node link bandwidth"),
+    OPT("node.host.dispatch", NPU_PT_TIME, node.host.dispatch_s, "0s", NPU_PF_NONNEG,
+        "host time per kernel launched by an eager framework (Python, dispatcher, runtime launch): a "
+        "stream whose kernels are shorter waits for the host; 0 leaves the host out"),
+    OPT("node.host.graph_dispatch", NPU_PT_TIME, node.host.graph_dispatch_s, "0s", NPU_PF_NONNEG,
+        "host time per kernel replayed from a captured graph (plan.graph)"),
     OPT("node.switch_ports", NPU_PT_INT, node.switch_ports, "0", NPU_PF_NONNEG,
         "ports of the node's switches together (topology switch)"),
 

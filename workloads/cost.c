@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -50,14 +51,46 @@ int wl__cost_kernels(struct wl_program *j, struct op_cache *cache, struct npu_di
   return 0;
 }
 
+double wl__host_dispatch_s(const struct wl_program *j)
+{
+  const struct arch_node *n = &j->job->sys.node;
+  return j->plan.graph ? n->host.graph_dispatch_s : n->host.dispatch_s;
+}
+
+double wl__host_lead(const double *t, int n, double d)
+{
+  double suffix = 0, lead = 0;
+  for (int i = n - 1; i >= 0; i--) {
+    suffix += t[i];
+    double l = (i + 1) * d + suffix;
+    if (l > lead) lead = l;
+  }
+  return lead;
+}
+
+double wl__host_lead_equal(double total_s, int n, double d)
+{
+  /* max over j of j d + (n - j + 1) total / n: linear in j, so at j = 1 or j = n */
+  double first = d + total_s, last = n * d + total_s / n;
+  return first > last ? first : last;
+}
+
+double wl_seg_end(const struct wl_seg *sg, double t, double *host, double d)
+{
+  double dev = t + sg->time_s, h = *host + sg->host_lead_s;
+  *host += sg->launches * d;
+  if (d <= 0) return dev; /* the host not modelled: exactly the stream's time */
+  return dev > h ? dev : h;
+}
+
 static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
 {
-  double keep_first = sg->first_item;
-  int n = sg->nitems;
+  int first = sg->first_item, n = sg->nitems, launches = sg->launches;
   memset(sg, 0, sizeof *sg);
-  sg->first_item = (int)keep_first;
+  sg->first_item = first;
   sg->nitems = n;
-  for (int i = sg->first_item; i < sg->first_item + n; i++) {
+  double *item_s = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *item_s);
+  for (int i = first; i < first + n; i++) {
     const struct wl_item *it = &j->items[i];
     double t, f = 0;
     if (it->coll) {
@@ -71,11 +104,22 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
       t = j->kernels[it->index].time_s;
       f = j->kernels[it->index].flops;
     }
+    item_s[i - first] = t;
     sg->time_s += t;
     sg->cat_s[it->cat] += t;
     sg->flops += f;
     if (!it->recompute) sg->model_flops += f;
   }
+  /* each item one dispatch, unless the builder counted the launches itself (the optimizer) */
+  double d = wl__host_dispatch_s(j);
+  if (launches > n && n == 1) { /* one costed call launched in equal parts */
+    sg->launches = launches;
+    sg->host_lead_s = wl__host_lead_equal(sg->time_s, launches, d);
+  } else {
+    sg->launches = n;
+    sg->host_lead_s = wl__host_lead(item_s, n, d);
+  }
+  free(item_s);
 }
 
 void wl_program_sum_segments(struct wl_program *j)

@@ -993,6 +993,9 @@ void wl_expand(struct wl_program *j)
     op_call_dtype(&c, "param", s.dt);
     kern(j, WL_CAT_OPTIM, false, &c);
     j->optim[st].nitems = 1;
+    /* launched as multi-tensor kernels (apex/TE multi_tensor_apply: 320 blocks of 65,536 elements
+     * per launch) in four passes: gradient norm, Adam, the copy to the model's dtype, zeroing */
+    j->optim[st].launches = 4 * (int)fmax(1, ceil(n / (320.0 * 65536)));
   }
 }
 

@@ -29,7 +29,8 @@
 #include "workloads/plan.h"
 #include "workloads/routing.h"
 
-/* Where a rank's step time goes. Compute categories first, then exposed communication. */
+/* Where a rank's step time goes. Compute categories first, then exposed communication; host
+ * last (it came later: summary.csv keeps its older columns in place and adds host_s at its end). */
 #define WL_CAT_MAP(XX)                                                        \
   XX(GEMM, "gemm", "matrix multiplications (linear layers)")                  \
   XX(ATTN, "attention", "attention kernels")                                  \
@@ -41,7 +42,8 @@
   XX(DP, "dp_comm", "data-parallel gradient reduction and gathers, exposed")  \
   XX(PP, "pp_comm", "pipeline send/receive, exposed")                         \
   XX(BUBBLE, "bubble", "waiting for another pipeline stage")                  \
-  XX(IDLE, "idle", "done before the slowest rank (imbalance)")
+  XX(IDLE, "idle", "done before the slowest rank (imbalance)")              \
+  XX(HOST, "host", "waiting for the host to dispatch kernels (host-bound)")
 
 enum wl_cat {
 #define WL__CAT_ENUM(e, name, desc) WL_CAT_##e,
@@ -76,7 +78,16 @@ struct wl_seg {
   double flops;                   /* executed FLOPs (recomputation included) */
   double model_flops;             /* FLOPs the model needs (no recomputation) */
   int first_item, nitems;         /* its kernels and collectives, in order (program->items) */
+  /* the host: every item is one dispatch of d (node.host.dispatch, or graph_dispatch); with
+   * the host clock at h and the stream free at t when the segment starts, the stream ends at
+   * max(t + time_s, h + host_lead_s), and the host at h + launches x d (wl_seg_end) */
+  double host_lead_s;             /* max over items j of (j x d + the device time of items j..n) */
+  int launches;                   /* host dispatches: nitems, or what the builder set (optimizer) */
 };
+
+/* The end of segment sg on a stream free at t, with the host's clock at *host (advanced past its
+ * dispatches), each costing d. */
+double wl_seg_end(const struct wl_seg *sg, double t, double *host, double d);
 
 /* Segments. A backward is split into BI (gradients of the inputs: what the previous stage
  * waits for) and W (weight gradients), as zero-bubble schedules need; a full backward is BI

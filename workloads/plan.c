@@ -44,6 +44,9 @@ static const struct npu_param params[] = {
     {"plan.order", NPU_PT_STRING, NPU_PARAM_OFF(order), NPU_PARAM_SZ(order), "tp-cp-ep-dp-pp", 0, 0, 0, NULL,
      "rank order, fastest-varying dimension first (Megatron's default tp-cp-ep-dp-pp)"},
     NPU_PARAM_BOOL("plan.overlap_grad_reduce", overlap_grad_reduce, "true", "reduce gradient buckets while the backward runs"),
+    NPU_PARAM_BOOL("plan.graph", graph, "false",
+         "the step's kernels replayed from a captured graph (CUDA graphs, aclgraph): each costs the host "
+         "node.host.graph_dispatch instead of node.host.dispatch (eager PyTorch, the frameworks' default)"),
     NPU_PARAM_BOOL("plan.overlap_param_gather", overlap_param_gather, "true", "gather ZeRO parameters ahead of use, overlapped"),
     {"plan.bucket_params", NPU_PT_REAL, NPU_PARAM_OFF(bucket_params), 0, "40000000", NPU_PF_POSITIVE, 0, 0, NULL,
      "gradient bucket size for the data-parallel reduction, parameters (Megatron DDP: 40M)"},

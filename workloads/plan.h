@@ -53,6 +53,7 @@ struct wl_plan {
   int schedule;             /* enum wl_schedule */
   char order[32];           /* rank order, fastest first: "tp-cp-ep-dp-pp" */
   bool overlap_grad_reduce; /* DP gradient reduction overlapped with backward */
+  bool graph;               /* kernels replayed from a captured graph (host: graph_dispatch) */
   bool overlap_param_gather;/* ZeRO parameter all-gathers overlapped with compute */
   double bucket_params;     /* gradient bucket size, parameters */
   int dtype;                /* enum wl_dtype */

@@ -109,6 +109,13 @@ static void sh_drop(struct wl__replay *r, int h)
 
 /* ------------------------------------------------------------------ steps */
 
+/* n calls the host dispatches beside the compute stream's segments (communication, sends). */
+static void host_dispatch(const struct wl__replay *r, struct wl__rank *rk, int n)
+{
+  rk->host += n * r->host_d;
+  rk->res->launches += n;
+}
+
 static void add_seg(struct wl__rank *rk, const struct wl_seg *sg)
 {
   for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->cat_s[c] += sg->cat_s[c];
@@ -142,7 +149,10 @@ static void end_slot(struct wl__replay *r, struct wl__rank *rk, double now)
   bool pair = rk->ps->slots[rk->pc].slot.overlap && rk->pc + 1 < rk->ps->nslots;
   for (int q = 0; q <= (pair ? 1 : 0); q++) {
     int send = rk->ps->slots[rk->pc].send;
-    if (send >= 0) wl__p2p_join(r, wl__p2p_get(r, send, rk->e), 0, now);
+    if (send >= 0) {
+      host_dispatch(r, rk, 1); /* the send's launch */
+      wl__p2p_join(r, wl__p2p_get(r, send, rk->e), 0, now);
+    }
     rk->pc++;
   }
   rk->recv_ok = false;
@@ -173,15 +183,24 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
     switch ((enum wl_step_kind)s->kind) {
     case WL_STEP_SEG:
     case WL_STEP_EXPERTS: {
-      double d;
+      double dev, end;
       if (s->kind == WL_STEP_SEG) {
-        d = s->u.seg.seg->time_s;
+        dev = s->u.seg.seg->time_s;
+        end = wl_seg_end(s->u.seg.seg, now, &rk->host, r->host_d);
+        rk->res->launches += s->u.seg.seg->launches;
         add_seg(rk, s->u.seg.seg);
       } else { /* the experts' FLOPs are not counted per rank (the model's formula has them) */
-        d = wl_program_expert_s(r->prog, s->u.experts.layer, step_mb(rk, s), rk->e,
-                                (enum wl_expert_pass)s->u.experts.pass);
-        rk->res->cat_s[WL_CAT_GEMM] += d;
+        dev = wl_program_expert_s(r->prog, s->u.experts.layer, step_mb(rk, s), rk->e,
+                                  (enum wl_expert_pass)s->u.experts.pass);
+        rk->res->cat_s[WL_CAT_GEMM] += dev;
+        /* three grouped launches (up, activation, down) behind the host's clock */
+        double h = rk->host + wl__host_lead_equal(dev, 3, r->host_d);
+        host_dispatch(r, rk, 3);
+        end = r->host_d > 0 && h > now + dev ? h : now + dev;
       }
+      double wait = end - (now + dev); /* the stream waited for the host (0 exactly when it did not) */
+      rk->res->cat_s[WL_CAT_HOST] += wait;
+      double d = dev + wait;
       if (r->trace && d > 0) npu_trace_add(r->trace, rk->idx, 0, "compute", now, d);
       rk->run_end = now + d;
       rk->sk++;
@@ -189,6 +208,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       return;
     }
     case WL_STEP_A2A: {
+      host_dispatch(r, rk, 1);
       int h = wl__join_a2a(r, rk, s->u.a2a.layer, step_mb(rk, s), s->u.a2a.which, now);
       rk->sk++;
       if (h < 0) return;
@@ -208,11 +228,13 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       break;
     }
     case WL_STEP_BUCKET:
+      host_dispatch(r, rk, 1);
       wl__post_bucket(r, rk, s->u.bucket.params, now);
       wl__post_ebucket(r, rk, s->u.bucket.eparams, now);
       rk->sk++;
       break;
     case WL_STEP_GATHER: {
+      host_dispatch(r, rk, 1);
       /* piece q's gather (posted by piece q-1, or now for the first), then piece q+1's */
       int h = s->u.gather.piece == 0 ? wl__post_gather(r, rk, s->u.gather.params, now) : rk->next_gather;
       rk->next_gather = -1;
@@ -300,6 +322,8 @@ static bool on_ready(struct wl__replay *r, struct wl__rank *rk, double now)
       return true;
     }
     rk->recv_ok = true;
+    for (int q = 0; q <= (pair ? 1 : 0); q++) /* the receives' launches */
+      if (rk->ps->slots[rk->pc + (size_t)q].recv >= 0) host_dispatch(r, rk, 1);
   }
   start_slot(r, rk, now);
   return true;
@@ -334,8 +358,13 @@ static bool on_wait_dp(struct wl__replay *r, struct wl__rank *rk, double now)
   const struct wl_seg *opt = &r->prog->optim[rk->s];
   rk->res->cat_s[WL_CAT_DP] += now - rk->since;
   add_seg(rk, opt);
-  rk->run_end = now + opt->time_s;
-  if (r->trace) npu_trace_add(r->trace, rk->idx, 0, "optimizer", now, opt->time_s);
+  /* the gradient norm's clipping reads it on the host (Megatron's clip_grad_norm .item()): the
+   * host waits for the stream, then dispatches the optimizer's kernels */
+  if (rk->host < now) rk->host = now;
+  rk->run_end = wl_seg_end(opt, now, &rk->host, r->host_d);
+  rk->res->launches += opt->launches;
+  rk->res->cat_s[WL_CAT_HOST] += rk->run_end - (now + opt->time_s);
+  if (r->trace) npu_trace_add(r->trace, rk->idx, 0, "optimizer", now, rk->run_end - now);
   rk->st = WL__ST_OPT;
   return true;
 }
@@ -418,6 +447,7 @@ static int probe_colls(struct wl__replay *r, struct wl_program *pg)
 static void init_ranks(struct wl__replay *r)
 {
   r->rk = npu_xcalloc((size_t)r->nr, sizeof *r->rk);
+  r->host_d = wl__host_dispatch_s(r->prog);
   for (int i = 0; i < r->nr; i++) {
     struct wl__rank *rk = &r->rk[i];
     rk->s = i / r->E;

@@ -25,6 +25,7 @@ struct wl_stage_result {
   double end_s;                  /* when its step work ended (optimizer and gathers done) */
   double cat_s[WL_CAT_COUNT];    /* step time split; sums to the step time */
   double flops, model_flops;     /* per rank of the stage */
+  double launches;               /* kernels and communication calls its host dispatched */
   struct wl_mem mem;
 };
 

@@ -219,6 +219,16 @@ static double c_bubble(const void *x, int i) { (void)i; return R(x)->bubble_frac
 static double c_moe_expert(const void *x, int i) { (void)i; return R(x)->moe_max_mean_expert; }
 static double c_moe_dropped(const void *x, int i) { (void)i; return R(x)->moe_dropped_fraction; }
 static double c_cat(const void *x, int i) { return R(x)->cat_s[i]; }
+static double c_host(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_HOST]; }
+static double c_launches(const void *x, int i)
+{
+  (void)i;
+  const struct wl_result *r = R(x);
+  double most = 0; /* a rank of the slowest stage: the most launches among its EP ranks */
+  for (int k = 0; k < r->nstages; k++)
+    if (r->stages[k].stage == r->slowest_stage && r->stages[k].launches > most) most = r->stages[k].launches;
+  return most;
+}
 static const char *cat_name(int i) { return wl_cat_name((enum wl_cat)i); }
 static const char *cat_desc(int i) { return wl_cat_desc((enum wl_cat)i); }
 static const char *c_bottleneck(const void *x, int i) { (void)i; return R(x)->bottleneck; }
@@ -261,13 +271,17 @@ static const struct rpt_column columns[] = {
      .real = c_moe_expert},
     {"moe_dropped_fraction", RPT_REAL, "fraction", "MoE: share of token copies dropped by the capacity factor",
      .real = c_moe_dropped},
-    {"%s_s", RPT_REAL, "s", "time of the slowest stage in: %s", .real = c_cat, .count = WL_CAT_COUNT,
+    {"%s_s", RPT_REAL, "s", "time of the slowest stage in: %s", .real = c_cat, .count = WL_CAT_HOST,
      .index_name = cat_name, .index_desc = cat_desc},
     {"bottleneck", RPT_STRING, "text", "what bounds the step, in words", .text = c_bottleneck},
     {"tokens_per_s_per_device", RPT_REAL, "tokens/s", "tokens_per_s / devices", .real = c_tokens_dev},
     {"memory_weights_optimizer_bytes", RPT_REAL, "bytes",
      "weights, gradients and optimizer states of a device of stage 1 (stage 0 with one stage)", .real = c_mem_static},
     {"memory_activations_bytes", RPT_REAL, "bytes", "activations of a device of stage 0", .real = c_mem_act},
+    {"host_s", RPT_REAL, "s", "time of the slowest stage waiting for the host to dispatch kernels (host-bound)",
+     .real = c_host},
+    {"host_launches", RPT_REAL, "", "kernels and communication calls the host of a device of the slowest stage "
+     "dispatched in the step", .real = c_launches},
     {NULL},
 };
 

@@ -124,6 +124,13 @@ struct wl__p2p {
 };
 
 /* One replay rank: a pipeline stage (and EP index) as a state machine over its slots. */
+/* The host's dispatch time per kernel for the program's plan (eager or graph), and the lead of
+ * n items of device times t (max over j of (j + 1) d + t[j] + ... + t[n-1]); of n equal parts of
+ * total_s. See struct wl_seg. */
+double wl__host_dispatch_s(const struct wl_program *j);
+double wl__host_lead(const double *t, int n, double d);
+double wl__host_lead_equal(double total_s, int n, double d);
+
 struct wl__rank {
   int s, e;              /* pipeline stage, EP index */
   int idx;               /* s x E + e */
@@ -147,6 +154,7 @@ struct wl__rank {
   int npaired, cap_paired;
   bool pair_wait;
   struct wl_stage_result *res;
+  double host;           /* the host's clock: when it has dispatched what the rank ran so far */
 };
 
 /* A replay rank to look at again at time t (the driver's min-heap). */
@@ -167,6 +175,7 @@ struct wl__replay {
   struct ic_exec *x;
   struct wl__rank *rk;
   int nr, E, pp, mchunks, mb, edp;
+  double host_d;         /* the host's time per dispatched kernel (wl__host_dispatch_s) */
   struct wl__p2p *p2p;   /* [dir][boundary][mb][EP index] */
   struct ic_comm *pair;  /* [boundary][dir][tp][EP index]: 2-rank communicators for sends, on demand */
   struct wl__shared_table sh; /* every shared collective of the step */

@@ -70,7 +70,7 @@ static double run(struct core_kernel *k)
 
 static double mmad_s(void)
 {
-  return 8.0 * 8 * 16 / sys.chip.clock_hz;
+  return 8.0 * 8 * 16 / (sys.chip.clock_hz * sys.chip.calib.cube.value); /* at the preset's cube share */
 }
 
 static double vexp_s(void)

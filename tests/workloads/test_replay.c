@@ -52,7 +52,7 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
 {
   struct wl_job j;
   struct wl_result r;
-  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16"));
+  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s"));
   int m = j.microbatches, L = j.model.layers;
   const struct wl_program *pg = r.program;
   double want = m * (pg->seg[WL_SEG_EMBED_F].time_s + L * pg->seg[WL_SEG_LAYER_F].time_s + pg->seg[WL_SEG_HEAD_F].time_s +
@@ -67,6 +67,51 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
   cr_expect_eq(r.cat_s[WL_CAT_BUBBLE], 0);
   wl_result_release(&r);
   wl_job_release(&j);
+}
+
+/* The host dispatches every kernel and communication call in turn (node.host.dispatch each)
+ * while the stream runs them. When a dispatch takes far longer than any kernel the stream waits
+ * for the host, and the step is the host's: launches x d (closed form, within the last kernels'
+ * run); the wait is reported as host time, and the breakdown still adds up to the step. */
+Test(replay, a_slow_host_makes_the_step_its_dispatches)
+{
+  struct wl_job j;
+  struct wl_result r;
+  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=1ms"));
+  double launches = r.stages[0].launches, d = 1e-3;
+  cr_assert_gt(launches, 100, "%g launches", launches);
+  cr_expect_geq(r.step_s, launches * d, "step %g s, host %g s", r.step_s, launches * d);
+  cr_expect_lt(r.step_s, launches * d * 1.02, "step %g s, host %g s", r.step_s, launches * d);
+  cr_expect_gt(r.cat_s[WL_CAT_HOST], 0.9 * r.step_s, "host wait %g of %g s", r.cat_s[WL_CAT_HOST], r.step_s);
+  cr_expect_float_eq(sum_cats(r.stages[0].cat_s), r.step_s, 1e-9 * r.step_s);
+  wl_result_release(&r);
+  wl_job_release(&j);
+}
+
+/* A host much faster than the kernels stays ahead: the step is the stream's alone (to the first
+ * dispatch), and replaying from a captured graph charges graph_dispatch instead of dispatch. */
+static struct wl_outcome isolated(const char *const *sets)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_outcome o;
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, nsets(sets), &o, &d), 0, "%s", d.msg);
+  cr_assert_eq(o.status, 0, "%s", o.message);
+  return o;
+}
+
+Test(replay, a_fast_host_or_a_graph_leaves_the_step_to_the_stream)
+{
+  /* each in a child: one engine per process */
+  struct wl_outcome r0 = isolated(SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s"));
+  struct wl_outcome r1 = isolated(SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=1ns"));
+  struct wl_outcome r2 = isolated(SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=1ms",
+                                       "node.host.graph_dispatch=0s", "plan.graph=true"));
+  cr_expect_float_eq(r1.step_time_s, r0.step_time_s, 1e-6 * r0.step_time_s + 2e-9, "1 ns dispatch: %.9g s, none: %.9g s",
+                     r1.step_time_s, r0.step_time_s);
+  cr_expect_float_eq(r2.step_time_s, r0.step_time_s, 1e-12 * r0.step_time_s, "graph: %.9g s, none: %.9g s",
+                     r2.step_time_s, r0.step_time_s);
+  cr_expect_eq(r0.cat_s[WL_CAT_HOST], 0);
 }
 
 Test(replay, one_f_one_b_bubble_is_pp_minus_one_slots)
