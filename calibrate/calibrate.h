@@ -29,6 +29,7 @@
 enum cal_kind {
   CAL_GEMM,       /* gemm.csv: m, n, k, dtype, tflops */
   CAL_COLLECTIVE, /* collective.csv: op, size_bytes, ranks, nodes, time_us | algbw_gbps | busbw_gbps */
+  CAL_HBM,        /* hbm.csv: kernel, gbps, traffic_per_counted_byte (a streaming kernel's bandwidth) */
   CAL_KIND_COUNT
 };
 
@@ -43,6 +44,9 @@ struct cal_point {
   /* CAL_GEMM */
   long m, n, k;
   char dtype[16];
+  /* CAL_HBM: the kernel's name; measured is its total traffic in GB/s, and measured_s the time
+   * of one GB of it */
+  char kernel[128];
   /* CAL_COLLECTIVE */
   char op[32];
   double bytes;         /* per rank, nccl-tests convention */
@@ -131,12 +135,13 @@ int cal_minimise(double lo, double hi, int n, int (*eval)(double x, void *ctx, d
 void cal_provenance(const struct cal_fit *f, const struct cal_set *set, char *buf, size_t n);
 
 /*
- * Put value and its provenance into the preset file that sets key for cfg (its origin), or,
- * when only a default sets it, next to a sibling of its group in the file that sets the
- * group's preset. *file receives the edited file's path. 0 or NPU_EIO / NPU_ECONFIG.
+ * Put value and its provenance into own, the file of the preset the knob belongs to (NULL: any
+ * file): where own sets key, there; else next to a key of its group that own sets. A value own
+ * inherits belongs to another preset and is never edited (a fit for the H100 must not rewrite
+ * the A100 it inherits from). *file receives the edited file's path. 0 or NPU_EIO / NPU_ECONFIG.
  */
 struct npu_cfg;
 int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
-                   char *file, size_t nfile, struct npu_diag *diag);
+                   const char *own, char *file, size_t nfile, struct npu_diag *diag);
 
 #endif

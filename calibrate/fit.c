@@ -30,6 +30,8 @@ static const struct cal_knob knobs[] = {
      "achievable share of intra-node link bandwidth, from collective bus bandwidth inside one server"},
     {"cluster.scaleout.efficiency", "cluster.scaleout.efficiency_source", CAL_COLLECTIVE, false, 2, 1 << 20, 0.05,
      1.0, "achievable share of NIC bandwidth, from collective bus bandwidth across servers"},
+    {"chip.calib.hbm", "chip.calib.hbm_source", CAL_HBM, true, 0, 0, 0.05, 1.0,
+     "achievable share of HBM bandwidth, from streaming kernels (BabelStream, gpu-stream, elementwise ops)"},
 };
 
 const struct cal_knob *cal_knobs(int *n)
@@ -207,9 +209,29 @@ static int coll_eval(double x, void *ctx, double *r)
 
 /* ------------------------------------------------------------------ fitting a knob */
 
+/* ------------------------------------------------------------------ HBM points */
+
+/* A streaming kernel of large arrays is bound by HBM in the chip model: its traffic runs at the
+ * HBM bandwidth times the knob (tests/calibrate checks that a 2 GiB dropout on each preset
+ * reaches it), so one GB of traffic takes 1 / (bw x e). */
+struct hbm_ctx {
+  const struct cal_set *set;
+  const int *idx;
+  int n;
+  double bw_gbps;
+};
+
+static int hbm_eval(double x, void *ctx, double *r)
+{
+  const struct hbm_ctx *h = ctx;
+  for (int i = 0; i < h->n; i++) r[i] = log(1.0 / (h->bw_gbps * x) / h->set->p[h->idx[i]].measured_s);
+  return 0;
+}
+
 static double knob_value(const struct arch_system *sys, const struct cal_knob *k)
 {
   if (!strcmp(k->key, "chip.calib.cube")) return sys->chip.calib.cube.value;
+  if (!strcmp(k->key, "chip.calib.hbm")) return sys->chip.calib.hbm.value;
   if (!strcmp(k->key, "node.link.efficiency")) return sys->node.link_efficiency.value;
   return sys->cluster.scaleout.efficiency.value;
 }
@@ -289,6 +311,10 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     if (!rc) rc = gemm_eval(best, &g, r); /* model_s at the fitted value */
     free(r);
     op_cache_close(g.cache);
+  } else if (k->kind == CAL_HBM) {
+    struct hbm_ctx h = {.set = set, .idx = idx, .n = n, .bw_gbps = sys->chip.hbm.bw_bytes_per_s / 1e9};
+    rc = cal_minimise(k->lo, k->hi, n, hbm_eval, &h, &best);
+    for (int i = 0; !rc && i < n; i++) model_s[i] = 1.0 / (h.bw_gbps * best);
   } else {
     double *a = npu_xcalloc((size_t)n, sizeof *a), *b = npu_xcalloc((size_t)n, sizeof *b);
     int kept = 0;

@@ -26,6 +26,7 @@ static const struct {
 } files[CAL_KIND_COUNT] = {
     [CAL_GEMM] = {"gemm.csv", {"arch", "m", "n", "k", "dtype", "tflops", "source", NULL}},
     [CAL_COLLECTIVE] = {"collective.csv", {"arch", "op", "size_bytes", "ranks", "nodes", "source", NULL}},
+    [CAL_HBM] = {"hbm.csv", {"arch", "kernel", "gbps", "traffic_per_counted_byte", "source", NULL}},
 };
 
 static bool want_arch(const char *arch, const char *const *archs)
@@ -73,7 +74,17 @@ static int row(struct cal_set *set, enum cal_kind kind, const struct sw_table *t
       return 0;
     }
   double v[6] = {0};
-  if (kind == CAL_GEMM) {
+  if (kind == CAL_HBM) {
+    /* the bandwidth as counted by the tool, times the traffic per counted byte (2 for a tool
+     * that counts only the input of a read + write kernel): the HBM traffic per second */
+    rc = number(f[col[2]], shown, line, "gbps", &v[2], diag);
+    if (!rc) rc = number(f[col[3]], shown, line, "traffic_per_counted_byte", &v[3], diag);
+    if (rc) return rc;
+    snprintf(p.kernel, sizeof p.kernel, "%s", f[col[1]]);
+    p.measured = v[2] * v[3];
+    p.measured_s = 1.0 / p.measured; /* one GB of traffic */
+    snprintf(p.source, sizeof p.source, "%s", f[col[4]]);
+  } else if (kind == CAL_GEMM) {
     for (int i = 1; !rc && i <= 3; i++) rc = number(f[col[i]], shown, line, files[kind].cols[i], &v[i], diag);
     if (!rc) rc = number(f[col[5]], shown, line, "tflops", &v[5], diag);
     if (rc) return rc;

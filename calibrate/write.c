@@ -128,15 +128,26 @@ void cal_provenance(const struct cal_fit *f, const struct cal_set *set, char *bu
     if (*c == '"') *c = '\'';
 }
 
+/* Whether origin o is a line of the file own (any file when own is NULL). */
+static bool in_file(const struct npu_origin *o, const char *own)
+{
+  if (!o || o->kind != NPU_ORIGIN_FILE) return false;
+  if (!own) return true;
+  char a[1100], b[1100];
+  full_path(a, sizeof a, o->file);
+  full_path(b, sizeof b, own);
+  return !strcmp(a, b);
+}
+
 int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
-                   char *file, size_t nfile, struct npu_diag *diag)
+                   const char *own, char *file, size_t nfile, struct npu_diag *diag)
 {
   const struct npu_origin *o = npu_cfg_origin(cfg, k->key);
   const char *leaf = leaf_of(k->key), *sleaf = leaf_of(k->source_key);
   const char *anchor_file = NULL, *anchor_leaf = NULL;
   int anchor_line = 0;
   bool replace = false;
-  if (o && o->kind == NPU_ORIGIN_FILE) {
+  if (in_file(o, own)) {
     anchor_file = o->file, anchor_line = o->line, anchor_leaf = leaf, replace = true;
   } else {
     /* a sibling of the knob's group that a file sets */
@@ -147,12 +158,14 @@ int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double v
       const char *name = t->params[i].name;
       if (strncmp(name, group, strlen(group)) || strchr(name + strlen(group), '.')) continue;
       const struct npu_origin *so = npu_cfg_origin(cfg, name);
-      if (so && so->kind == NPU_ORIGIN_FILE) anchor_file = so->file, anchor_line = so->line, anchor_leaf = leaf_of(name);
+      if (in_file(so, own)) anchor_file = so->file, anchor_line = so->line, anchor_leaf = leaf_of(name);
     }
   }
   if (!anchor_file)
-    return npu_diag_set(diag, "command line", 0, k->key,
-                        "no preset file sets %s or another key of its group: add it to the preset by hand", k->key),
+    return npu_diag_set(diag, own ? own : "command line", 0, k->key,
+                        "the preset's own file sets neither %s nor another key of its group (a value it inherits "
+                        "belongs to another preset): add the group to the preset by hand",
+                        k->key),
            NPU_ECONFIG;
   full_path(file, nfile, anchor_file);
   int n;
@@ -165,7 +178,8 @@ int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double v
   if (!end) rc = npu_diag_set(diag, file, anchor_line, k->key, "cannot find the setting '%s' on this line", anchor_leaf);
   /* the _source setting: replaced where this file sets it, else added after the knob */
   const struct npu_origin *so = npu_cfg_origin(cfg, k->source_key);
-  bool source_here = so && so->kind == NPU_ORIGIN_FILE && !strcmp(so->file, anchor_file) && so->line >= 1 && so->line <= n;
+  bool source_here = in_file(so, own) && so->kind == NPU_ORIGIN_FILE && !strcmp(so->file, anchor_file) && so->line >= 1 &&
+                     so->line <= n;
   if (!rc && replace) {
     char *eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), '=');
     if (!eq) eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), ':');

@@ -76,6 +76,7 @@ static int parse(int argc, char **argv, struct opts *o, struct npu_diag *d)
 static void point_label(const struct cal_point *p, char *buf, size_t n)
 {
   if (p->kind == CAL_GEMM) snprintf(buf, n, "gemm %ldx%ldx%ld %s", p->m, p->n, p->k, p->dtype);
+  else if (p->kind == CAL_HBM) snprintf(buf, n, "stream %.40s", p->kernel);
   else snprintf(buf, n, "%s %.4g B, %d ranks on %d node%s", p->op, p->bytes, p->ranks, p->nodes, p->nodes > 1 ? "s" : "");
 }
 
@@ -206,7 +207,12 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     if (o.write && f.npoints) {
       char prov[ARCH_SOURCE_MAX], file[1100];
       cal_provenance(&f, &set, prov, sizeof prov);
-      rc = cal_write_knob(cfg, &knobs[i], f.value, prov, file, sizeof file, d);
+      /* a chip knob belongs to the file that names the chip, a system knob to the preset
+       * calibrated: never to a preset either inherits from */
+      const struct npu_origin *chip = npu_cfg_origin(cfg, "chip.name");
+      const char *own = knobs[i].chip_level && chip && chip->kind == NPU_ORIGIN_FILE ? chip->file : NULL;
+      if (!own) own = strchr(o.spec, '/') || strstr(o.spec, ".cfg") ? o.spec : npu_cfg_find_preset(cfg, o.spec);
+      rc = cal_write_knob(cfg, &knobs[i], f.value, prov, own, file, sizeof file, d);
       if (!rc && !o.json) npu_buf_printf(out, "  written: %s = %.4g in %s\n\n", knobs[i].key, f.value, file);
     }
     cal_fit_release(&f);

@@ -80,7 +80,7 @@ static struct cal_set load(const char *arch)
  * and named (the knob cannot explain it). */
 Test(calibrate, gemm_points_made_at_a_known_fraction_fit_back_to_it)
 {
-  static const long shapes[][3] = {{8192, 8192, 8192}, {4096, 4096, 1024}, {64, 8192, 8192}};
+  static const long shapes[][3] = {{8192, 8192, 8192}, {8192, 4096, 8192}, {64, 8192, 8192}};
   char csv[2048] = "arch,m,n,k,dtype,tflops,source\n";
   for (int i = 0; i < 3; i++) {
     char line[256];
@@ -105,6 +105,57 @@ Test(calibrate, gemm_points_made_at_a_known_fraction_fit_back_to_it)
   cr_assert_lt(f.max_abs, 1e-3, "worst residual %g", f.max_abs);
   cal_fit_release(&f);
   cal_set_release(&set);
+}
+
+/* Streaming points: the fit is the geometric mean of measured traffic over the HBM's bandwidth
+ * (closed form), with the tool's counted bytes scaled by traffic_per_counted_byte; a row that is
+ * not one streaming kernel (no factor) is skipped. */
+Test(calibrate, hbm_points_fit_the_mean_share_of_the_bandwidth)
+{
+  struct arch_system sys;
+  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
+  double bw = sys.chip.hbm.bw_bytes_per_s / 1e9;
+  char csv[1024];
+  snprintf(csv, sizeof csv,
+           "arch,kernel,gbps,traffic_per_counted_byte,source\n"
+           "nvidia-a100-80gb,copy,%.17g,1,made by the test\n"
+           "nvidia-a100-80gb,exp (input bytes),%.17g,2,made by the test\n"
+           "nvidia-a100-80gb,several kernels,100,,made by the test\n",
+           0.9 * bw, 0.4 * bw);
+  free(ts_write(dir, "hbm.csv", csv));
+  struct cal_set set = load("nvidia-a100-80gb");
+  cr_assert_eq(set.n, 2);
+  cr_assert_eq(set.skipped, 1);
+  struct cal_fit f;
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.hbm"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(f.npoints, 2);
+  cr_assert_float_eq(f.value, sqrt(0.9 * 0.8), 1e-4, "fitted %g", f.value);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+}
+
+/* What the HBM fit assumes of the chip model: a large stream (a 1 GiB fp32 dropout: read x and
+ * its mask, write y) runs at the HBM bandwidth times calib.hbm on every preset it is fitted for. */
+Test(calibrate, a_large_stream_runs_at_the_calibrated_hbm_bandwidth)
+{
+  static const char *const presets[] = {"nvidia-a100-80gb", "nvidia-h100-sxm", "ascend-910b2"};
+  for (int i = 0; i < 3; i++) {
+    struct arch_system sys;
+    ts_load_system(&sys, presets[i], NULL);
+    const struct op_desc *d = op_find("dropout");
+    const char *kv[] = {"rows=16384", "cols=16384", "dtype=fp32"};
+    struct op_args a;
+    struct npu_diag diag;
+    cr_assert_eq(op_args_parse(d, &a, kv, 3, &diag), 0, "%s", diag.msg);
+    struct op_cache *cache = op_cache_open(NULL, NULL);
+    struct op_cost c;
+    cr_assert_eq(op_cost_get(cache, d, &a, &sys, CORE_FIDELITY_ANALYTIC, &c, &diag), 0, "%s", diag.msg);
+    op_cache_close(cache);
+    double rate = (double)c.hbm_bytes / (c.time_s - c.launch_s),
+           want = sys.chip.hbm.bw_bytes_per_s * sys.chip.calib.hbm.value;
+    cr_expect(rate > 0.95 * want && rate <= 1.0001 * want, "%s: %.4g B/s, HBM x calib %.4g B/s", presets[i], rate, want);
+  }
 }
 
 /* A measurement above what the chip can do at its full peak: the knob stays at 1 and the fit
@@ -199,7 +250,7 @@ Test(calibrate, write_puts_the_value_and_its_source_into_the_preset_file)
     struct cal_knob k = *knob("chip.calib.cube");
     k.key = key;
     k.source_key = pass == 0 ? "chip.calib.cube_source" : "chip.calib.vector_source";
-    cr_assert_eq(cal_write_knob(cfg, &k, pass == 0 ? 0.8123 : 0.7, "fitted by the test", file, sizeof file, &diag), 0,
+    cr_assert_eq(cal_write_knob(cfg, &k, pass == 0 ? 0.8123 : 0.7, "fitted by the test", NULL, file, sizeof file, &diag), 0,
                  "%s", diag.msg);
     cr_assert_str_eq(file, path);
     npu_cfg_destroy(cfg);
@@ -285,4 +336,32 @@ Test(calibrate, provenance_fits_the_preset_and_loads_back)
   cr_assert(strstr(r.out, "cube_source = \"npusim calibrate: 12 points") != NULL, "%s", r.out);
   ts_run_free(&r);
   free(path);
+}
+
+/* --write edits the file of the preset calibrated, never one it inherits from: a child preset
+ * that inherits chip.calib.hbm from its base gets its own setting, and the base stays as it was. */
+Test(calibrate, write_never_edits_an_inherited_preset)
+{
+  char src[1100];
+  snprintf(src, sizeof src, "%s/arch/presets/nvidia-a100-80gb.cfg", NPUSIM_SOURCE_DIR);
+  char *text = ts_read(src);
+  char *base = ts_write(dir, "base.cfg", text);
+  char child_text[1400];
+  snprintf(child_text, sizeof child_text, "preset = \"%s\";\nchip = {\n  name = \"child\";\n  calib = { cube = 0.5; };\n};\n",
+           base);
+  char *child = ts_write(dir, "child.cfg", child_text);
+  free(ts_write(dir, "hbm.csv",
+                "arch,kernel,gbps,traffic_per_counted_byte,source\nchild,copy,1000,1,made by the test\n"));
+  struct run_result r = ts_npusim("calibrate", child, "--data", dir, "--knob", "chip.calib.hbm", "--write", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  char *after = ts_read(base);
+  cr_assert_str_eq(after, text, "the base preset was edited");
+  char *c = ts_read(child);
+  cr_assert(strstr(c, "hbm = ") && strstr(c, "hbm_source = \"npusim calibrate: 1 point"), "%s", c);
+  free(c);
+  free(after);
+  free(text);
+  free(base);
+  free(child);
 }
