@@ -413,7 +413,10 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
 /* ------------------------------------------------------------------ forward: vector roles */
 
 #define VEC(m, i) ((m)->vec + 256u * (i))
-enum { V_M, V_MNEW, V_L, V_T, V_R, V_A0 }; /* V_A0 + t % ns: alpha of key block t */
+/* V_LSE stages the row's log-sum-exp for its copy to GM: only the finish writes it (after the
+ * previous block's copy-out is done), so the next block's softmax, which uses V_T as scratch,
+ * cannot overwrite a value MTE3 has yet to read. V_A0 + t % ns: alpha of key block t (ns <= 3). */
+enum { V_M, V_MNEW, V_L, V_T, V_R, V_LSE, V_A0, V_SLOTS = V_A0 + 3 };
 
 /* Event ids of role r: V -> MTE2 3r + {0, 1} the S buffers free, 3r + 2 the O_j region free;
  * MTE2 -> V the same ids loaded; V <-> MTE3 id r. */
@@ -557,11 +560,11 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   core_vec(t, &v);
   brcb(t, m->brcb, VEC(m, V_R));
   rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, a->D);
-  v = vop(CORE_VEC_LN, VEC(m, V_T), VEC(m, V_L), 0, 1);
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* the previous block's O and LSE are out */
+  v = vop(CORE_VEC_LN, VEC(m, V_LSE), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
-  v = vop(CORE_VEC_ADD, VEC(m, V_T), VEC(m, V_T), VEC(m, V_M), 1);
+  v = vop(CORE_VEC_ADD, VEC(m, V_LSE), VEC(m, V_LSE), VEC(m, V_M), 1);
   core_vec(t, &v);
-  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
   cast_out(t, a, m->pb, m->o, a->D);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
@@ -570,7 +573,7 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + bsnd(a, bb, row, h, a->H) * es(a->dt), HALF, a->D,
                                  a->H * a->D);
   core_copy(t, &go, &uo);
-  struct core_tile ul = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, VEC(m, V_T), 1, HALF, 0);
+  struct core_tile ul = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, VEC(m, V_LSE), 1, HALF, 0);
   struct core_tile gl = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->lse + lse_at(a, bb, h, row), 1, HALF, 0);
   core_copy(t, &gl, &ul);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
@@ -1130,7 +1133,7 @@ static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf)
   at += 256; /* O_j starts 256 B past a bank-group boundary of O: O + O_j reads two groups */
   m->oj = take(&at, HALF * a->D * 4);
   m->t = take(&at, HALF * 64 * 4);
-  m->vec = take(&at, 8 * 256);
+  m->vec = take(&at, V_SLOTS * 256);
   m->mask = take(&at, 2 * HALF * BC / 8);
   m->brcb = take(&at, HALF * 32);
   m->ninf = take(&at, 32);

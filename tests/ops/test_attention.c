@@ -33,6 +33,14 @@ Test(attention, forward_causal_and_full_on_split_cores)
   ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("batch=2", "heads=1", "seq=256", "dtype=fp16"));
 }
 
+/* More blocks than cores: a core runs several blocks in turn, and each block's log-sum-exp must
+ * survive the next block's softmax (its copy to GM once raced the next block's scratch writes). */
+Test(attention, forward_with_several_blocks_per_core_keeps_every_lse)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("heads=8", "seq=512", "dim=64"));
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=8", "seq=512", "dim=64", "causal=false"));
+}
+
 Test(attention, backward_causal_and_full_on_split_cores)
 {
   ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, ARGS("heads=2", "seq=384", "dim=64", "pass=bwd"));
