@@ -38,7 +38,7 @@ struct wl_result {
   double mfu, hfu;
   double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
   int slowest_stage;
-  double bubble_fraction;        /* least (bubble + idle) / step over the replay ranks: the schedule's bubble */
+  double bubble_fraction;        /* the busiest rank's (bubble + idle) / step: the least over the ranks */
   struct wl_stage_result *stages;  /* per replay rank: stage x EP index */
   int nstages, ep;
   /* MoE routing over the step: mean over layers and micro-batches of max/mean kept token

@@ -55,9 +55,10 @@ void wl__results_finish(const struct wl_program *p, struct wl_result *res)
     wl_memory_stage(&j->model, &j->plan, sr->stage, &sr->mem);
   }
   memcpy(res->cat_s, res->stages[res->slowest_stage].cat_s, sizeof res->cat_s);
-  /* the schedule's bubble: the share of the step the least-waiting rank spends without work
-   * (waiting for another stage, or finished early); for uniform stages every rank has the
-   * closed form's (p - 1) slots, while more waiting on a rank is its stage's lighter load */
+  /* the bubble fraction (docs/TRAINING.md, the one definition tests/workloads/test_schedule.c
+   * checks): the share of the step the busiest rank spends without work (waiting for another
+   * stage, or finished early): the least over the ranks, since every rank's waiting is the step
+   * less its work; more waiting on a rank is its lighter load, not the schedule's */
   double least = INFINITY;
   for (int i = 0; i < nr; i++) {
     double w = res->stages[i].cat_s[WL_CAT_BUBBLE] + res->stages[i].cat_s[WL_CAT_IDLE];
