@@ -88,7 +88,15 @@ void wl__results_finish(const struct wl_program *p, struct wl_result *res)
   char where[32];
   if (p->E > 1) snprintf(where, sizeof where, "stage %d EP rank %d", sl->stage, sl->ep);
   else snprintf(where, sizeof where, "stage %d", sl->stage);
-  snprintf(res->bottleneck, sizeof res->bottleneck, "%s (%.0f%% of the step on %s; compute %.0f%%, bubble %.0f%%)",
-           wl_cat_name((enum wl_cat)top), 100 * res->cat_s[top] / step, where, 100 * compute / step,
-           100 * res->cat_s[WL_CAT_BUBBLE] / step);
+  int n = snprintf(res->bottleneck, sizeof res->bottleneck, "%s (%.0f%% of the step on %s; compute %.0f%%, bubble %.0f%%)",
+                   wl_cat_name((enum wl_cat)top), 100 * res->cat_s[top] / step, where, 100 * compute / step,
+                   100 * res->cat_s[WL_CAT_BUBBLE] / step);
+  /* a host-bound rank elsewhere makes the others wait (as bubble): say where the host binds */
+  int hb = 0;
+  for (int i = 1; i < nr; i++)
+    if (res->stages[i].cat_s[WL_CAT_HOST] > res->stages[hb].cat_s[WL_CAT_HOST]) hb = i;
+  double hs = res->stages[hb].cat_s[WL_CAT_HOST] / step;
+  if (hs >= 0.05 && n > 0 && (size_t)n < sizeof res->bottleneck)
+    snprintf(res->bottleneck + n, sizeof res->bottleneck - (size_t)n, "; host-bound: stage %d waits %.0f%% for dispatch",
+             res->stages[hb].stage, 100 * hs);
 }

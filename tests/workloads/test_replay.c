@@ -83,6 +83,7 @@ Test(replay, a_slow_host_makes_the_step_its_dispatches)
   cr_expect_geq(r.step_s, launches * d, "step %g s, host %g s", r.step_s, launches * d);
   cr_expect_lt(r.step_s, launches * d * 1.02, "step %g s, host %g s", r.step_s, launches * d);
   cr_expect_gt(r.cat_s[WL_CAT_HOST], 0.9 * r.step_s, "host wait %g of %g s", r.cat_s[WL_CAT_HOST], r.step_s);
+  cr_expect(strstr(r.bottleneck, "host-bound: stage 0 waits") != NULL, "bottleneck: %s", r.bottleneck);
   cr_expect_float_eq(sum_cats(r.stages[0].cat_s), r.step_s, 1e-9 * r.step_s);
   wl_result_release(&r);
   wl_job_release(&j);
