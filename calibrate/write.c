@@ -178,8 +178,7 @@ int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double v
   if (!end) rc = npu_diag_set(diag, file, anchor_line, k->key, "cannot find the setting '%s' on this line", anchor_leaf);
   /* the _source setting: replaced where this file sets it, else added after the knob */
   const struct npu_origin *so = npu_cfg_origin(cfg, k->source_key);
-  bool source_here = in_file(so, own) && so->kind == NPU_ORIGIN_FILE && !strcmp(so->file, anchor_file) && so->line >= 1 &&
-                     so->line <= n;
+  bool source_here = in_file(so, own) && !strcmp(so->file, anchor_file) && so->line >= 1 && so->line <= n;
   if (!rc && replace) {
     char *eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), '=');
     if (!eq) eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), ':');

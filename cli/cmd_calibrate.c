@@ -211,7 +211,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
        * calibrated: never to a preset either inherits from */
       const struct npu_origin *chip = npu_cfg_origin(cfg, "chip.name");
       const char *own = knobs[i].chip_level && chip && chip->kind == NPU_ORIGIN_FILE ? chip->file : NULL;
-      if (!own) own = strchr(o.spec, '/') || strstr(o.spec, ".cfg") ? o.spec : npu_cfg_find_preset(cfg, o.spec);
+      if (!own) own = npu_cfg_find_spec(cfg, o.spec);
       rc = cal_write_knob(cfg, &knobs[i], f.value, prov, own, file, sizeof file, d);
       if (!rc && !o.json) npu_buf_printf(out, "  written: %s = %.4g in %s\n\n", knobs[i].key, f.value, file);
     }

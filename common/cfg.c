@@ -870,6 +870,11 @@ int npu_cfg_load_spec(struct npu_cfg *cfg, const char *spec, struct npu_diag *di
   return npu_cfg_load_preset(cfg, spec, diag);
 }
 
+const char *npu_cfg_find_spec(struct npu_cfg *cfg, const char *spec)
+{
+  return has_slash_or_cfg(spec) ? spec : npu_cfg_find_preset(cfg, spec);
+}
+
 int npu_cfg_load_preset(struct npu_cfg *cfg, const char *name, struct npu_diag *diag)
 {
   const char *path = resolve_preset(cfg, name, NULL, NULL, 0, NULL, diag);

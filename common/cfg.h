@@ -190,5 +190,8 @@ void npu_cfg_free_names(char **names, size_t n);
 
 /* Resolve a preset name to a readable path in the preset directories; NULL if none. Owned by cfg. */
 const char *npu_cfg_find_preset(struct npu_cfg *cfg, const char *name);
+/* The file a spec names, as npu_cfg_load_spec reads it: the spec itself when it is a path
+ * (a '/' or a .cfg name), else the preset's path; NULL if no preset has that name. */
+const char *npu_cfg_find_spec(struct npu_cfg *cfg, const char *spec);
 
 #endif

@@ -75,14 +75,6 @@ double wl__host_lead_equal(double total_s, int n, double d)
   return first > last ? first : last;
 }
 
-double wl_seg_end(const struct wl_seg *sg, double t, double *host, double d)
-{
-  double dev = t + sg->time_s, h = *host + sg->host_lead_s;
-  *host += sg->launches * d;
-  if (d <= 0) return dev; /* the host not modelled: exactly the stream's time */
-  return dev > h ? dev : h;
-}
-
 static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
 {
   int first = sg->first_item, n = sg->nitems, launches = sg->launches;
@@ -112,7 +104,7 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
   }
   /* each item one dispatch, unless the builder counted the launches itself (the optimizer) */
   double d = wl__host_dispatch_s(j);
-  if (launches > n && n == 1) { /* one costed call launched in equal parts */
+  if (launches > n && n == 1) { /* one costed call launched in equal parts (the optimizer) */
     sg->launches = launches;
     sg->host_lead_s = wl__host_lead_equal(sg->time_s, launches, d);
   } else {

@@ -80,14 +80,11 @@ struct wl_seg {
   int first_item, nitems;         /* its kernels and collectives, in order (program->items) */
   /* the host: every item is one dispatch of d (node.host.dispatch, or graph_dispatch); with
    * the host clock at h and the stream free at t when the segment starts, the stream ends at
-   * max(t + time_s, h + host_lead_s), and the host at h + launches x d (wl_seg_end) */
+   * max(t + time_s, h + host_lead_s), and the host at h + launches x d (the replay's stream_end) */
   double host_lead_s;             /* max over items j of (j x d + the device time of items j..n) */
   int launches;                   /* host dispatches: nitems, or what the builder set (optimizer) */
 };
 
-/* The end of segment sg on a stream free at t, with the host's clock at *host (advanced past its
- * dispatches), each costing d. */
-double wl_seg_end(const struct wl_seg *sg, double t, double *host, double d);
 
 /* Segments. A backward is split into BI (gradients of the inputs: what the previous stage
  * waits for) and W (weight gradients), as zero-bubble schedules need; a full backward is BI

@@ -116,6 +116,21 @@ static void host_dispatch(const struct wl__replay *r, struct wl__rank *rk, int n
   rk->res->launches += n;
 }
 
+/* When work of dev seconds on the stream, free at now, ends: launched as `launches` dispatches
+ * whose lead over the host's clock is `lead` (struct wl_seg), it waits for the host when the
+ * host is behind (max(now + dev, host + lead)); the wait is counted as host time. */
+static double stream_end(const struct wl__replay *r, struct wl__rank *rk, double now, double dev, double lead,
+                         int launches)
+{
+  double end = now + dev, h = rk->host + lead;
+  host_dispatch(r, rk, launches);
+  if (r->host_d > 0 && h > end) { /* host-bound; with the host left out exactly the stream's time */
+    rk->res->cat_s[WL_CAT_HOST] += h - end;
+    end = h;
+  }
+  return end;
+}
+
 static void add_seg(struct wl__rank *rk, const struct wl_seg *sg)
 {
   for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->cat_s[c] += sg->cat_s[c];
@@ -183,24 +198,19 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
     switch ((enum wl_step_kind)s->kind) {
     case WL_STEP_SEG:
     case WL_STEP_EXPERTS: {
-      double dev, end;
+      double end;
       if (s->kind == WL_STEP_SEG) {
-        dev = s->u.seg.seg->time_s;
-        end = wl_seg_end(s->u.seg.seg, now, &rk->host, r->host_d);
-        rk->res->launches += s->u.seg.seg->launches;
-        add_seg(rk, s->u.seg.seg);
+        const struct wl_seg *sg = s->u.seg.seg;
+        end = stream_end(r, rk, now, sg->time_s, sg->host_lead_s, sg->launches);
+        add_seg(rk, sg);
       } else { /* the experts' FLOPs are not counted per rank (the model's formula has them) */
-        dev = wl_program_expert_s(r->prog, s->u.experts.layer, step_mb(rk, s), rk->e,
-                                  (enum wl_expert_pass)s->u.experts.pass);
+        double dev = wl_program_expert_s(r->prog, s->u.experts.layer, step_mb(rk, s), rk->e,
+                                         (enum wl_expert_pass)s->u.experts.pass);
         rk->res->cat_s[WL_CAT_GEMM] += dev;
-        /* three grouped launches (up, activation, down) behind the host's clock */
-        double h = rk->host + wl__host_lead_equal(dev, 3, r->host_d);
-        host_dispatch(r, rk, 3);
-        end = r->host_d > 0 && h > now + dev ? h : now + dev;
+        /* three grouped launches: up, activation, down */
+        end = stream_end(r, rk, now, dev, wl__host_lead_equal(dev, 3, r->host_d), 3);
       }
-      double wait = end - (now + dev); /* the stream waited for the host (0 exactly when it did not) */
-      rk->res->cat_s[WL_CAT_HOST] += wait;
-      double d = dev + wait;
+      double d = end - now;
       if (r->trace && d > 0) npu_trace_add(r->trace, rk->idx, 0, "compute", now, d);
       rk->run_end = now + d;
       rk->sk++;
@@ -361,9 +371,7 @@ static bool on_wait_dp(struct wl__replay *r, struct wl__rank *rk, double now)
   /* the gradient norm's clipping reads it on the host (Megatron's clip_grad_norm .item()): the
    * host waits for the stream, then dispatches the optimizer's kernels */
   if (rk->host < now) rk->host = now;
-  rk->run_end = wl_seg_end(opt, now, &rk->host, r->host_d);
-  rk->res->launches += opt->launches;
-  rk->res->cat_s[WL_CAT_HOST] += rk->run_end - (now + opt->time_s);
+  rk->run_end = stream_end(r, rk, now, opt->time_s, opt->host_lead_s, opt->launches);
   if (r->trace) npu_trace_add(r->trace, rk->idx, 0, "optimizer", now, rk->run_end - now);
   rk->st = WL__ST_OPT;
   return true;
