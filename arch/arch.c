@@ -72,6 +72,10 @@ static int check_chip(struct npu_cfg *cfg, const struct arch_chip *c, struct npu
     return npu_cfg_fail(cfg, d, "chip.aiv_count",
                         "a coupled chip has one vector unit per core: expected %d, got %d",
                         c->aic_count, c->aiv_count);
+  if (c->dma.multicast > 16 || c->aic_count % c->dma.multicast != 0)
+    return npu_cfg_fail(cfg, d, "chip.dma.multicast",
+                        "a cluster is at most 16 cores and divides the %d cube cores, got %d", c->aic_count,
+                        c->dma.multicast);
   bool any = false;
   for (int t = 0; t < NPU_DT_CUBE_COUNT; t++) any |= c->cube.macs_per_cycle[t] > 0;
   if (!any)

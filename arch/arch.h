@@ -100,6 +100,8 @@ struct arch_chip {
     double path_bytes_per_cycle[ARCH_PATH_COUNT]; /* per path; 0 = path absent */
     uint64_t burst_bytes;      /* GM burst granularity: transfers round up to it */
     double setup_cycles;       /* fixed cost per DMA instruction */
+    int multicast;             /* cores one GM read can fill at once (Hopper's TMA multicast
+                                  across a thread-block cluster); 1: none */
   } dma;
   struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } l2;
   struct { uint64_t size_bytes; double bw_bytes_per_s; double latency_s; } hbm;

@@ -97,6 +97,8 @@ static const struct npu_param params[] = {
         "GM burst: transfers are rounded up to whole bursts"),
     REQ("chip.dma.setup_cycles", NPU_PT_REAL, chip.dma.setup_cycles, NPU_PF_NONNEG,
         "fixed cycles per DMA instruction"),
+    OPT("chip.dma.multicast", NPU_PT_INT, chip.dma.multicast, "1", NPU_PF_POSITIVE,
+        "cores of a cluster that one GM read fills at once (Hopper TMA multicast); 1: none"),
     REQ("chip.l2.size", NPU_PT_SIZE, chip.l2.size_bytes, NPU_PF_POSITIVE, "L2 cache"),
     REQ("chip.l2.bandwidth", NPU_PT_BANDWIDTH, chip.l2.bw_bytes_per_s, NPU_PF_POSITIVE,
         "aggregate L2 bandwidth"),

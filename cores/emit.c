@@ -194,6 +194,11 @@ void core_copy_ex(struct core_tp *t, const struct core_copy *cp)
       return;
     }
   }
+  if (cp->multicast > 1 && (s != MEM_GM || d != MEM_L1 || cp->indexed || cp->multicast > chip->dma.multicast)) {
+    core_fail(t, NPU_EINVAL, "multicast copy: a GM -> L1 read to at most chip.dma.multicast = %d cores, got %u",
+              chip->dma.multicast, (unsigned)cp->multicast);
+    return;
+  }
   if (cp->atomic_add && d != MEM_GM) {
     core_fail(t, NPU_EINVAL, "atomic add needs a GM destination");
     return;

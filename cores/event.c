@@ -79,7 +79,7 @@ static bool ev_start(struct core__run *r, struct core__core *c, int pipe, double
 const struct core__gm_backend core__event_backend = {"event", ev_start};
 
 struct event_state {
-  sg_host_t hbm, l2, *core, *mte3, *fix;
+  sg_host_t hbm, l2, dsm, *core, *mte3, *fix; /* dsm: a cluster's network (multicast chips) */
   struct flight *fl;
   struct npu_xfer **xs; /* the handles of fl, for waiting */
   int nfl, cap;
@@ -125,18 +125,20 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
   double hit = touch_tile(r, &g, !known, !read);
   uint64_t bytes = core__gm_bytes(r->chip, in);
   uint64_t hit_bytes = (uint64_t)llround((double)bytes * hit), miss_bytes = bytes - hit_bytes;
-  if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
-  r->res.l2_hit_bytes += hit_bytes;
+  /* a multicast read: L2 serves 1/g of the hits, the cluster's network the rest */
+  uint64_t l2_hit = core__multicast_share(in, hit_bytes), peer_bytes = hit_bytes - l2_hit;
+  if (read) r->res.gm_read_bytes += bytes - peer_bytes; else r->res.gm_write_bytes += bytes;
+  r->res.l2_hit_bytes += l2_hit;
   r->res.hbm_bytes += miss_bytes;
   sg_host_t endpoint = read ? s->core[core] : cp->src.space == MEM_UB ? s->mte3[core] : s->fix[core];
   NPU_ASSERT(endpoint != NULL);
   p->st = P_INFLIGHT;
   p->parts = 0;
   p->miss = miss_bytes > 0;
-  for (int part = 0; part < 2; part++) {
-    uint64_t n = part ? miss_bytes : hit_bytes;
+  for (int part = 0; part < 3; part++) {
+    uint64_t n = part == 0 ? l2_hit : part == 1 ? miss_bytes : peer_bytes;
     if (!n) continue;
-    sg_host_t mem = part ? s->hbm : s->l2;
+    sg_host_t mem = part == 0 ? s->l2 : part == 1 ? s->hbm : s->dsm;
     struct npu_xfer *x = read ? npu_xfer_start(mem, endpoint, (double)n, 0)
                               : npu_xfer_start(endpoint, mem, (double)n, 0);
     if (s->nfl == s->cap) {
@@ -165,6 +167,7 @@ int core__run_event(struct core__run *r)
   struct event_state s = {0};
   s.hbm = host(r->host_prefix, "hbm", true);
   s.l2 = host(r->host_prefix, "l2", true);
+  s.dsm = host(r->host_prefix, "dsm", r->chip->dma.multicast > 1);
   s.core = npu_xcalloc((size_t)r->ncores, sizeof *s.core);
   s.mte3 = npu_xcalloc((size_t)r->ncores, sizeof *s.mte3);
   s.fix = npu_xcalloc((size_t)r->ncores, sizeof *s.fix);

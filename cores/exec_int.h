@@ -164,6 +164,9 @@ bool core__gm_tile(const struct core__run *r, const struct core__core *c, const 
 double core__local_time(const struct arch_chip *chip, const struct core_instr *in,
                         uint64_t *conflict_cycles);
 uint64_t core__gm_bytes(const struct arch_chip *chip, const struct core_instr *in);
+/* Of a GM read's hit bytes, those L2 serves to this member: hit / multicast (all for an
+ * ordinary copy); the cluster's network delivers the rest. */
+uint64_t core__multicast_share(const struct core_instr *in, uint64_t hit_bytes);
 uint64_t core__copy_bytes(const struct core_instr *in);
 double core__vec_flops(const struct core_vec *v);
 

@@ -140,6 +140,11 @@ struct core_copy {
                          no data, use index 0 */
   uint64_t index_ub;
   uint64_t index_stride;
+  uint8_t multicast;  /* GM read into L1 that the cores of a cluster (this many, at most
+                         chip.dma.multicast) issue together for the same tile, as Hopper's TMA
+                         multicast: each member's port receives the whole tile, but L2 serves
+                         the hit bytes once for the cluster (1/multicast per member); misses
+                         are fetched as usual. 0 or 1: an ordinary copy */
 };
 
 /*

@@ -79,6 +79,7 @@ struct core_kernel {
 /* Per-pipe results of one launch, summed over the cores of each kind. */
 struct core_pipe_stats {
   double busy_s;          /* sum of instruction durations */
+  double gm_busy_s;       /* of which copies to or from GM */
   uint64_t instructions;
 };
 

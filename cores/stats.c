@@ -48,9 +48,10 @@ void core__account(struct core__run *r, struct core__core *c, int pipe,
   switch (in->op) {
   case CORE_OP_COPY: {
     enum arch_path p;
+    bool gm = in->u.copy.src.space == MEM_GM || in->u.copy.dst.space == MEM_GM;
     if (mem_path_of(r->chip, in->u.copy.src.space, in->u.copy.dst.space, &p))
-      res->path_bytes[p] += (in->u.copy.src.space == MEM_GM || in->u.copy.dst.space == MEM_GM)
-                                ? core__gm_bytes(r->chip, in) : core__copy_bytes(in);
+      res->path_bytes[p] += gm ? core__gm_bytes(r->chip, in) : core__copy_bytes(in);
+    if (gm) ps->gm_busy_s += end - start;
     break;
   }
   case CORE_OP_MMAD: {

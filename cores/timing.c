@@ -8,10 +8,12 @@
  *   mmad   ceil(m/m0) x ceil(n/n0) x ceil(k/k0) fractal steps, each m0 x n0 x k0 MACs at the
  *          chip's MAC/cycle for the input type, divided by calib.cube. An MX mmad runs at the
  *          rate of its element type (fp8 / fp4): the scales ride along with the data.
- *   vector repeat x max(repeat bytes / vector bytes per cycle x op factor, UB bank cycles),
- *          divided by calib.vector. Op factors: 1 for elementwise, compare, select, cast, copy;
- *          chip.vector.transcendental_cycles for exp, ln, recip, sqrt, rsqrt, div; 2 for
- *          whole-repeat reductions [A]; sort32 8 cycles per 32 elements [A]; mrgsort one
+ *   vector repeat x max(w x op factor, UB bank passes x w), w = 256 B (a repeat) / vector
+ *          bytes per cycle (a fraction of a cycle on a unit wider than a repeat), divided by
+ *          calib.vector. Op factors: 1 for elementwise, compare, select, cast, copy; 2 for
+ *          whole-repeat reductions [A]; sort32 8 [A]; exp, ln, recip, sqrt, rsqrt and div take
+ *          max(w, chip.vector.transcendental_cycles): cycles per repeat on the special
+ *          function units, which do not widen with the vector lanes; mrgsort one
  *          proposal per cycle per list [A]. [A]: not published, assumptions of this model.
  *          A vector instruction whose scalar operand is read from UB (scalar_from_ub) also waits,
  *          before it starts, for a V -> S sync and the scalar read: flag_cycles + scalar_cycles
@@ -61,6 +63,12 @@ uint64_t core__gm_bytes(const struct arch_chip *chip, const struct core_instr *i
   return mem_gm_burst_bytes(chip, rows, row_bytes);
 }
 
+uint64_t core__multicast_share(const struct core_instr *in, uint64_t hit_bytes)
+{
+  unsigned g = in->u.copy.multicast;
+  return g > 1 && in->u.copy.src.space == MEM_GM ? (hit_bytes + g - 1) / g : hit_bytes;
+}
+
 static double vec_bank_cycles(const struct arch_chip *chip, const struct core_vec *v)
 {
   uint64_t reads[16], writes[8];
@@ -81,18 +89,23 @@ static double vec_bank_cycles(const struct arch_chip *chip, const struct core_ve
 
 static double vec_cycles(const struct arch_chip *chip, const struct core_vec *v, uint64_t *conflict)
 {
-  double per = ceil(256.0 / chip->vector.bytes_per_cycle);
-  double factor = 1;
+  /* a repeat is 256 B; a unit wider than that (Hopper's 128 fp32 lanes) finishes one in a
+   * fraction of a cycle. transcendental_cycles is per repeat, whatever the width (the special
+   * function units are their own, narrower pipe). */
+  double per = 256.0 / chip->vector.bytes_per_cycle;
+  double cyc;
   switch (v->op) {
   case CORE_VEC_REDUCE_SUM:
-  case CORE_VEC_REDUCE_MAX: factor = 2; break;
-  case CORE_VEC_SORT32: factor = 8; break;
+  case CORE_VEC_REDUCE_MAX: cyc = 2 * per; break;
+  case CORE_VEC_SORT32: cyc = 8 * per; break;
   case CORE_VEC_MRGSORT: return (double)v->count * (double)v->aux; /* one proposal per cycle per list */
   default:
-    if (core_vec_op_transcendental((enum core_vec_op)v->op)) factor = chip->vector.transcendental_cycles;
+    cyc = core_vec_op_transcendental((enum core_vec_op)v->op) && chip->vector.transcendental_cycles > per
+              ? chip->vector.transcendental_cycles
+              : per;
   }
-  double bank = vec_bank_cycles(chip, v);
-  double cyc = per * factor;
+  /* the bank model counts the passes a repeat needs (1: conflict-free), each at the unit's width */
+  double bank = vec_bank_cycles(chip, v) * per;
   if (bank > cyc) {
     if (conflict) *conflict += (uint64_t)((bank - cyc) * v->repeat);
     cyc = bank;

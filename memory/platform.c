@@ -67,6 +67,8 @@ void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix
   int n = mem_platform_cores(chip);
   npu_buf_printf(o, "    <host id=\"%shbm\" speed=\"1f\"/>\n    <host id=\"%sl2\" speed=\"1f\"/>\n",
                  prefix, prefix);
+  bool dsm = chip->dma.multicast > 1;
+  if (dsm) npu_buf_printf(o, "    <host id=\"%sdsm\" speed=\"1f\"/>\n", prefix);
   for (int i = 0; i < n; i++) {
     npu_buf_printf(o, "    <host id=\"%sc%d\" speed=\"1f\"/>\n", prefix, i);
     for (int w = 0; w < 2; w++)
@@ -95,6 +97,7 @@ void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix
     snprintf(wr, sizeof wr, "c%d.wr", i);
     route(o, prefix, "hbm", c, (const char *const[4]){"hbm", "l2", rd, "pad"});
     route(o, prefix, "l2", c, (const char *const[4]){"pad", "l2", rd, "pad"});
+    if (dsm) route(o, prefix, "dsm", c, (const char *const[4]){"pad", "pad", rd, "pad"});
     for (int w = 0; w < 2; w++) {
       if (!mem_platform_core_has(chip, i, writers[w].path)) continue;
       snprintf(eng, sizeof eng, "c%d.%s", i, writers[w].suffix);

@@ -3,6 +3,8 @@
  * which GM traffic of all cores shares L2 and HBM bandwidth.
  *
  *   host  <p>hbm, <p>l2        sources/sinks of GM traffic (HBM miss, L2 hit)
+ *   host  <p>dsm                on a chip with multicast (chip.dma.multicast > 1): the cluster
+ *                                network that delivers a multicast read's other members' share
  *   host  <p>c<i>               physical core i (cube cores first, then vector cores): where
  *                                its MTE2 reads land
  *   host  <p>c<i>.mte3 / .fix   where its MTE3 / FixPipe writes leave (if the core has them)
@@ -14,7 +16,8 @@
  *   link  <p>pad                a fat pipe that evens route lengths
  * Routes (four links each, so every flow has the same latency and CM02 shares bandwidth
  * max-min fairly): hbm -> c<i>: hbm, l2, c<i>.rd, pad; l2 -> c<i>: pad, l2, c<i>.rd, pad;
- * c<i>.<e> -> hbm: c<i>.<e>, c<i>.wr, l2, hbm; c<i>.<e> -> l2: c<i>.<e>, c<i>.wr, l2, pad.
+ * c<i>.<e> -> hbm: c<i>.<e>, c<i>.wr, l2, hbm; c<i>.<e> -> l2: c<i>.<e>, c<i>.wr, l2, pad;
+ * dsm -> c<i>: pad, pad, c<i>.rd, pad (the member's port, not L2).
  * (SimGrid 3.32 ignores a rate set on a host-to-host comm, so engine rates are links.) Every
  * link has a tiny latency (MEM_PLATFORM_LINK_LATENCY_S); the real L2/HBM latencies are added by
  * the executor when data becomes ready, so that a DMA engine pipelines them as hardware does.

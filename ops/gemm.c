@@ -100,6 +100,7 @@ struct gemm {
   uint32_t group;
   uint32_t mL1, nL1, kL1, k0, c0;
   uint32_t swz, swz_dir;
+  uint32_t cluster;            /* m-tiles of one cluster sharing B by multicast (1: none) */
   uint32_t splitk, kper;       /* splits and K per split (a multiple of kL1) */
   uint32_t bm, bn;
   uint64_t nblocks;
@@ -148,26 +149,30 @@ static bool fb_dequant(const struct gemm *g)
 }
 
 /* catlass GemmIdentityBlockSwizzle: tile index t -> (mi, ni). */
+/* The swizzle over a grid of bm cluster rows (each `cluster` m-tiles high): block t is member
+ * t % cluster of cluster tile t / cluster, so the members run at once on consecutive cores. */
 static void swizzle(const struct gemm *g, uint64_t t, uint32_t *mi, uint32_t *ni)
 {
-  uint32_t off = g->swz ? g->swz : 1;
+  uint32_t off = g->swz ? g->swz : 1, member = (uint32_t)(t % g->cluster), bm = g->bm / g->cluster;
+  t /= g->cluster;
   if (g->swz_dir == 0) {
-    uint32_t loops = ops_ceil(g->bm, off);
+    uint32_t loops = ops_ceil(bm, off);
     uint32_t strip = (uint32_t)(t / ((uint64_t)off * g->bn));
     uint32_t in = (uint32_t)(t % ((uint64_t)off * g->bn));
-    uint32_t rows = strip == loops - 1 ? g->bm - off * strip : off;
+    uint32_t rows = strip == loops - 1 ? bm - off * strip : off;
     *mi = strip * off + in % rows;
     *ni = in / rows;
     if (strip % 2) *ni = g->bn - *ni - 1;
   } else {
     uint32_t loops = ops_ceil(g->bn, off);
-    uint32_t strip = (uint32_t)(t / ((uint64_t)off * g->bm));
-    uint32_t in = (uint32_t)(t % ((uint64_t)off * g->bm));
+    uint32_t strip = (uint32_t)(t / ((uint64_t)off * bm));
+    uint32_t in = (uint32_t)(t % ((uint64_t)off * bm));
     uint32_t cols = strip == loops - 1 ? g->bn - off * strip : off;
     *ni = strip * off + in % cols;
     *mi = in / cols;
-    if (strip % 2) *mi = g->bm - *mi - 1;
+    if (strip % 2) *mi = bm - *mi - 1;
   }
+  *mi = *mi * g->cluster + member;
 }
 
 /* Block b -> group, m-block (within the group), n-block, K split. */
@@ -366,7 +371,8 @@ static void load_l1(struct core_tp *t, const struct gemm *g, int s, uint32_t row
     *lb = ops_tile(MEM_L1, CORE_NZ, g->in, g->l1b[s], nt, kt, 0);
   }
   core_copy(t, la, &ga);
-  core_copy(t, lb, &gb);
+  core_copy_ex(t, &(struct core_copy){.src = gb, .dst = *lb, .scale = 1.0f, .fb_scale = UINT64_MAX,
+                                      .multicast = (uint8_t)g->cluster});
 }
 
 /* MX: L1 -> L0A / L0B (MTE1) of the L0 step's scales (K from ka, kk into the L1 step), right
@@ -958,6 +964,12 @@ static int plan_blocks(struct gemm *g, const struct op_desc *d, const struct op_
   g->fix_out = g->atomic ? (integer && !g->quant ? NPU_DT_INT32 : NPU_DT_FP32) : g->out;
   if (g->quant == Q_W4A8) g->fix_out = NPU_DT_FP32;
   if (g->cores > (int)g->nblocks) g->cores = (int)g->nblocks;
+  /* Hopper-class chips: clusters of m-tiles with one B tile, multicast to the members (CUTLASS's
+   * sm90 GEMMs: cluster 2 x 1 x 1), where whole clusters tile M, K is not split and the cores
+   * hold whole clusters */
+  g->cluster = 1;
+  uint32_t mc = (uint32_t)chip->dma.multicast;
+  if (mc > 1 && !g->blk && g->splitk == 1 && g->bm % mc == 0 && g->cores % (int)mc == 0) g->cluster = mc;
   return 0;
 }
 
@@ -1382,6 +1394,7 @@ static int gplan(void *p, const struct op_desc *d, const struct op_args *a, cons
         g->blk[3 * t + 2] = ni;
       }
   g->nblocks = tiles;
+  g->cluster = 1; /* groups of rows: no clusters of equal m-tiles */
   uint64_t cores = op_u(d, a, "cores");
   g->cores = cores ? (int)cores : chip->aic_count;
   if (g->cores > (int)g->nblocks) g->cores = g->nblocks ? (int)g->nblocks : 1;

@@ -347,6 +347,8 @@ static void combine(struct op_result *r)
     t->launch_s += k->launch_s;
     for (int p = 0; p < CORE_PIPE_COUNT; p++) {
       t->aic[p].busy_s += k->aic[p].busy_s;
+      t->aic[p].gm_busy_s += k->aic[p].gm_busy_s;
+      t->aiv[p].gm_busy_s += k->aiv[p].gm_busy_s;
       t->aic[p].instructions += k->aic[p].instructions;
       t->aiv[p].busy_s += k->aiv[p].busy_s;
       t->aiv[p].instructions += k->aiv[p].instructions;

@@ -119,9 +119,9 @@ static void bank_block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct tk_bank *x = ctx;
   (void)b;
-  struct core_vec v = {.op = CORE_VEC_ADD, .dtype = NPU_DT_FP16, .repeat = 255, .dst_blk = 1,
-                       .src0_blk = 1, .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8,
-                       .mask = {~0ull, ~0ull}, .dst = 131072, .src0 = 0, .src1 = x->src1};
+  struct core_vec v = {.op = x->exp ? CORE_VEC_EXP : CORE_VEC_ADD, .dtype = NPU_DT_FP16, .repeat = 255,
+                       .dst_blk = 1, .src0_blk = 1, .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8,
+                       .mask = {~0ull, ~0ull}, .dst = x->dst ? x->dst : 131072, .src0 = 0, .src1 = x->src1};
   core_vec(t, &v);
 }
 

@@ -32,8 +32,10 @@ struct tk_pipeline {         /* GM -> UB, vector muls, UB -> GM, per tile of `el
 };
 void tk_pipeline_kernel(struct core_kernel *k, struct tk_pipeline *p, int cores, uint64_t blocks);
 
-struct tk_bank {             /* one vector add, repeat 255, src1 at src1 */
+struct tk_bank {             /* one vector add (exp: an exp of src0), repeat 255, src1 at src1 */
   uint64_t src1;
+  uint64_t dst;              /* 0: 131072 */
+  bool exp;
 };
 void tk_bank_kernel(struct core_kernel *k, struct tk_bank *b);
 

@@ -238,11 +238,12 @@ Test(accuracy, rewritten_workspace_reaches_hbm_once)
 /*
  * 48 vector cores, each tile read, transformed by five exps and written back out (double
  * buffered): the vector unit is busy 2560 cycles per tile, more than the ~1770 cycles the HBM
- * needs per 32 KiB tile in each direction but less than the ~3540 for both. The analytic pipeline
- * model, whose GM pipes look idle part of the time, comes out below the HBM roofline, so the floor
- * sets its time; its label must then be a GM pipe's, not vec_bound from a vector ratio computed
- * over a time the vector unit did not set. The event fidelity, where the GM copies stretch under
- * the shared HBM, names a GM pipe too.
+ * needs per 32 KiB tile in each direction but less than the ~3540 for both. The kernel is bound
+ * by memory: its time is at least the HBM roofline at both fidelities, and its label is a GM
+ * pipe's, not vec_bound (the vector unit is busy only half the time). The analytic fidelity gets
+ * there by its bandwidth-share fixed point (the GM copies stretch until the shared HBM carries
+ * their demand); where it still came out below the roofline, the floor would set its time and a
+ * GM pipe its label.
  */
 static void floor_label(enum core_fidelity fid)
 {
@@ -258,18 +259,14 @@ static void floor_label(enum core_fidelity fid)
   double t = r.time_s - r.launch_s, hbm_s = (double)r.hbm_bytes / (sys.chip.hbm.bw_bytes_per_s * sys.chip.calib.hbm.value);
   printf("floor label, %s: %.4g us, HBM roofline %.4g us, vec %.3f mte2 %.3f mte3 %.3f: %s\n", fname(fid), t * 1e6,
          hbm_s * 1e6, r.aiv_vec_ratio, r.aiv_mte2_ratio, r.aiv_mte3_ratio, r.bottleneck);
-  if (fid == CORE_FIDELITY_ANALYTIC) {
-    cr_assert(fabs(t - hbm_s) <= 1e-9 * hbm_s, "the HBM floor sets the analytic time: %.6g vs %.6g us", t * 1e6,
-              hbm_s * 1e6);
-    cr_assert(r.aiv_vec_ratio >= 0.5 && r.aiv_vec_ratio > r.aiv_mte2_ratio && r.aiv_vec_ratio > r.aiv_mte3_ratio,
-              "the case needs the vector ratio to lead");
-  }
+  cr_assert(t >= hbm_s * (1 - 1e-9), "%s: %.6g us beats the HBM roofline %.6g us", fname(fid), t * 1e6, hbm_s * 1e6);
+  cr_assert(r.aiv_vec_ratio >= 0.4 && r.aiv_vec_ratio < 0.75, "the case needs a vector unit busy about half the time");
   cr_assert(!strcmp(r.bottleneck, "mte2_bound") || !strcmp(r.bottleneck, "mte3_bound"), "%s: %s", fname(fid),
             r.bottleneck);
   mem_gm_destroy(gm);
 }
 
-Test(accuracy, memory_floor_is_labelled_by_a_gm_pipe)
+Test(accuracy, memory_bound_kernel_is_labelled_by_a_gm_pipe)
 {
   floor_label(CORE_FIDELITY_ANALYTIC);
   floor_label(CORE_FIDELITY_EVENT);

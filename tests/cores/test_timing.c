@@ -188,3 +188,32 @@ Test(timing, ub_bank_conflict_doubles_a_vector_add)
   close_to(fast, 255 / chip->clock_hz, 1e-9, "conflict-free add: one cycle per repeat");
   close_to(slow / fast, 2.0, 1e-9, "conflicting add");
 }
+
+/* Hopper's vector unit is 512 B wide: a 256-byte repeat in half a cycle, conflict-free; an exp
+ * takes chip.vector.transcendental_cycles per repeat (the special function units, 16 results a
+ * cycle, do not widen with the lanes); a bank conflict costs a whole pass at the unit's width. */
+Test(timing, a_vector_unit_wider_than_a_repeat_halves_elementwise_but_not_exp)
+{
+  struct arch_system h;
+  ts_load_system(&h, "nvidia-h100-sxm", NULL);
+  cr_assert_eq(h.chip.vector.bytes_per_cycle, 512.0);
+  double cyc = 1 / h.chip.clock_hz;
+  struct tk_bank add = {.src1 = 256, .dst = 131072 + 512}, exp = {.dst = 131072 + 512, .exp = true},
+                 clash = {.src1 = 0, .dst = 131072 + 512};
+  struct core_result r[3];
+  struct tk_bank *b[3] = {&add, &exp, &clash};
+  for (int i = 0; i < 3; i++) {
+    struct mem_gm *gm = mem_gm_create();
+    struct core_kernel k;
+    tk_bank_kernel(&k, b[i]);
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC};
+    cr_assert_eq(core_launch_standalone(&h.chip, gm, &k, &o, &r[i], &d), 0);
+    mem_gm_destroy(gm);
+  }
+  close_to(r[0].aiv[CORE_PIPE_V].busy_s, 255 * 0.5 * cyc, 1e-9, "conflict-free add: half a cycle per repeat");
+  close_to(r[1].aiv[CORE_PIPE_V].busy_s, 255 * h.chip.vector.transcendental_cycles * cyc, 1e-9,
+           "exp: transcendental_cycles per repeat");
+  close_to(r[2].aiv[CORE_PIPE_V].busy_s, 255 * 1.0 * cyc, 1e-9, "src0 read twice in one group: two passes");
+}

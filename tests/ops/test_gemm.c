@@ -128,3 +128,44 @@ Test(gemm, grouped_gemm_variable_rows_per_group)
   double hs = (double)skew.total.l2_hit_bytes / (double)skew.total.gm_read_bytes;
   cr_assert(hs > he, "hit share skewed %g vs even %g", hs, he);
 }
+
+/*
+ * Hopper multicast (chip.dma.multicast = 2): the two cores of a cluster take m-tiles with the
+ * same B tile, and L2 serves each of them half of B's hits. 4096^3 bf16 in 128 x 256 tiles: 512
+ * blocks, each reading K x 256 of B (2 MiB): 1 GiB of B through the cores' ports, of which the
+ * cluster network delivers half the hits (under 0.5 GiB: the first touches miss). The ports move
+ * the same bytes either way; the kernel is faster; the result is still right (functional).
+ */
+Test(gemm, multicast_halves_what_l2_serves_of_b)
+{
+  struct arch_system h1, h2;
+  ts_load_system(&h2, "nvidia-h100-sxm", NULL);
+  ts_load_system(&h1, "nvidia-h100-sxm", (const char *const[]){"chip.dma.multicast=1", NULL});
+  cr_assert_eq(h2.chip.dma.multicast, 2);
+  const char *const *kv = ARGS("m=4096", "n=4096", "k=4096", "dtype=bf16");
+  struct op_result one = ts_op(&h1.chip, "gemm", CORE_FIDELITY_ANALYTIC, false, kv);
+  struct op_result two = ts_op(&h2.chip, "gemm", CORE_FIDELITY_ANALYTIC, false, kv);
+  double gib = 1024.0 * 1024 * 1024;
+  uint64_t port1 = one.total.path_bytes[ARCH_PATH_GM_TO_L1], port2 = two.total.path_bytes[ARCH_PATH_GM_TO_L1];
+  cr_assert_eq(port1, port2, "the ports move the same bytes");
+  cr_assert_eq(port1, (uint64_t)(1.5 * gib), "A (0.5 GiB) and B (1 GiB) through the ports");
+  double peer = (double)(one.total.gm_read_bytes - two.total.gm_read_bytes);
+  cr_assert(peer > 0.45 * gib && peer <= 0.5 * gib, "the cluster delivers %.3f GiB of B's hits", peer / gib);
+  cr_assert(two.total.time_s < one.total.time_s, "multicast is faster: %g vs %g s", two.total.time_s, one.total.time_s);
+  ts_op(&h2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=512", "n=512", "k=256", "dtype=bf16"));
+}
+
+Test(gemm, multicast_must_divide_the_cores)
+{
+  struct arch_system s;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  char msg[2048];
+  for (int i = 0; i < 2; i++) {
+    const char *set = i ? "chip.dma.multicast=17" : "chip.dma.multicast=5";
+    int rc = ts_try_load_system(&s, "nvidia-h100-sxm", (const char *const[]){set, NULL}, &d);
+    npu_diag_format(&d, msg, sizeof msg);
+    cr_assert_neq(rc, 0, "%s: %s", set, msg);
+    cr_assert(strstr(msg, "chip.dma.multicast") && strstr(msg, "divides the 132 cube cores"), "%s", msg);
+  }
+}

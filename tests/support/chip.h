@@ -6,5 +6,7 @@
 
 /* Load preset name (with optional "KEY=VALUE" overrides, NULL-terminated) or fail the test. */
 void ts_load_system(struct arch_system *sys, const char *name, const char *const *sets);
+/* The same, returning the status and the diagnostic instead of failing (for error tests). */
+int ts_try_load_system(struct arch_system *sys, const char *name, const char *const *sets, struct npu_diag *d);
 
 #endif
