@@ -132,6 +132,10 @@ struct arch_node {
   int switch_ports;            /* total ports of the node's switches (topology switch) */
   struct arch_calib link_efficiency;
   struct {
+    double step_overhead_s;    /* the collective library's fixed cost per algorithm step */
+    char step_overhead_source[ARCH_SOURCE_MAX];
+  } ccl;
+  struct {
     double dispatch_s;         /* host time per kernel an eager framework launches; 0: not modelled */
     double graph_dispatch_s;   /* the same for a kernel replayed from a captured graph */
   } host;

@@ -144,6 +144,12 @@ static const struct npu_param params[] = {
     REQ("node.link.ports", NPU_PT_INT, node.link.ports, NPU_PF_POSITIVE,
         "intra-node links per package"),
     CALIB("node.link.efficiency", node.link_efficiency, "of intra-node link bandwidth"),
+    OPT("node.ccl.step_overhead", NPU_PT_TIME, node.ccl.step_overhead_s, "1.5us", NPU_PF_NONNEG,
+        "the collective library's fixed cost per algorithm step, before its transfer starts (HCCL's "
+        "task overhead, NCCL's per-step latency)"),
+    {"node.ccl.step_overhead_source", NPU_PT_STRING, NPU_PARAM_OFF(node.ccl.step_overhead_source),
+     NPU_PARAM_SZ(node.ccl.step_overhead_source), "HCCL's task overhead, 1-2 us (shared/reference/hccl.md)", 0, 0, 0,
+     NULL, "measurement the step overhead comes from"},
     OPT("node.host.dispatch", NPU_PT_TIME, node.host.dispatch_s, "0s", NPU_PF_NONNEG,
         "host time per kernel launched by an eager framework (Python, dispatcher, runtime launch): a "
         "stream whose kernels are shorter waits for the host; 0 leaves the host out"),

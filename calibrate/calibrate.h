@@ -83,6 +83,7 @@ struct cal_knob {
   int min_nodes, max_nodes;   /* collective points: the node counts it explains */
   double lo, hi;              /* its range */
   const char *what;           /* one line */
+  bool time;                  /* a time in seconds (written with a unit), not a share */
 };
 
 /* The knobs npusim fits, in print order; *n receives their count. */
@@ -109,6 +110,7 @@ struct cal_fit {
   int unbound;                /* GEMM points the cube does not bound in the model (left out) */
   char unbound_at[1024];      /* their data lines and cube shares */
   char unmodelled_at[1024];   /* their data lines */
+  bool not_identifiable;      /* step overhead: the points do not tell it from the link (left as is) */
 };
 
 /*

@@ -25,13 +25,16 @@
 
 static const struct cal_knob knobs[] = {
     {"chip.calib.cube", "chip.calib.cube_source", CAL_GEMM, true, 0, 0, 0.05, 1.0,
-     "achievable share of the cube MAC rate, from GEMM throughput over shapes and dtypes"},
+     "achievable share of the cube MAC rate, from GEMM throughput over shapes and dtypes", false},
     {"node.link.efficiency", "node.link.efficiency_source", CAL_COLLECTIVE, false, 1, 1, 0.05, 1.0,
-     "achievable share of intra-node link bandwidth, from collective bus bandwidth inside one server"},
+     "achievable share of intra-node link bandwidth, from collective bus bandwidth inside one server", false},
+    {"node.ccl.step_overhead", "node.ccl.step_overhead_source", CAL_COLLECTIVE, false, 1, 1, 0, 50e-6,
+     "the collective library's fixed cost per algorithm step, from the small sizes of the same curve (fitted "
+     "jointly with node.link.efficiency)", .time = true},
     {"cluster.scaleout.efficiency", "cluster.scaleout.efficiency_source", CAL_COLLECTIVE, false, 2, 1 << 20, 0.05,
-     1.0, "achievable share of NIC bandwidth, from collective bus bandwidth across servers"},
+     1.0, "achievable share of NIC bandwidth, from collective bus bandwidth across servers", false},
     {"chip.calib.hbm", "chip.calib.hbm_source", CAL_HBM, true, 0, 0, 0.05, 1.0,
-     "achievable share of HBM bandwidth, from streaming kernels (BabelStream, gpu-stream, elementwise ops)"},
+     "achievable share of HBM bandwidth, from streaming kernels (BabelStream, gpu-stream, elementwise ops)", false},
 };
 
 const struct cal_knob *cal_knobs(int *n)
@@ -155,7 +158,7 @@ static void coll_child(void *ctx, void *record)
   const struct coll_call *c = ctx;
   struct coll_record *out = record;
   struct ic_params prm;
-  ic_params_default(&prm);
+  ic_params_default(&prm, c->sys);
   struct ic_sim *sim = NULL;
   struct ic_comm comm = {0};
   struct npu_diag d;
@@ -175,12 +178,13 @@ static void coll_child(void *ctx, void *record)
 
 /* Time of collective point p on sys with the knob at value x, simulated in a child process (one
  * SimGrid engine per process: workloads/isolate.h). */
-static int coll_time(const struct cal_point *p, const struct cal_knob *k, const struct arch_system *sys0, double x,
-                     const struct cal_opts *o, double *t, struct npu_diag *diag)
+static int coll_time(const struct cal_point *p, bool scaleout, const struct arch_system *sys0, double e,
+                     double alpha, const struct cal_opts *o, double *t, struct npu_diag *diag)
 {
   struct arch_system sys = *sys0;
-  if (!strcmp(k->key, "node.link.efficiency")) sys.node.link_efficiency.value = x;
-  else sys.cluster.scaleout.efficiency.value = x;
+  if (!scaleout) sys.node.link_efficiency.value = e;
+  else sys.cluster.scaleout.efficiency.value = e;
+  sys.node.ccl.step_overhead_s = alpha;
   sys.cluster.nodes = p->nodes;
   struct coll_call c = {p, &sys, o};
   struct coll_record r;
@@ -197,14 +201,44 @@ struct coll_ctx {
   const struct cal_set *set;
   const int *idx;
   int n;
-  double *a, *b; /* t(e) = a + b / e per point */
+  double *a, *b, *k; /* t(e, alpha) = a + b / e + k alpha per point */
+  double alpha;      /* the step overhead while e is searched */
+  double elo, ehi;   /* the efficiency's range */
 };
 
 static int coll_eval(double x, void *ctx, double *r)
 {
   struct coll_ctx *c = ctx;
-  for (int i = 0; i < c->n; i++) r[i] = log((c->a[i] + c->b[i] / x) / c->set->p[c->idx[i]].measured_s);
+  for (int i = 0; i < c->n; i++)
+    r[i] = log((c->a[i] + c->b[i] / x + c->k[i] * c->alpha) / c->set->p[c->idx[i]].measured_s);
   return 0;
+}
+
+/* The joint fit profiles the efficiency out: at step overhead x, the residuals at the best
+ * efficiency for that overhead (c->alpha keeps the last x; the efficiency is re-found). */
+static int coll_eval_alpha(double x, void *ctx, double *r)
+{
+  struct coll_ctx *c = ctx;
+  c->alpha = x;
+  double e;
+  int rc = cal_minimise(c->elo, c->ehi, c->n, coll_eval, c, &e);
+  if (!rc) rc = coll_eval(e, c, r);
+  return rc;
+}
+
+/* Whether the points pin both terms down: some whose time is mostly steps (overhead and
+ * latency) and some mostly bandwidth, at the preset's values. One size, or sizes all in one
+ * regime, cannot tell a slower link from a costlier step: the overhead then stays the preset's. */
+static bool alpha_identifiable(const struct coll_ctx *c, double e0)
+{
+  bool steps = false, bytes = false;
+  for (int i = 0; i < c->n; i++) {
+    double t = c->a[i] + c->b[i] / e0 + c->k[i] * c->alpha;
+    if (t <= 0) continue;
+    if (c->b[i] / e0 < 0.25 * t) steps = true;
+    if (c->b[i] / e0 > 0.75 * t) bytes = true;
+  }
+  return steps && bytes;
 }
 
 /* ------------------------------------------------------------------ fitting a knob */
@@ -230,6 +264,7 @@ static int hbm_eval(double x, void *ctx, double *r)
 
 static double knob_value(const struct arch_system *sys, const struct cal_knob *k)
 {
+  if (!strcmp(k->key, "node.ccl.step_overhead")) return sys->node.ccl.step_overhead_s;
   if (!strcmp(k->key, "chip.calib.cube")) return sys->chip.calib.cube.value;
   if (!strcmp(k->key, "chip.calib.hbm")) return sys->chip.calib.hbm.value;
   if (!strcmp(k->key, "node.link.efficiency")) return sys->node.link_efficiency.value;
@@ -257,8 +292,8 @@ static void find_trend(struct cal_fit *f, const struct cal_set *set)
   double rl = f->res[lo].residual, rh = f->res[hi].residual;
   if (fabs(rl - rh) > 0.1)
     snprintf(f->trend, sizeof f->trend,
-             "residuals move with size (%+.0f%% at %g bytes, %+.0f%% at %g bytes): one efficiency cannot explain "
-             "the curve; the fit is a compromise",
+             "residuals move with size (%+.0f%% at %g bytes, %+.0f%% at %g bytes): a link share and a per-step "
+             "cost cannot follow the curve; the fit is a compromise",
              100 * rl, set->p[f->res[lo].point].bytes, 100 * rh, set->p[f->res[hi].point].bytes);
 }
 
@@ -316,13 +351,19 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     rc = cal_minimise(k->lo, k->hi, n, hbm_eval, &h, &best);
     for (int i = 0; !rc && i < n; i++) model_s[i] = 1.0 / (h.bw_gbps * best);
   } else {
-    double *a = npu_xcalloc((size_t)n, sizeof *a), *b = npu_xcalloc((size_t)n, sizeof *b);
+    /* t(e, alpha) = a + b / e + k alpha from three runs: (1, alpha0), (1/2, alpha0), (1, alpha0 + d) */
+    bool scaleout = !strcmp(k->key, "cluster.scaleout.efficiency"), is_alpha = k->time;
+    double e0 = scaleout ? sys->cluster.scaleout.efficiency.value : sys->node.link_efficiency.value;
+    double alpha0 = sys->node.ccl.step_overhead_s, d = 5e-6;
+    double *a = npu_xcalloc((size_t)n, sizeof *a), *b = npu_xcalloc((size_t)n, sizeof *b),
+           *ks = npu_xcalloc((size_t)n, sizeof *ks);
     int kept = 0;
     for (int i = 0; !rc && i < n; i++) {
-      double t1 = 0, t2 = 0;
-      rc = coll_time(&set->p[idx[i]], k, sys, 1.0, opts, &t1, diag);
-      if (!rc) rc = coll_time(&set->p[idx[i]], k, sys, 0.5, opts, &t2, diag);
-      if (!rc && !(t1 > 0 && t2 >= t1)) {
+      double t1 = 0, t2 = 0, t3 = 0;
+      rc = coll_time(&set->p[idx[i]], scaleout, sys, 1.0, alpha0, opts, &t1, diag);
+      if (!rc) rc = coll_time(&set->p[idx[i]], scaleout, sys, 0.5, alpha0, opts, &t2, diag);
+      if (!rc) rc = coll_time(&set->p[idx[i]], scaleout, sys, 1.0, alpha0 + d, opts, &t3, diag);
+      if (!rc && !(t1 > 0 && t2 >= t1 && t3 >= t1)) {
         /* a point the collective model cannot time: shown apart, never fitted */
         out->unmodelled++;
         int len = (int)strlen(out->unmodelled_at);
@@ -331,22 +372,36 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
         continue;
       }
       b[kept] = t2 - t1;
-      a[kept] = t1 - b[kept];
+      ks[kept] = (t3 - t1) / d;
+      a[kept] = t1 - b[kept] - ks[kept] * alpha0;
       idx[kept++] = idx[i];
     }
     n = out->npoints = kept;
-    struct coll_ctx c = {.set = set, .idx = idx, .n = n, .a = a, .b = b};
-    if (!rc && !n) {
-      free(a);
-      free(b);
-      free(model_s);
-      free(idx);
+    const struct cal_knob *ek = k;
+    if (is_alpha) { /* the efficiency knob of the same points */
+      int nk;
+      const struct cal_knob *all = cal_knobs(&nk);
+      for (int q = 0; q < nk; q++)
+        if (!strcmp(all[q].key, "node.link.efficiency")) ek = &all[q];
+    }
+    struct coll_ctx c = {.set = set, .idx = idx, .n = n, .a = a, .b = b, .k = ks, .alpha = alpha0,
+                         .elo = ek->lo, .ehi = ek->hi};
+    bool joint = !scaleout && n > 0 && alpha_identifiable(&c, e0);
+    if (!rc && (!n || (is_alpha && !joint))) { /* nothing to fit: left as it is */
+      out->not_identifiable = n > 0;
+      out->npoints = 0;
+      free(a), free(b), free(ks), free(model_s), free(idx);
       return 0;
     }
-    if (!rc) rc = cal_minimise(k->lo, k->hi, n, coll_eval, &c, &best);
-    for (int i = 0; !rc && i < n; i++) rc = coll_time(&set->p[idx[i]], k, sys, best, opts, &model_s[i], diag);
+    double e = e0, alpha = alpha0;
+    if (!rc && joint) rc = cal_minimise(0, 50e-6, n, coll_eval_alpha, &c, &alpha);
+    c.alpha = alpha;
+    if (!rc) rc = cal_minimise(ek->lo, ek->hi, n, coll_eval, &c, &e);
+    best = is_alpha ? alpha : e;
+    for (int i = 0; !rc && i < n; i++) rc = coll_time(&set->p[idx[i]], scaleout, sys, e, alpha, opts, &model_s[i], diag);
     free(a);
     free(b);
+    free(ks);
   }
   if (!rc) {
     out->value = best;

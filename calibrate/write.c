@@ -173,7 +173,8 @@ int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double v
   if (!lines) return npu_diag_set(diag, file, 0, k->key, "cannot read: %s", strerror(errno)), NPU_EIO;
   int rc = 0;
   char val[64], text[1400];
-  snprintf(val, sizeof val, "%.4g", value);
+  if (k->time) snprintf(val, sizeof val, "\"%.4gus\"", value * 1e6);
+  else snprintf(val, sizeof val, "%.4g", value);
   char *end = anchor_line >= 1 && anchor_line <= n ? setting_end(lines[anchor_line - 1], anchor_leaf) : NULL;
   if (!end) rc = npu_diag_set(diag, file, anchor_line, k->key, "cannot find the setting '%s' on this line", anchor_leaf);
   /* the _source setting: replaced where this file sets it, else added after the knob */

@@ -86,6 +86,13 @@ static double model_figure(const struct cal_point *p, double model_s)
   return p->measured * p->measured_s / model_s; /* throughputs scale as 1 / time */
 }
 
+/* A knob's value as text: a share as a number, a time in microseconds. */
+static void knob_text(const struct cal_knob *k, double v, char *buf, size_t n)
+{
+  if (k->time) snprintf(buf, n, "%.4gus", v * 1e6);
+  else snprintf(buf, n, "%.4g", v);
+}
+
 static void print_text(struct npu_buf *out, const struct cal_fit *f, const struct cal_set *set)
 {
   const struct cal_knob *k = f->knob;
@@ -97,14 +104,24 @@ static void print_text(struct npu_buf *out, const struct cal_fit *f, const struc
                    "%s: %d points left out: the cube does not bound them in the model (busy under 90%% of the "
                    "kernel at the knob's best), so the knob cannot explain them: %s\n",
                    k->key, f->unbound, f->unbound_at);
-  if (!f->npoints) {
-    npu_buf_printf(out, "%s: no points in the data for this preset (left at %.4g)\n\n", k->key, f->before);
+  char now[32], before[32];
+  knob_text(k, f->value, now, sizeof now);
+  knob_text(k, f->before, before, sizeof before);
+  if (f->not_identifiable) {
+    npu_buf_printf(out,
+                   "%s: the points do not separate it from the link bandwidth (none is mostly per-step cost, or "
+                   "none mostly bandwidth): left at %s\n\n",
+                   k->key, before);
     return;
   }
-  npu_buf_printf(out, "%s = %.4g   (preset: %.4g; %d points, rms residual %.1f%%, worst %.1f%%)\n", k->key, f->value,
-                 f->before, f->npoints, 100 * f->rms, 100 * f->max_abs);
+  if (!f->npoints) {
+    npu_buf_printf(out, "%s: no points in the data for this preset (left at %s)\n\n", k->key, before);
+    return;
+  }
+  npu_buf_printf(out, "%s = %s   (preset: %s; %d points, rms residual %.1f%%, worst %.1f%%)\n", k->key, now, before,
+                 f->npoints, 100 * f->rms, 100 * f->max_abs);
   npu_buf_printf(out, "  %s\n", k->what);
-  if (f->at_bound && f->value >= k->hi)
+  if (f->at_bound && f->value >= k->hi && !k->time)
     npu_buf_printf(out, "  the model is slower than the measurements even at %.4g: a modelling gap, not a knob\n", k->hi);
   if (f->trend[0]) npu_buf_printf(out, "  %s\n", f->trend);
   npu_buf_printf(out, "  %-46s %12s %12s %9s  %s\n", "point", "measured", "model", "residual", "data");

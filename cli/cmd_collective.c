@@ -208,7 +208,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     hi = lo;
   }
   struct ic_params prm;
-  ic_params_default(&prm);
+  ic_params_default(&prm, NULL); /* the system's step overhead once it is loaded */
   if (o.buffer && (rc = parse_size("--buffer", o.buffer, &prm.buffer_bytes, d))) goto out;
   if (o.root && (rc = parse_int("--root", o.root, 0, &coll.root, d))) goto out;
   int nranks = 0;
@@ -219,6 +219,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
   }
 
   if ((rc = cli_load_system(&cfg, &sys, o.arch, &o.sets, d))) goto out;
+  prm.task_overhead_s = sys.node.ccl.step_overhead_s;
   if (!o.ranks && !o.comm) nranks = ic_topo_system_ranks(&sys);
   if (o.comm && nranks > ic_topo_system_ranks(&sys)) {
     rc = npu_diag_set(d, "command line", 0, "--comm",

@@ -1,6 +1,8 @@
 /* coll.c - names, defaults and the nccl-tests reporting factors; see coll.h. */
 #include "interconnect/coll.h"
 
+#include "arch/arch.h"
+
 #include <string.h>
 
 static const char *const op_names[IC_OP_COUNT] = {
@@ -14,9 +16,9 @@ static const char *const algo_names[IC_ALGO_COUNT] = {
 
 static const char *const fidelity_names[] = {"step", "bulk"};
 
-void ic_params_default(struct ic_params *p)
+void ic_params_default(struct ic_params *p, const struct arch_system *sys)
 {
-  p->task_overhead_s = 1.5e-6;
+  p->task_overhead_s = sys ? sys->node.ccl.step_overhead_s : 1.5e-6;
   p->reduce_bytes_per_s = 483e9;
   p->buffer_bytes = 200e6;
   p->select_alpha_s = 60e-6;

@@ -73,8 +73,10 @@ struct ic_coll {
   int root;                  /* Broadcast / Reduce: comm rank of the root */
 };
 
-/* HCCL defaults (see the file header). */
-void ic_params_default(struct ic_params *p);
+/* HCCL defaults (see the file header), with the per-step overhead of sys's collective library
+ * (node.ccl.step_overhead) when sys is not NULL. */
+struct arch_system;
+void ic_params_default(struct ic_params *p, const struct arch_system *sys);
 
 /* Names: "allreduce", ...; "ring", "hierarchical", ...; "step", "bulk". */
 const char *ic_op_name(enum ic_op op);

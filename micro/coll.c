@@ -107,7 +107,7 @@ static int prepare(struct mc_coll_job *job, struct prepared *p, struct npu_diag 
 {
   memset(p, 0, sizeof *p);
   const struct mc_coll_spec *s = &job->spec;
-  ic_params_default(&p->prm);
+  ic_params_default(&p->prm, &job->sys);
   p->prm.buffer_bytes = (double)s->buffer;
   p->coll = (struct ic_coll){.op = (enum ic_op)s->op, .algo = (enum ic_algo)s->algorithm,
                              .bytes = (double)s->bytes, .root = s->root};

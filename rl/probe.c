@@ -94,7 +94,7 @@ static int probe_child(void *arg, void *out, struct npu_diag *diag)
   const struct rl_colls *c = a->c;
   double *times = out;
   struct ic_params prm;
-  ic_params_default(&prm);
+  ic_params_default(&prm, &job->sys);
   struct ic_sim *sim = NULL;
   struct ic_comm comm[3];
   memset(comm, 0, sizeof comm);

@@ -182,6 +182,11 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
         experts_step(st, layer, WL_EXPERT_W, half);
       }
     }
+    if (z3 && do_w) { /* ZeRO-3: this piece's gradients, reduce-scattered as soon as they exist */
+      struct wl_step *b = add_step(st, WL_STEP_BUCKET, WL_CAT_DP, half);
+      b->u.bucket.params = params;
+      b->u.bucket.eparams = eparams;
+    }
     if (grads) {
       acc += params;
       eacc += eparams;

@@ -633,7 +633,7 @@ int wl_replay_program(struct wl_program *p, struct npu_trace *trace, struct wl_r
   r.mchunks = p->mchunks;
   int rc = ic_topo_create(&r.topo, &job->sys, job->devices, diag);
   if (!rc) {
-    ic_params_default(&r.icp);
+    ic_params_default(&r.icp, &job->sys);
     struct npu_buf xml = {0};
     ic_platform_xml(r.topo, &xml, NULL);
     rc = npu_engine_init(npu_buf_str(&xml), diag);

@@ -56,7 +56,7 @@ static int run_case(const struct bcase *c, enum ic_fidelity f)
   for (int i = 0; rc == 0 && c->sets[i]; i++) rc = npu_cfg_set(cfg, c->sets[i], &d);
   if (rc == 0) rc = arch_finish(cfg, &sys, &d);
   struct ic_params prm;
-  ic_params_default(&prm);
+  ic_params_default(&prm, &sys);
   struct ic_sim *sim = NULL;
   if (rc == 0) rc = ic_sim_create(&sim, &sys, c->ranks, &prm, &d);
   double p0 = bench_now();

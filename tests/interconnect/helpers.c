@@ -9,7 +9,7 @@
 void th_init(struct th *h, const char *preset, const char *const *sets, int nranks)
 {
   ts_load_system(&h->sys, preset, sets);
-  ic_params_default(&h->prm);
+  ic_params_default(&h->prm, &h->sys);
   struct npu_diag d;
   npu_diag_clear(&d);
   cr_assert_eq(ic_sim_create(&h->sim, &h->sys, nranks, &h->prm, &d), 0, "%s", d.msg);

@@ -113,7 +113,7 @@ static const char *plan_name(const char *preset, const char *const *sets, int nr
   struct ic_comm c;
   cr_assert_eq(ic_comm_init_range(&c, 0, n, 1, t, "comm", &d), 0);
   struct ic_params p;
-  ic_params_default(&p);
+  ic_params_default(&p, &sys);
   struct ic_plan plan;
   struct ic_coll coll = th_coll(op, IC_ALGO_AUTO, IC_FIDELITY_STEP, bytes);
   cr_assert_eq(ic_plan_make(&plan, t, &c, &coll, &p, &d), 0, "%s", d.msg);
@@ -176,7 +176,7 @@ Test(features, library_refuses_what_cannot_run)
   cr_assert_str_eq(d.msg, "rank 3 appears twice in the communicator");
   cr_assert_eq(ic_comm_init_range(&c, 0, 16, 1, t, "comm", &d), 0);
   struct ic_params p;
-  ic_params_default(&p);
+  ic_params_default(&p, &sys);
   struct ic_plan plan;
   struct ic_coll coll = th_coll(IC_OP_ALLREDUCE, IC_ALGO_MESH, IC_FIDELITY_STEP, 1e6);
   cr_assert_eq(ic_plan_make(&plan, t, &c, &coll, &p, &d), NPU_EINVAL);

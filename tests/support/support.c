@@ -99,12 +99,15 @@ struct run_result ts_run(char *const argv[], const char *extra_env)
 
 struct run_result ts_npusim(const char *arg, ...)
 {
-  char *argv[17];
+  char *argv[33];
   int n = 0;
   argv[n++] = (char *)NPUSIM_BINARY;
   va_list ap;
   va_start(ap, arg);
-  for (const char *a = arg; a && n < 16; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
+  for (const char *a = arg; a; a = va_arg(ap, const char *)) {
+    cr_assert(n < 32, "ts_npusim takes at most 31 arguments"); /* never cut silently */
+    argv[n++] = (char *)a;
+  }
   va_end(ap);
   argv[n] = NULL;
   return ts_run(argv, NULL);

@@ -88,3 +88,34 @@ Test(program, moe_program_is_costed_data, .timeout = 60)
   wl_program_destroy(b);
   wl_job_release(&job);
 }
+
+/* ZeRO-3 (FSDP, DeepSpeed stage 3): every backward reduce-scatters each piece's gradients as
+ * they are computed, every micro-batch (neither keeps unsharded gradients across micro-batches
+ * by default): per stage, the backward slots' buckets add up to the stage's parameters times
+ * the micro-batches. With ZeRO-1 they add up to the parameters once (the last micro-batch). */
+Test(program, zero3_reduce_scatters_every_micro_batch, .timeout = 60)
+{
+  for (int z = 0; z < 2; z++) {
+    struct wl_job job;
+    load(&job, SCN "tiny.cfg", (const char *const[]){z ? "plan.zero=3" : "plan.zero=1", "plan.dp=4"}, 2);
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    struct wl_program *p;
+    cr_assert_eq(wl_program_create(&p, &job, &d), 0);
+    cr_assert(p->mb > 1, "the case needs gradient accumulation");
+    for (int s = 0; s < p->pp; s++) {
+      const struct wl_prog_stage *st = &p->stages[s];
+      double sum = 0;
+      for (size_t i = 0; i < st->nslots; i++) {
+        const struct wl_step_list *l = &st->lists[st->slots[i].list];
+        for (int k = l->first; k < l->first + l->n; k++)
+          if (st->steps[k].kind == WL_STEP_BUCKET) sum += st->steps[k].u.bucket.params;
+      }
+      double want = p->stage_params[s] * (z ? p->mb : 1);
+      cr_expect(fabs(sum - want) <= 1e-9 * want, "zero %d, stage %d: buckets of %g parameters, want %g", z ? 3 : 1, s,
+                sum, want);
+    }
+    wl_program_destroy(p);
+    wl_job_release(&job);
+  }
+}
