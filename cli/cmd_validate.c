@@ -158,6 +158,41 @@ static const struct vcase cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
+/*
+ * --markdown into a document that exists: its text between the BEGIN and END markers is
+ * replaced by the tables (docs/VALIDATION.md regenerates in place); a document without the
+ * markers is refused rather than overwritten. A file that does not exist gets the tables alone.
+ */
+static int md_splice(const char *path, struct npu_buf *md, struct npu_diag *diag)
+{
+  static const char begin[] = "<!-- BEGIN npusim validate --markdown -->\n",
+                    end[] = "<!-- END npusim validate --markdown -->";
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  struct npu_buf doc = {0};
+  char chunk[8192];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) npu_buf_printf(&doc, "%.*s", (int)n, chunk);
+  fclose(f);
+  const char *text = npu_buf_str(&doc), *b = strstr(text, begin), *e = b ? strstr(b, end) : NULL;
+  int rc = 0;
+  if (!e) {
+    npu_diag_set(diag, path, 0, "--markdown",
+                 "the file exists and has no '<!-- BEGIN npusim validate --markdown -->' ... END markers to write "
+                 "between: not overwritten");
+    rc = NPU_EINVAL;
+  } else {
+    struct npu_buf out = {0};
+    npu_buf_printf(&out, "%.*s", (int)((size_t)(b - text) + strlen(begin)), text);
+    npu_buf_puts(&out, npu_buf_str(md));
+    npu_buf_puts(&out, e);
+    npu_buf_release(md);
+    *md = out;
+  }
+  npu_buf_release(&doc);
+  return rc;
+}
+
 static const char usage[] =
     "usage: npusim validate [--json] [--only TEXT] [--markdown FILE] [-j N] [--progress|--no-progress]\n"
     "\n"
@@ -179,6 +214,7 @@ static const char usage[] =
     "               .reproduction_mape\n"
     "  --only TEXT  run the cases whose name contains TEXT\n"
     "  --markdown FILE  also write the tables of docs/VALIDATION.md's generated part to FILE\n"
+    "               (between its BEGIN/END markers where FILE exists: docs/VALIDATION.md in place)\n"
     "  -j N         scenarios run at a time (default: the online processors)\n"
     "  --progress   a line on stderr as each scenario finishes (default when stderr is a\n"
     "               terminal; --no-progress turns it off)\n";
@@ -440,7 +476,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (markdown) {
     struct npu_buf md = {0};
     md_report(&md, rows, nrows, sets, nsets, &all, &repro);
-    rc = cli_write_file(markdown, &md, "--markdown", diag);
+    rc = md_splice(markdown, &md, diag);
+    if (!rc) rc = cli_write_file(markdown, &md, "--markdown", diag);
     npu_buf_release(&md);
     if (rc) return rc;
   }
