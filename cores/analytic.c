@@ -116,7 +116,7 @@ static bool an_start(struct core__run *r, struct core__core *c, int pipe, double
   if (read) r->res.gm_read_bytes += l2side; else r->res.gm_write_bytes += l2side;
   r->res.l2_hit_bytes += l2_hit;
   r->res.hbm_bytes += bytes - hit;
-  core__gm_finish(r, c, pipe, t + dt, hit < bytes);
+  core__gm_finish(r, c, pipe, t + dt, bytes ? 1.0 - h : 0.0); /* the kernel's share of copies that miss */
   return true;
 }
 

@@ -229,7 +229,7 @@ int core__run_event(struct core__run *r)
     s.xs[k] = s.xs[s.nfl];
     struct core__pipe *p = &r->cores[f.core].pipe[f.pipe];
     if (--p->parts == 0)
-      core__gm_finish(r, &r->cores[f.core], f.pipe, npu_engine_clock(), p->miss);
+      core__gm_finish(r, &r->cores[f.core], f.pipe, npu_engine_clock(), p->miss ? 1.0 : 0.0);
   }
   for (int i = 0; i < s.nfl; i++) npu_xfer_release(s.fl[i].x);
   free(s.fl);

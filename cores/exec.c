@@ -219,16 +219,17 @@ static void record(struct core__run *r, struct core__core *c, int pipe, const st
   core__account(r, c, pipe, in, start, end);
 }
 
-void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, bool miss)
+void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, double miss)
 {
   struct core__pipe *p = &c->pipe[pipe];
   const struct core_instr *in = &p->q[p->head];
   if (r->opts.functional) core__func(r, c, in);
   record(r, c, pipe, in, p->start, end);
-  /* Read data lands one memory latency after its bytes have moved; a write frees its
-   * source buffer as soon as its bytes have left it. */
+  /* Read data lands one memory latency after its bytes have moved (HBM's for the share of
+   * copies that miss, L2's for the others); a write frees its source buffer as soon as its
+   * bytes have left it. */
   bool read = in->u.copy.src.space == MEM_GM;
-  double lat = !read ? 0 : miss ? r->chip->hbm.latency_s : r->chip->l2.latency_s;
+  double lat = !read ? 0 : r->chip->l2.latency_s + miss * (r->chip->hbm.latency_s - r->chip->l2.latency_s);
   p->free_at = end;
   if (end + lat > p->data_ready) p->data_ready = end + lat;
   if (p->data_ready > r->end) r->end = p->data_ready;

@@ -137,7 +137,9 @@ uint64_t core__unit_pending(const struct core__run *r, const struct core__unit *
 
 /* exec.c */
 void core__wake(struct core__run *r, struct core__core *c, int pipe);
-void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, bool miss);
+/* miss: 1 when the copy waits for HBM, 0 for L2; the analytic fidelity, which knows only the
+ * kernel's hit share, passes the share of copies that miss (1 - hit share: expected latency). */
+void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, double miss);
 void core__drain(struct core__run *r);
 bool core__all_done(const struct core__run *r);
 int core__deadlock(struct core__run *r);
