@@ -22,7 +22,8 @@ static const char usage[] =
     "                        [--write] [--json] [--set KEY=VALUE]...\n"
     "\n"
     "Fit the calibration knobs of a hardware preset (chip.calib.cube from GEMM throughput,\n"
-    "node.link.efficiency and cluster.scaleout.efficiency from collective bus bandwidth) to\n"
+    "chip.calib.hbm from streaming kernels, node.link.efficiency with node.ccl.step_overhead\n"
+    "(jointly) and cluster.scaleout.efficiency from collective bus bandwidth over sizes) to\n"
     "the microbenchmark measurements in the data files (calibration/data/*.csv, each row with\n"
     "its source), by running npusim's model of every point. Prints each knob's fitted value,\n"
     "the preset's current one, and every point's measured and modelled figure with the\n"
@@ -37,7 +38,8 @@ static const char usage[] =
     "  --write        write the fitted values, with their provenance, into the preset files\n"
     "                 (the file that sets each knob, or that sets its group)\n"
     "  --json         .knobs[] with .key, .points, .value, .before, .at_bound, .rms,\n"
-    "                 .residuals[] (.where, .measured_s, .model_s, .residual)\n";
+    "                 .not_identifiable, .residuals[] (.where, .measured_s, .model_s, .residual);\n"
+    "                 a time knob's values in seconds\n";
 
 struct opts {
   const char *spec, *data, *knob, *fidelity;
@@ -149,6 +151,8 @@ static void print_json(struct npu_json *j, const struct cal_fit *f, const struct
   npu_json_number(j, f->before);
   npu_json_key(j, "at_bound");
   npu_json_bool(j, f->at_bound);
+  npu_json_key(j, "not_identifiable");
+  npu_json_bool(j, f->not_identifiable);
   npu_json_key(j, "rms");
   npu_json_number(j, f->rms);
   npu_json_key(j, "residuals");
