@@ -933,6 +933,9 @@ static int plan_blocks(struct gemm *g, const struct op_desc *d, const struct op_
   g->swz_dir = (uint32_t)op_u(d, a, "swizzle_dir");
   if (g->swz_dir > 1)
     return npu_diag_set(diag, "command line", 0, "--swizzle_dir", "expected 0 or 1"), NPU_EINVAL;
+  if (g->swz == 0)
+    return npu_diag_set(diag, "command line", 0, "--swizzle", "expected a strip width of at least 1 tile (1: plain row-major order)"),
+           NPU_EINVAL;
   uint64_t cores = op_u(d, a, "cores");
   if (cores > (uint64_t)chip->aic_count)
     return npu_diag_set(diag, "command line", 0, "--cores", "%s has %d cube cores", chip->name, chip->aic_count), NPU_EINVAL;
@@ -954,7 +957,11 @@ static int plan_blocks(struct gemm *g, const struct op_desc *d, const struct op_
       if (sk < 1) sk = 1;
     }
   }
-  if (sk > ksteps) sk = ksteps;
+  if (sk > ksteps)
+    return npu_diag_set(diag, "command line", 0, "--split_k",
+                        "%llu splits of K = %u, but it has only %u L1 steps of %u (at most %u splits)",
+                        (unsigned long long)sk, g->K, ksteps, g->kL1, ksteps),
+           NPU_EINVAL;
   g->splitk = (uint32_t)sk;
   g->kper = ops_ceil(ksteps, g->splitk) * g->kL1;
   g->splitk = ops_ceil(g->K, g->kper);

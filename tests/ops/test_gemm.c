@@ -169,3 +169,13 @@ Test(gemm, multicast_must_divide_the_cores)
     cr_assert(strstr(msg, "chip.dma.multicast") && strstr(msg, "divides the 132 cube cores"), "%s", msg);
   }
 }
+
+/* Options that cannot be honoured are refused, never changed in silence. */
+Test(gemm, impossible_swizzle_and_split_k_are_refused)
+{
+  char msg[2048];
+  cr_assert_eq(ts_op_err(&b2.chip, "gemm", ARGS("m=64", "n=64", "k=64", "swizzle=0"), msg), NPU_EINVAL);
+  cr_assert(strstr(msg, "--swizzle") != NULL, "%s", msg);
+  cr_assert_eq(ts_op_err(&b2.chip, "gemm", ARGS("m=64", "n=64", "k=512", "split_k=64"), msg), NPU_EINVAL);
+  cr_assert(strstr(msg, "--split_k") && strstr(msg, "at most 2 splits"), "%s", msg);
+}
