@@ -53,6 +53,13 @@ Test(checks, zero_cores)
                    "d.cfg:2: chip.aic_count: must be positive, got '0'");
 }
 
+/* A clock no chip has (issue 19: 1e-300Hz was accepted and failed 30 s later without a place) */
+Test(checks, a_clock_no_chip_has)
+{
+  cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = { clock = \"1e-300Hz\"; };\n"),
+                   "d.cfg:2: chip.clock: must be between 1000000 and 100000000000, got '1e-300Hz'");
+}
+
 Test(checks, ub_smaller_than_a_fractal)
 {
   cr_assert_str_eq(check("preset = \"ascend-910b2\";\nchip = {\n  ub = { size = \"256B\"; };\n};\n"),
