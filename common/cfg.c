@@ -921,8 +921,17 @@ int npu_cfg_set(struct npu_cfg *cfg, const char *assignment, struct npu_diag *di
     char **own;
     const char **c = candidates(cfg, &n, &own, &no);
     const char *sug = npu_suggest(key, c, n);
-    int rc = sug ? npu_diag_set(diag, CMDLINE, 0, key, "unknown key; did you mean '%s'?", sug)
-                 : npu_diag_set(diag, CMDLINE, 0, key, "unknown key");
+    int rc;
+    if (sug && !strcmp(sug, key)) { /* a section given a value: name its keys */
+      struct npu_buf b = {0};
+      list_children(cfg, key, &b);
+      rc = npu_diag_set(diag, CMDLINE, 0, key, "a section, not a value: set one of its keys (%s.KEY=VALUE: %s)", key,
+                        npu_buf_str(&b));
+      npu_buf_release(&b);
+    } else {
+      rc = sug ? npu_diag_set(diag, CMDLINE, 0, key, "unknown key; did you mean '%s'?", sug)
+               : npu_diag_set(diag, CMDLINE, 0, key, "unknown key");
+    }
     for (size_t i = 0; i < no; i++) free(own[i]);
     free(own);
     free(c);

@@ -1069,7 +1069,7 @@ int sw_spec_load(struct sw_spec *s, const char *path, const struct sw_options *o
   int rc = 0;
   struct stat st;
   if (stat(path, &st) != 0) {
-    rc = (npu_diag_set(diag, path, 0, NULL, "cannot read the sweep file: %s", strerror(errno)), NPU_EIO);
+    rc = (npu_diag_set(diag, path, 0, NULL, "cannot read the sweep file: %s", strerror(errno)), NPU_EINVAL);
     goto out;
   }
   if (!config_read_file(&ld.lc, path)) {
@@ -1208,7 +1208,7 @@ int sw_spec_batch(struct sw_spec *s, const char *const *files, int nfiles, const
     if (access(files[i], R_OK) != 0) {
       npu_diag_set(diag, files[i], 0, NULL, "cannot read the scenario: %s", strerror(errno));
       sw_spec_release(s);
-      return NPU_EIO;
+      return NPU_EINVAL; /* a named input that cannot be read: exit 2, as for `run` */
     }
     const struct scn_kind *k;
     if (detect_kind(&k, files[i], sets, nsets, diag)) {

@@ -17,7 +17,8 @@ int sw_table_read(const char *path, struct sw_table *t, struct npu_diag *diag)
   t->status_col = -1;
   snprintf(t->path, sizeof t->path, "%s", path);
   FILE *f = fopen(path, "r");
-  if (!f) return npu_diag_set(diag, path, 0, NULL, "cannot read: %s", strerror(errno)), NPU_EIO;
+  /* an input the user named that cannot be read is bad input (exit 2), as for `run` */
+  if (!f) return npu_diag_set(diag, path, 0, NULL, "cannot read: %s", strerror(errno)), NPU_EINVAL;
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;

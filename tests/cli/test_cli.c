@@ -290,3 +290,30 @@ Test(cli, validate_markdown_writes_between_the_markers_or_refuses)
   ts_rmtree(dir);
   free(dir);
 }
+
+/* --set SECTION=VALUE names the section's keys (it suggested the section's own name before) */
+Test(cli, a_value_for_a_section_names_its_keys)
+{
+  struct run_result r = ts_npusim("run", NPUSIM_SOURCE_DIR "/scenarios/default.cfg", "--set", "plan=4", NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "plan: a section, not a value") && strstr(r.err, "plan.KEY=VALUE: tp, "), "%s", r.err);
+  cr_assert(!strstr(r.err, "did you mean"), "%s", r.err);
+  ts_run_free(&r);
+}
+
+/* A named input that does not exist is bad input (exit 2) for every command that reads one,
+ * with the file in the message (report exited 1, as for an I/O failure). */
+static void missing_input(struct run_result r, const char *file)
+{
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, file) != NULL, "%s", r.err);
+  ts_run_free(&r);
+}
+
+Test(cli, a_missing_input_file_exits_2_naming_it)
+{
+  missing_input(ts_npusim("run", "/nonexistent/x.cfg", NULL), "/nonexistent/x.cfg");
+  missing_input(ts_npusim("report", "/nonexistent/x.csv", NULL), "/nonexistent/x.csv");
+  missing_input(ts_npusim("sweep", "/nonexistent/x.cfg", "-o", "/nonexistent/out.csv", NULL), "/nonexistent/x.cfg");
+  missing_input(ts_npusim("merge", "/nonexistent/out.csv", "/nonexistent/x.csv", NULL), "/nonexistent/x.csv");
+}
