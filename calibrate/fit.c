@@ -43,6 +43,14 @@ const struct cal_knob *cal_knobs(int *n)
   return knobs;
 }
 
+/* The entry of knobs[] named key (the partners of the joint collective fit). */
+static const struct cal_knob *knob_named(const char *key)
+{
+  for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+    if (!strcmp(knobs[i].key, key)) return &knobs[i];
+  NPU_PANIC("no calibration knob %s", key);
+}
+
 /* ------------------------------------------------------------------ the search */
 
 static double objective(double x, int n, int (*eval)(double, void *, double *), void *ctx, double *r, int *rc)
@@ -377,13 +385,9 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
       idx[kept++] = idx[i];
     }
     n = out->npoints = kept;
-    const struct cal_knob *ek = k;
-    if (is_alpha) { /* the efficiency knob of the same points */
-      int nk;
-      const struct cal_knob *all = cal_knobs(&nk);
-      for (int q = 0; q < nk; q++)
-        if (!strcmp(all[q].key, "node.link.efficiency")) ek = &all[q];
-    }
+    /* the knob of the efficiency and of the overhead of the same points */
+    const struct cal_knob *ek = is_alpha ? knob_named("node.link.efficiency") : k,
+                          *ak = knob_named("node.ccl.step_overhead");
     struct coll_ctx c = {.set = set, .idx = idx, .n = n, .a = a, .b = b, .k = ks, .alpha = alpha0,
                          .elo = ek->lo, .ehi = ek->hi};
     bool joint = !scaleout && n > 0 && alpha_identifiable(&c, e0);
@@ -394,7 +398,7 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
       return 0;
     }
     double e = e0, alpha = alpha0;
-    if (!rc && joint) rc = cal_minimise(0, 50e-6, n, coll_eval_alpha, &c, &alpha);
+    if (!rc && joint) rc = cal_minimise(ak->lo, ak->hi, n, coll_eval_alpha, &c, &alpha);
     c.alpha = alpha;
     if (!rc) rc = cal_minimise(ek->lo, ek->hi, n, coll_eval, &c, &e);
     best = is_alpha ? alpha : e;

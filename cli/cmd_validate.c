@@ -167,13 +167,11 @@ static int md_splice(const char *path, struct npu_buf *md, struct npu_diag *diag
 {
   static const char begin[] = "<!-- BEGIN npusim validate --markdown -->\n",
                     end[] = "<!-- END npusim validate --markdown -->";
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
   struct npu_buf doc = {0};
-  char chunk[8192];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) npu_buf_printf(&doc, "%.*s", (int)n, chunk);
-  fclose(f);
+  if (!npu_buf_read_file(&doc, path)) {
+    npu_buf_release(&doc);
+    return 0; /* no document yet: the tables alone */
+  }
   const char *text = npu_buf_str(&doc), *b = strstr(text, begin), *e = b ? strstr(b, end) : NULL;
   int rc = 0;
   if (!e) {
@@ -183,7 +181,7 @@ static int md_splice(const char *path, struct npu_buf *md, struct npu_diag *diag
     rc = NPU_EINVAL;
   } else {
     struct npu_buf out = {0};
-    npu_buf_printf(&out, "%.*s", (int)((size_t)(b - text) + strlen(begin)), text);
+    npu_buf_append(&out, text, (size_t)(b - text) + strlen(begin));
     npu_buf_puts(&out, npu_buf_str(md));
     npu_buf_puts(&out, e);
     npu_buf_release(md);

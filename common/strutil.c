@@ -1,6 +1,7 @@
 /* strutil.c - edit distance, suggestions, growable strings. */
 #include "common/strutil.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <stdlib.h>
@@ -46,6 +47,16 @@ const char *npu_suggest(const char *word, const char *const *candidates, size_t 
   return best;
 }
 
+/* Room for `more` bytes and the NUL after the contents. */
+static void buf_reserve(struct npu_buf *b, size_t more)
+{
+  if (b->len + more + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + more + 1) cap *= 2;
+  b->data = npu_xrealloc(b->data, cap);
+  b->cap = cap;
+}
+
 void npu_buf_vprintf(struct npu_buf *b, const char *fmt, va_list ap)
 {
   va_list ap2;
@@ -53,14 +64,30 @@ void npu_buf_vprintf(struct npu_buf *b, const char *fmt, va_list ap)
   int need = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
   NPU_ASSERT(need >= 0);
-  if (b->len + (size_t)need + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + (size_t)need + 1) cap *= 2;
-    b->data = npu_xrealloc(b->data, cap);
-    b->cap = cap;
-  }
+  buf_reserve(b, (size_t)need);
   vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
   b->len += (size_t)need;
+}
+
+void npu_buf_append(struct npu_buf *b, const void *p, size_t n)
+{
+  buf_reserve(b, n);
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+bool npu_buf_read_file(struct npu_buf *b, const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  char chunk[65536];
+  size_t k;
+  while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) npu_buf_append(b, chunk, k);
+  bool ok = !ferror(f);
+  fclose(f);
+  if (!b->data) npu_buf_append(b, "", 0); /* an empty file reads as "" */
+  return ok;
 }
 
 void npu_buf_printf(struct npu_buf *b, const char *fmt, ...)

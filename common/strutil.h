@@ -7,6 +7,7 @@
 #define NPUSIM_COMMON_STRUTIL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -29,6 +30,10 @@ struct npu_buf {
 void npu_buf_printf(struct npu_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void npu_buf_vprintf(struct npu_buf *b, const char *fmt, va_list ap);
 void npu_buf_puts(struct npu_buf *b, const char *s);
+/* Append n bytes of p as they are (NULs included; the buffer stays NUL-terminated). */
+void npu_buf_append(struct npu_buf *b, const void *p, size_t n);
+/* Append the whole file at path; false (errno set) when it cannot be opened or read. */
+bool npu_buf_read_file(struct npu_buf *b, const char *path);
 /* Append s as one CSV field: as is, or quoted (quotes doubled) when it holds a comma, a quote or
  * a line break; line breaks become spaces, so a row stays on one line. */
 void npu_csv_field(struct npu_buf *b, const char *s);

@@ -26,6 +26,13 @@ bool mem_path_of(const struct arch_chip *chip, enum mem_space src, enum mem_spac
   return false;
 }
 
+bool mem_path_touches_gm(enum arch_path p)
+{
+  for (unsigned i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (table[i].path == p) return table[i].src == MEM_GM || table[i].dst == MEM_GM;
+  return false;
+}
+
 double mem_path_bytes_per_s(const struct arch_chip *chip, enum arch_path p)
 {
   return chip->dma.path_bytes_per_cycle[p] * chip->clock_hz;

@@ -20,6 +20,9 @@
 bool mem_path_of(const struct arch_chip *chip, enum mem_space src, enum mem_space dst,
                  enum arch_path *out);
 
+/* Whether path p reads or writes GM (its copies go through the core's GM port and L2). */
+bool mem_path_touches_gm(enum arch_path p);
+
 /* A path's rate for one core, bytes per second. */
 double mem_path_bytes_per_s(const struct arch_chip *chip, enum arch_path p);
 

@@ -154,13 +154,11 @@ static bool parse_line(char *line, char **key, struct op_cost *x)
 /* Read path into c (entries marked saved). A missing file is empty; a bad one warns, adds nothing. */
 static void load(struct op_cache *c, const char *path)
 {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
   struct npu_buf text = {0};
-  char chunk[65536];
-  size_t k;
-  while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) npu_buf_printf(&text, "%.*s", (int)k, chunk);
-  fclose(f);
+  if (!npu_buf_read_file(&text, path)) {
+    npu_buf_release(&text);
+    return;
+  }
   char *data = text.data ? text.data : (char *)"";
   const char *why = NULL;
   int bad_line = 0;

@@ -148,12 +148,12 @@ static bool fb_dequant(const struct gemm *g)
   return g->quant == Q_W8A8 || g->quant == Q_W4A8;
 }
 
-/* catlass GemmIdentityBlockSwizzle: tile index t -> (mi, ni). */
-/* The swizzle over a grid of bm cluster rows (each `cluster` m-tiles high): block t is member
- * t % cluster of cluster tile t / cluster, so the members run at once on consecutive cores. */
+/* catlass GemmIdentityBlockSwizzle: tile index t -> (mi, ni), over a grid of bm / cluster
+ * cluster rows (each `cluster` m-tiles high): block t is member t % cluster of cluster tile
+ * t / cluster, so the members run at once on consecutive cores. */
 static void swizzle(const struct gemm *g, uint64_t t, uint32_t *mi, uint32_t *ni)
 {
-  uint32_t off = g->swz ? g->swz : 1, member = (uint32_t)(t % g->cluster), bm = g->bm / g->cluster;
+  uint32_t off = g->swz, member = (uint32_t)(t % g->cluster), bm = g->bm / g->cluster;
   t /= g->cluster;
   if (g->swz_dir == 0) {
     uint32_t loops = ops_ceil(bm, off);
@@ -976,7 +976,7 @@ static int plan_blocks(struct gemm *g, const struct op_desc *d, const struct op_
    * hold whole clusters */
   g->cluster = 1;
   uint32_t mc = (uint32_t)chip->dma.multicast;
-  if (mc > 1 && !g->blk && g->splitk == 1 && g->bm % mc == 0 && g->cores % (int)mc == 0) g->cluster = mc;
+  if (mc > 1 && g->splitk == 1 && g->bm % mc == 0 && g->cores % (int)mc == 0) g->cluster = mc;
   return 0;
 }
 

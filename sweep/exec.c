@@ -118,23 +118,12 @@ static int write_durable(const char *path, const char *text, size_t n, struct np
 
 static char *slurp(const char *path, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
   struct npu_buf b = {0};
-  char buf[65536];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
-    if (b.len + k + 1 > b.cap) {
-      b.cap = (b.len + k + 1) * 2;
-      b.data = npu_xrealloc(b.data, b.cap);
-    }
-    memcpy(b.data + b.len, buf, k);
-    b.len += k;
-    b.data[b.len] = '\0';
+  if (!npu_buf_read_file(&b, path)) {
+    npu_buf_release(&b);
+    return NULL;
   }
-  fclose(f);
   *len = b.len;
-  if (!b.data) b.data = npu_xstrdup("");
   return b.data;
 }
 
