@@ -56,7 +56,8 @@ struct vcase {
 #define NOREC {"plan.sp=false", "plan.recompute=none", NULL}
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define NEMO5 "NeMo-RL docs/about/performance-summary.md, v0.5 (commit 9dbd9ad)"
-#define MIXTRAL_CP4 {"plan.pp=1", "plan.cp=4", "plan.global_batch=32", NULL}
+/* the MFU table does not say MC2 was on: MindSpeed's default (off) */
+#define MIXTRAL_CP4 {"plan.pp=1", "plan.cp=4", "plan.global_batch=32", "plan.tp_overlap=\"none\"", NULL}
 #define PANGU "Yin et al. 2025 (arXiv 2504.07866), sec. 4.2: pipeline bubble ratio"
 #define PANGU_NOTE                                                                                                    \
   "the published ratio is the schedule's formula, (p - 1) / (v m + p - 1) for PP 8 and 16 micro-batches (7/23, "     \
@@ -85,12 +86,13 @@ struct vcase {
   "8-card all-gather point and HCCL's other collectives on that server are slower than the model (the all-reduce "  \
   "is +79%, docs/INTERCONNECT.md); the 910B variant is not stated (910B2 assumed)"
 #define WHY_MIXTRAL                                                                                                   \
-  "the largest error, not yet attributed. Candidates: the MoE layers are costed as grouped GEMMs at the mean "      \
-  "token count per expert, while the RC3-era MoE layer of the 32K row looped over experts and permuted tokens in "  \
-  "PyTorch (at npusim's FLOP count its 706 tokens/s is 25.5% MFU, below the later MFU row's 31.7%); token "         \
-  "permutation kernels and the routing skew of a dropless run are not modelled (vector work is under 1% of the "    \
-  "predicted step); MindSpeed's MFU formula is not public, and if it halves causal attention FLOPs the predicted "   \
-  "MFU is about 8 points lower in that convention"
+  "the largest error, not yet attributed. The predicted 32K step is 37% GEMMs (the experts TP-split, ffn / 8 over "   \
+  "the TP group's gathered top-2 copies, at 82% of peak), 36% FlashAttention and 22% exposed TP communication (MC2 " \
+  "hides 1.2 s of its 11.5 s: the MoE layer's all-gather and reduce-scatter are not next to a GEMM). Candidates: "   \
+  "the RC3-era MoE layer looped over experts and permuted tokens in PyTorch (at npusim's FLOP count its 706 "         \
+  "tokens/s is 25.5% MFU, below the later MFU row's 31.7%); token permutation kernels and the routing skew of a "     \
+  "dropless run are not modelled (vector work is 1% of the predicted step); MindSpeed's MFU formula is not public, "  \
+  "and if it halves causal attention FLOPs the predicted MFU is about 8 points lower in that convention"
 #define WHY_RL                                                                                                        \
   "npusim is fast on every NeMo-RL row. Generation sets the pace (the rollout is 64% of the Llama colocated "       \
   "iteration): each decode step is charged vLLM's per-step engine time as measured for Llama-3-8B on one H100 "      \

@@ -23,8 +23,8 @@ static int cost_kernel(struct wl_program *j, struct op_cache *cache, struct wl_k
   int rc = op_call_check(&k->call, diag);
   if (!rc) {
     struct op_cost c;
-    rc = op_cost_get(cache, k->call.desc, &k->call.args, &j->job->sys, (enum core_fidelity)j->job->run.fidelity, &c,
-                     diag);
+    const struct arch_system *sys = k->sys ? &j->slow_sys[k->sys - 1] : &j->job->sys;
+    rc = op_cost_get(cache, k->call.desc, &k->call.args, sys, (enum core_fidelity)j->job->run.fidelity, &c, diag);
     if (!rc) {
       /* inside a step kernels are queued ahead: the stream gap replaces the launch overhead */
       k->time_s = c.time_s - c.launch_s + j->job->sys.chip.stream_gap_s;
@@ -75,6 +75,39 @@ double wl__host_lead_equal(double total_s, int n, double d)
   return first > last ? first : last;
 }
 
+/* One step of an overlap: a GEMM part that takes gn alone and gr (>= gn) while communication of c
+ * runs beside it. The step lasts *step; the GEMM loses *lost to the communication. */
+static void ovl_step(double gn, double gr, double c, double *step, double *lost)
+{
+  if (c >= gr) {
+    *step = c;
+    *lost = gr - gn;
+  } else {
+    *step = c + gn * (1 - c / gr);
+    *lost = c * (1 - gn / gr);
+  }
+}
+
+double wl__overlap_time(enum wl_ovl m, int n, double g, double gr, double comm, double chunk, double *lost)
+{
+  double step, l;
+  if (gr < g) gr = g;
+  switch (m) {
+  case WL_OVL_RING: /* the local chunk beside the first step, one peer's chunk per step after */
+    ovl_step(g / n, gr / n, comm / (n - 1), &step, &l);
+    *lost = (n - 1) * l;
+    return (n - 1) * step + g / n;
+  case WL_OVL_PIPE: /* chunk i's collective beside chunk i + 1's GEMM; the last one alone */
+    ovl_step(g / n, gr / n, chunk, &step, &l);
+    *lost = (n - 1) * l;
+    return g / n + (n - 1) * step + chunk;
+  case WL_OVL_BULK:
+    ovl_step(g, gr, comm, &step, lost);
+    return step;
+  default: NPU_PANIC("overlap %d", (int)m);
+  }
+}
+
 static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
 {
   int first = sg->first_item, n = sg->nitems, launches = sg->launches;
@@ -85,7 +118,20 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
   for (int i = first; i < first + n; i++) {
     const struct wl_item *it = &j->items[i];
     double t, f = 0;
-    if (it->coll) {
+    if (it->coll && it->ovl != WL_OVL_NONE) {
+      /* with its GEMM (summed as it runs alone): what the pair adds, interference then exposed */
+      double comm = j->colls[it->index].time_s, chunk = it->chunk >= 0 ? j->colls[it->chunk].time_s : 0;
+      double g = j->kernels[j->items[it->hide].index].time_s, gr = j->kernels[it->slowed].time_s, lost;
+      double pair = wl__overlap_time((enum wl_ovl)it->ovl, it->nchunks, g, gr, comm, chunk, &lost);
+      double exposed = fmax(0, pair - g - lost);
+      t = lost + exposed;
+      sg->cat_s[WL_CAT_INTERFERE] += lost;
+      sg->tp_hidden_s += fmax(0, (it->ovl == WL_OVL_PIPE ? it->nchunks * chunk : comm) - exposed);
+      item_s[i - first] = t;
+      sg->time_s += t;
+      sg->cat_s[it->cat] += exposed;
+      continue;
+    } else if (it->coll) {
       t = j->colls[it->index].time_s;
       if (it->hide >= 0) {
         const struct wl_item *h = &j->items[it->hide];
@@ -147,6 +193,9 @@ static double bucket_of(double tokens)
 int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens, double *out, struct npu_diag *diag)
 {
   const struct wl_model *m = &j->model;
+  /* TP-split experts (expand.c, moe_tp_gather): ffn / etp over the TP group's gathered copies */
+  int tp = j->plan.etp;
+  if (j->plan.sp) tokens *= tp;
   double b = bucket_of(tokens > 1 ? tokens : 1), scale = tokens / b;
   struct wl_expert_cost *e = NULL;
   for (int i = 0; i < j->nexperts && !e; i++)
@@ -159,7 +208,7 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
     e = &j->experts[j->nexperts];
     memset(e, 0, sizeof *e);
     e->tokens = b;
-    int groups = m->moe.experts / j->plan.ep, f = m->moe.ffn, h = m->hidden, up = (m->act == WL_ACT_SWIGLU ? 2 : 1) * f;
+    int groups = m->moe.experts / j->plan.ep, f = m->moe.ffn / tp, h = m->hidden, up = (m->act == WL_ACT_SWIGLU ? 2 : 1) * f;
     enum npu_dtype dt = wl_plan_is_fp8(&j->plan) ? NPU_DT_FP8_E4M3 : wl_plan_wide_dtype(&j->plan);
     enum npu_dtype vt = wl_plan_wide_dtype(&j->plan);
     int64_t mt = (int64_t)b;

@@ -73,11 +73,12 @@ bool wl_cat_is_compute(enum wl_cat c)
 
 /* ------------------------------------------------------------------ building */
 
-/* The index of call c among the job's distinct kernels (added when new). */
-static int add_kernel(struct wl_program *j, const struct op_call *c)
+/* The index of call c on chip variant sys (0: the system's) among the job's distinct kernels
+ * (added when new). */
+static int add_kernel_on(struct wl_program *j, const struct op_call *c, int sys)
 {
   for (int i = 0; i < j->nkernels; i++)
-    if (op_call_equal(&j->kernels[i].call, c)) return i;
+    if (j->kernels[i].sys == sys && op_call_equal(&j->kernels[i].call, c)) return i;
   if (j->nkernels == j->cap_kernels) {
     j->cap_kernels = j->cap_kernels ? 2 * j->cap_kernels : 32;
     j->kernels = npu_xrealloc(j->kernels, (size_t)j->cap_kernels * sizeof *j->kernels);
@@ -85,9 +86,15 @@ static int add_kernel(struct wl_program *j, const struct op_call *c)
   struct wl_kernel *k = &j->kernels[j->nkernels];
   memset(k, 0, sizeof *k);
   k->call = *c;
+  k->sys = sys;
   k->op = c->name;
   op_call_args_text(c, k->args, sizeof k->args);
   return j->nkernels++;
+}
+
+static int add_kernel(struct wl_program *j, const struct op_call *c)
+{
+  return add_kernel_on(j, c, 0);
 }
 
 static int add_coll(struct wl_program *j, enum ic_op op, double bytes, int dim)
@@ -112,7 +119,8 @@ static void push(struct wl_program *j, enum wl_cat cat, bool recompute, bool col
     j->cap_items = j->cap_items ? 2 * j->cap_items : 128;
     j->items = npu_xrealloc(j->items, (size_t)j->cap_items * sizeof *j->items);
   }
-  j->items[j->nitems++] = (struct wl_item){.cat = (uint8_t)cat, .recompute = recompute, .coll = coll, .index = index, .hide = -1};
+  j->items[j->nitems++] = (struct wl_item){
+      .cat = (uint8_t)cat, .recompute = recompute, .coll = coll, .index = index, .hide = -1, .chunk = -1, .slowed = -1};
 }
 
 /* A kernel item: the typed call c (an invalid call is kept, and reported when costed). */
@@ -133,9 +141,118 @@ static void seg_begin(struct wl_program *j, enum wl_seg_kind k)
   j->seg[k].first_item = j->nitems;
 }
 
+/* ------------------------------------------------------------------ overlapped TP communication */
+
+/*
+ * plan.tp_overlap pairs each sequence-parallel all-gather of a layer with the GEMM that consumes
+ * it and each reduce-scatter with a GEMM that produces it or runs beside it, as the frameworks do
+ * (docs/TRAINING.md, "Overlapped TP communication"):
+ *   megatron: Transformer Engine's userbuffers with its defaults (transformer_engine/pytorch/
+ *     module/base.py, initialize_ub): all-gathers by ring exchange on the copy engines (tp
+ *     steps, no SMs), the forward reduce-scatters pipelined in 4 splits on 16 SMs with the GEMM
+ *     on the other SMs (num_sm 16, set_sm_margin), the backward ones in bulk beside the weight
+ *     gradient (16 SMs);
+ *   mc2: CANN's AllGatherMatmul and MatmulReduceScatter as MindSpeed calls them (the column-
+ *     parallel backward's reduce-scatter fused with the input gradient): tp chunks, one per
+ *     peer, communication driven by the AI CPU (torch_npu's default comm_mode "ai_cpu",
+ *     Ascend/op-plugin #5375), so no AI core is taken.
+ * Whatever the method, the collective's data crosses HBM: it takes (2 for an all-gather, 3 for
+ * a reduce-scatter, which also reads the partial it adds to) x the device's link bandwidth from
+ * the GEMM beside it, at most half of HBM (the chip variants of ovl_sys).
+ */
+#define OVL_MEGATRON_SPLITS 4  /* Transformer Engine's pipeline num_splits */
+#define OVL_MEGATRON_SMS 16    /* its num_sm for pipeline and bulk overlaps */
+
+/* The chip variant (1-based index into j->slow_sys) whose HBM gives up factor x the device's
+ * link bandwidth; 0 when nothing is taken. */
+static int ovl_sys(struct wl_program *j, int factor)
+{
+  const struct arch_system *sys = &j->job->sys;
+  if (!sys->has_node) return 0;
+  const struct arch_node *n = &sys->node;
+  double inj = n->link.bw_bytes_per_s * n->link.ports * n->link_efficiency.value;
+  double take = fmin(factor * inj, 0.5 * sys->chip.hbm.bw_bytes_per_s);
+  if (!(take > 0)) return 0;
+  for (int i = 0; i < j->nslow_sys; i++)
+    if (j->slow_hbm[i] == take) return i + 1;
+  j->slow_sys = npu_xrealloc(j->slow_sys, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_sys);
+  j->slow_hbm = npu_xrealloc(j->slow_hbm, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_hbm);
+  j->slow_sys[j->nslow_sys] = *sys;
+  j->slow_sys[j->nslow_sys].chip.hbm.bw_bytes_per_s -= take;
+  j->slow_hbm[j->nslow_sys] = take;
+  return ++j->nslow_sys;
+}
+
+static bool item_is_op(const struct wl_program *j, int i, const char *op)
+{
+  return !j->items[i].coll && !strcmp(j->kernels[j->items[i].index].op, op);
+}
+
+static bool item_is_gemm(const struct wl_program *j, int i)
+{
+  return !j->items[i].coll && j->items[i].cat == WL_CAT_GEMM && item_is_op(j, i, "gemm");
+}
+
+/* Pair collective item i with GEMM item g: method m in n steps, cores SMs taken from the GEMM. */
+static void ovl_pair(struct wl_program *j, int i, int g, enum wl_ovl m, int n, int cores)
+{
+  struct wl_item *it = &j->items[i];
+  const struct wl_coll *c = &j->colls[it->index];
+  struct op_call slow = j->kernels[j->items[g].index].call;
+  if (cores > 0) op_call_dim(&slow, "cores", j->job->sys.chip.aic_count - cores);
+  int sys = ovl_sys(j, c->op == IC_OP_REDUCESCATTER ? 3 : 2);
+  int slowed = add_kernel_on(j, &slow, sys);
+  it->ovl = (uint8_t)m;
+  it->hide = g;
+  it->nchunks = n;
+  it->slowed = slowed;
+  if (m == WL_OVL_PIPE) {
+    struct wl_coll whole = *c;
+    it->chunk = add_coll(j, whole.op, whole.bytes / n, whole.dim); /* may move colls */
+  }
+}
+
+static void tp_overlap_pairs(struct wl_program *j, int first, int end)
+{
+  /* a chip with no more SMs than Transformer Engine's communication takes keeps them all */
+  int tp = j->plan.tp, sms = j->job->sys.chip.aic_count > 2 * OVL_MEGATRON_SMS ? OVL_MEGATRON_SMS : 0;
+  bool mc2 = j->plan.tp_overlap == WL_TPO_MC2;
+  bool *taken = npu_xcalloc((size_t)(end - first + 1), sizeof *taken);
+  for (int i = first; i < end; i++) {
+    const struct wl_item *it = &j->items[i];
+    if (!it->coll || it->cat != WL_CAT_TP || it->hide >= 0) continue;
+    enum ic_op op = j->colls[it->index].op;
+    int g = -1;
+    if (op == IC_OP_ALLGATHER) {
+      g = i + 1;
+      if (g < end && item_is_op(j, g, "quantize")) g++;
+      if (g >= end || !item_is_gemm(j, g)) continue;
+      if (taken[g - first]) continue;
+      ovl_pair(j, i, g, WL_OVL_RING, tp, 0);
+      taken[g - first] = true;
+    } else if (op == IC_OP_REDUCESCATTER) {
+      g = i - 1;
+      if (mc2) /* MindSpeed fuses the input gradient with the reduce-scatter; the weight gradient follows */
+        while (g >= first && (item_is_op(j, g, "quantize") || (item_is_gemm(j, g) && j->items[g].wgrad))) g--;
+      if (g < first || !item_is_gemm(j, g) || taken[g - first]) continue;
+      if (mc2)
+        ovl_pair(j, i, g, WL_OVL_PIPE, tp, 0);
+      else if (j->items[g].wgrad)
+        ovl_pair(j, i, g, WL_OVL_BULK, 1, sms);
+      else
+        ovl_pair(j, i, g, WL_OVL_PIPE, OVL_MEGATRON_SPLITS, sms);
+      taken[g - first] = true;
+    }
+  }
+  free(taken);
+}
+
 static void seg_end(struct wl_program *j, enum wl_seg_kind k)
 {
   j->seg[k].nitems = j->nitems - j->seg[k].first_item;
+  bool layer = k >= WL_SEG_LAYER_F && k <= WL_SEG_MOE_W;
+  if (layer && j->plan.tp_overlap != WL_TPO_NONE && j->plan.tp > 1)
+    tp_overlap_pairs(j, j->seg[k].first_item, j->nitems);
 }
 
 /* ------------------------------------------------------------------ operator calls */
@@ -361,7 +478,10 @@ static void linear_bwd(struct wl_program *j, const struct shape *s, int64_t m, i
   enum op_grad g[OP_MAX_BWD_CALLS];
   int nb = op_call_backward(&fwd, b, g);
   for (int i = 0; i < nb; i++)
-    if (emits(s, g[i])) linear_call(j, s, false, &b[i]);
+    if (emits(s, g[i])) {
+      linear_call(j, s, false, &b[i]);
+      j->items[j->nitems - 1].wgrad = g[i] == OP_GRAD_WEIGHT;
+    }
 }
 
 /* Y = X W^T with W [n, k]: forward GEMM T x k -> n. */
@@ -805,16 +925,47 @@ static void shared_bwd(struct wl_program *j, const struct shape *s)
   if (bi(&sh)) tp_reduce(j, &sh, false);
 }
 
+/*
+ * With tp > 1 the routed experts are split over the TP group too (Megatron-Core's
+ * expert_tensor_parallel_size defaults to tp): each rank holds ffn / tp of every local expert,
+ * so the all-to-all dispatcher all-gathers the token copies its TP group received before the
+ * experts and reduce-scatters their output after (gather_from / reduce_scatter_to_sequence_
+ * parallel_region over the TP group, token_permutation / token_unpermutation), k x T x h of
+ * the training type in all. Without sequence parallelism every TP rank already holds every
+ * token: no gather, an all-reduce after. Megatron does these between the all-to-all and the
+ * experts; here they close the dispatch's segment and open the combine's (the same stream time;
+ * the gathered count is k x the group's tokens, the routing's mean). wl__expert_cost costs the
+ * experts at ffn / tp for the gathered copies. With plan.etp = 1 every TP rank holds whole
+ * experts and runs them on its own tokens: no TP collective.
+ */
+static double moe_tp_bytes(const struct wl_program *j, const struct shape *s)
+{
+  return s->act_bytes * j->model.moe.top_k;
+}
+
+/* The dispatch side's TP collective (forward), or the combine side's backward (bwd). */
+static void moe_tp_gather(struct wl_program *j, const struct shape *s, bool rc)
+{
+  if (j->plan.sp && j->plan.etp > 1) tpcoll(j, rc, IC_OP_ALLGATHER, moe_tp_bytes(j, s));
+}
+
+static void moe_tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
+{
+  if (j->plan.etp > 1) tpcoll(j, rc, j->plan.sp ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, moe_tp_bytes(j, s));
+}
+
 static void moe_pre_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   attn_fwd(j, s, rc);
   norm(j, s, rc, true);
   moe_route(j, s, rc);
   moe_permute(j, s, rc, false);
+  moe_tp_gather(j, s, rc);
 }
 
 static void moe_post_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
+  moe_tp_reduce(j, s, rc);
   moe_permute(j, s, rc, true);
   shared_fwd(j, s, rc);
 }
@@ -829,12 +980,16 @@ static void moe_fwd_no_experts(struct wl_program *j, const struct shape *s, bool
 static void moe_post_bwd(struct wl_program *j, const struct shape *s)
 {
   shared_bwd(j, s);
-  if (bi(s)) moe_permute_bwd(j, s, true); /* the combine's */
+  if (bi(s)) {
+    moe_permute_bwd(j, s, true); /* the combine's */
+    moe_tp_gather(j, s, false);  /* the reduce-scatter's backward */
+  }
 }
 
 static void moe_pre_bwd(struct wl_program *j, const struct shape *s)
 {
   if (bi(s)) {
+    moe_tp_reduce(j, s, false);   /* the all-gather's backward */
     moe_permute_bwd(j, s, false); /* the dispatch's */
     struct op_call c = gating_call(j, s);
     kern_bwd(j, s, WL_CAT_VEC, &c);

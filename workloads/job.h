@@ -43,7 +43,8 @@
   XX(PP, "pp_comm", "pipeline send/receive, exposed")                         \
   XX(BUBBLE, "bubble", "waiting for another pipeline stage")                  \
   XX(IDLE, "idle", "done before the slowest rank (imbalance)")              \
-  XX(HOST, "host", "waiting for the host to dispatch kernels (host-bound)")
+  XX(HOST, "host", "waiting for the host to dispatch kernels (host-bound)")      \
+  XX(INTERFERE, "interfere", "GEMMs slowed by overlapped TP communication (cores, HBM it takes)")
 
 enum wl_cat {
 #define WL__CAT_ENUM(e, name, desc) WL_CAT_##e,
@@ -82,6 +83,7 @@ struct wl_seg {
    * the host clock at h and the stream free at t when the segment starts, the stream ends at
    * max(t + time_s, h + host_lead_s), and the host at h + launches x d (the replay's stream_end) */
   double host_lead_s;             /* max over items j of (j x d + the device time of items j..n) */
+  double tp_hidden_s;             /* TP communication time hidden under GEMMs (plan.tp_overlap) */
   int launches;                   /* host dispatches: nitems, or what the builder set (optimizer) */
 };
 
@@ -106,18 +108,34 @@ struct wl_expert_cost {
   double f_flops, bi_flops, w_flops;
 };
 
+/* How a TP collective overlaps the GEMM item `hide` (plan.tp_overlap; docs/TRAINING.md,
+ * "Overlapped TP communication"): the GEMM in n chunks beside the collective's n steps. */
+enum wl_ovl {
+  WL_OVL_NONE, /* hide >= 0: alongside item hide, for free (only the excess counts: CP's ring) */
+  WL_OVL_RING, /* all-gather feeding the GEMM: the local chunk first, then one peer's per step */
+  WL_OVL_PIPE, /* reduce-scatter of the GEMM's output, chunk by chunk as the chunks finish */
+  WL_OVL_BULK  /* beside an independent GEMM (the weight gradient), start to end */
+};
+
 /* One kernel or memoised collective of a segment. */
 struct wl_item {
   uint8_t cat;        /* enum wl_cat */
+  uint8_t ovl;        /* enum wl_ovl (collectives) */
   bool recompute;     /* done again for recomputation (counts in HFU, not MFU) */
   bool coll;          /* a collective (index into colls) rather than a kernel (kernels) */
+  bool wgrad;         /* a weight-gradient GEMM (kernels) */
   int index;
-  int hide;           /* >= 0: this collective overlaps item `hide`; only its excess counts */
+  int hide;           /* >= 0: this collective overlaps item `hide` (see enum wl_ovl) */
+  int nchunks;        /* WL_OVL_RING, PIPE: steps of the overlap */
+  int chunk;          /* WL_OVL_PIPE: the collective of one chunk (colls) */
+  int slowed;         /* ovl: the partner GEMM as it runs beside the collective (kernels) */
 };
 
 /* A distinct kernel (a typed operator call) and its cost. */
 struct wl_kernel {
   struct op_call call;  /* the operator and its arguments, checked when the expansion built them */
+  int sys;              /* the chip it runs on: 0 the system's, else program->slow_sys[sys - 1]
+                           (HBM bandwidth taken by an overlapped collective) */
   const char *op;       /* call.name (static); wl_kernel_label gives "op args" */
   char args[256];       /* op_call_args_text(call), kept for the JSON kernel list (summary.c) */
   double time_s, flops;

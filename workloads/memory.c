@@ -86,7 +86,7 @@ static double gemm_in(const struct wl_plan *p)
 /* Megatron's expert tensor parallelism (--expert-tensor-parallel-size), by default = tp [MOE]. */
 static double expert_tp(const struct wl_plan *p)
 {
-  return p->tp;
+  return p->etp;
 }
 
 /* Divisor of the activations TP alone leaves whole: t with sequence parallelism [KOR]. */
@@ -168,6 +168,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
    * dispatched in fp8 [DSV3]), its fp32 probability, and the expert MLP's inner tensors split
    * over expert TP; the shared experts as a dense MLP of shared x moe.ffn. */
   double tokens = s * b, copies = tokens * m->moe.top_k * (m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1);
+  if (p->sp) copies *= expert_tp(p) / p->tp; /* whole experts (etp 1): the rank's own share only */
   act += 4.0 * tokens * m->moe.experts / whole;
   act += copies * (g * h + 4.0);
   act += copies * mlp_inner_bytes(m, p, m->moe.ffn) / expert_tp(p);

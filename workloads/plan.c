@@ -17,6 +17,7 @@ static const char *const recompute_names[] = {"none", "selective", "full", NULL}
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1", "dualpipe", NULL};
 static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
+static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
 static const char *const dim_names[WL_DIM_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
 
 static const struct npu_section sections[] = {
@@ -29,6 +30,10 @@ static const struct npu_param params[] = {
     NPU_PARAM_INT("plan.pp", pp, "1", NPU_PF_POSITIVE, "pipeline stages"),
     NPU_PARAM_INT("plan.dp", dp, "0", NPU_PF_NONNEG, "data-parallel size; 0: devices / (tp x cp x pp)"),
     NPU_PARAM_INT("plan.ep", ep, "1", NPU_PF_POSITIVE, "expert-parallel size (MoE; divides dp x cp)"),
+    NPU_PARAM_INT("plan.etp", etp, "0", NPU_PF_NONNEG,
+        "expert tensor-parallel size (MoE, Megatron --expert-tensor-parallel-size): tp (0, the default: experts split "
+        "over the TP group, which gathers its token copies for them) or 1 (whole experts on every TP rank, each "
+        "on its own sequence-parallel tokens)"),
     NPU_PARAM_INT("plan.vpp", vpp, "1", NPU_PF_POSITIVE, "model chunks per pipeline rank (interleaved schedule); 1: none"),
     NPU_PARAM_INT("plan.first_stage_layers", first_layers, "0", NPU_PF_NONNEG,
         "layers of the first pipeline stage, or of its first model chunk with vpp > 1 (Megatron --decoder-first-pipeline-num-layers); 0: an even split"),
@@ -54,6 +59,10 @@ static const struct npu_param params[] = {
     NPU_PARAM_ENUM("plan.fp8_recipe", fp8_recipe, "block", fp8_recipe_names,
          "fp8 scaling with plan.dtype = fp8: tensor (per-tensor amax), block (1x128 activation blocks, DeepSeek-V3), "
          "mxfp8 (32-element blocks, E8M0 scales)"),
+    NPU_PARAM_ENUM("plan.tp_overlap", tp_overlap, "none", tp_overlap_names,
+         "TP collectives overlapped with the GEMMs that produce or consume them: none (exposed), megatron "
+         "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers on GPUs), mc2 (MindSpeed "
+         "--use-ascend-mc2, CANN's fused matmul-communication kernels on Ascend); needs plan.sp with tp > 1"),
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
@@ -68,6 +77,12 @@ void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p)
 {
   memset(p, 0, sizeof *p);
   npu_cfg_add_table(cfg, &table, p);
+}
+
+const char *wl_tp_overlap_name(enum wl_tp_overlap o)
+{
+  NPU_ASSERT(o >= WL_TPO_NONE && o <= WL_TPO_MC2);
+  return tp_overlap_names[o];
 }
 
 const char *wl_schedule_name(enum wl_schedule s)
@@ -238,7 +253,29 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
                           p->dp * p->cp, m->moe.experts);
   } else if (p->ep != 1) {
     return npu_cfg_fail(cfg, diag, "plan.ep", "expert parallelism needs an MoE model (model.moe.experts)");
+  } else if (p->etp && p->etp != p->tp) {
+    return npu_cfg_fail(cfg, diag, "plan.etp", "expert tensor parallelism needs an MoE model (model.moe.experts)");
   }
+  if (!p->etp) p->etp = p->tp;
+  if (p->etp != p->tp && p->etp != 1)
+    return npu_cfg_fail(cfg, diag, "plan.etp", "expert TP %d: npusim models 1 or tp (%d)", p->etp, p->tp);
+  if (p->etp == 1 && p->tp > 1 && !p->sp)
+    return npu_cfg_fail(cfg, diag, "plan.etp",
+                        "whole experts on every TP rank need sequence parallelism (plan.sp): without it every TP "
+                        "rank would run the same experts on the same tokens");
+  if (p->tp_overlap != WL_TPO_NONE && p->tp > 1 && !p->sp)
+    return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
+                        "overlapping TP communication needs sequence parallelism (plan.sp = true), as Megatron "
+                        "and MindSpeed require: the overlapped collectives are SP's all-gathers and reduce-scatters");
+  bool ascend = sys->chip.org == ARCH_ORG_SPLIT;
+  if (p->tp_overlap == WL_TPO_MEGATRON && ascend)
+    return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
+                        "\"megatron\" is Transformer Engine's userbuffers overlap, on GPUs; %s is an Ascend chip: "
+                        "use \"mc2\"", sys->chip.name);
+  if (p->tp_overlap == WL_TPO_MC2 && !ascend)
+    return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
+                        "\"mc2\" is CANN's fused matmul-communication kernels, on Ascend; %s is not an Ascend chip: "
+                        "use \"megatron\"", sys->chip.name);
   /* the schedule's own shape rules (DualPipe: even pp and micro-batches), located in the file */
   struct npu_diag sd;
   npu_diag_clear(&sd);

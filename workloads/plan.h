@@ -35,6 +35,12 @@ enum wl_fp8_recipe {
   WL_FP8_BLOCK,  /* 1x128 activation blocks, 128x128 weight blocks (DeepSeek-V3) */
   WL_FP8_MX      /* OCP MXFP8: blocks of 32 with E8M0 scales */
 };
+/* Tensor-parallel communication overlapped with the GEMMs next to it (plan.tp_overlap). */
+enum wl_tp_overlap {
+  WL_TPO_NONE,     /* every TP collective exposed on the compute stream */
+  WL_TPO_MEGATRON, /* Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers, its defaults) */
+  WL_TPO_MC2       /* MindSpeed --use-ascend-mc2 (CANN AllGatherMatmul / MatmulReduceScatter) */
+};
 
 /* Parallel dimensions, in the order of enum values used by wl_coord. */
 enum wl_dim { WL_DIM_TP, WL_DIM_CP, WL_DIM_EP, WL_DIM_DP, WL_DIM_PP, WL_DIM_COUNT };
@@ -58,6 +64,8 @@ struct wl_plan {
   double bucket_params;     /* gradient bucket size, parameters */
   int dtype;                /* enum wl_dtype */
   int fp8_recipe;           /* enum wl_fp8_recipe */
+  int tp_overlap;           /* enum wl_tp_overlap */
+  int etp;                  /* expert tensor-parallel size: tp or 1 (0 in the file: tp) */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */
@@ -89,6 +97,8 @@ int wl_plan_rank(const struct wl_plan *p, const struct wl_coord *c);
 /* The ranks of rank's group along d (size wl_plan_dim(d)), in coordinate order. */
 void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks);
 
+/* plan.tp_overlap's name: "none", "megatron", "mc2". */
+const char *wl_tp_overlap_name(enum wl_tp_overlap o);
 const char *wl_schedule_name(enum wl_schedule s);
 
 /* The 16-bit type of everything but fp8 GEMMs: fp16 for an fp16 plan, else bf16 (also the

@@ -134,6 +134,7 @@ static double stream_end(const struct wl__replay *r, struct wl__rank *rk, double
 static void add_seg(struct wl__rank *rk, const struct wl_seg *sg)
 {
   for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->cat_s[c] += sg->cat_s[c];
+  rk->res->tp_hidden_s += sg->tp_hidden_s;
   rk->res->flops += sg->flops;
   rk->res->model_flops += sg->model_flops;
 }

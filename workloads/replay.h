@@ -26,6 +26,7 @@ struct wl_stage_result {
   double cat_s[WL_CAT_COUNT];    /* step time split; sums to the step time */
   double flops, model_flops;     /* per rank of the stage */
   double launches;               /* kernels and communication calls its host dispatched */
+  double tp_hidden_s;            /* TP communication hidden under GEMMs (plan.tp_overlap) */
   struct wl_mem mem;
 };
 
@@ -37,6 +38,7 @@ struct wl_result {
   double peak_flops_per_s;       /* per device, dense, training dtype */
   double mfu, hfu;
   double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
+  double tp_hidden_s;            /* of the slowest stage: TP communication hidden under GEMMs */
   int slowest_stage;
   double bubble_fraction;        /* the busiest rank's (bubble + idle) / step: the least over the ranks */
   struct wl_stage_result *stages;  /* per replay rank: stage x EP index */

@@ -28,6 +28,14 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", %d chunks per stage", p->vpp);
   }
+  if (p->etp != p->tp) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", expert TP %d", p->etp);
+  }
+  if (p->tp_overlap != WL_TPO_NONE) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
+  }
 }
 
 void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
@@ -59,6 +67,11 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
     npu_buf_printf(out, "  experts        load max/mean %.2f per expert, %.2f per EP rank (mean over layers and "
                         "micro-batches); %.2f%% of token copies dropped; exposed all-to-all %.3g s\n",
                    r->moe_max_mean_expert, r->moe_max_mean_rank, 100 * r->moe_dropped_fraction, r->cat_s[WL_CAT_EP]);
+  if (p->tp_overlap != WL_TPO_NONE)
+    npu_buf_printf(out, "  TP overlap     %s: %.3g s of TP communication hidden under GEMMs, %.3g s exposed, GEMMs "
+                        "%.3g s slower beside it (slowest stage)\n",
+                   wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap), r->tp_hidden_s, r->cat_s[WL_CAT_TP],
+                   r->cat_s[WL_CAT_INTERFERE]);
   bool ep = r->ep > 1;
   npu_buf_printf(out, "  breakdown (per %s, %% of the step)\n    %s ", ep ? "stage and EP rank" : "stage",
                  ep ? "stage.ep" : "   stage");
@@ -125,6 +138,14 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_key(&j, "breakdown_s");
   npu_json_object_begin(&j);
   for (int c = 0; c < WL_CAT_COUNT; c++) num(&j, wl_cat_name((enum wl_cat)c), r->cat_s[c]);
+  npu_json_object_end(&j);
+  npu_json_key(&j, "tp_overlap");
+  npu_json_object_begin(&j);
+  npu_json_key(&j, "method");
+  npu_json_string(&j, wl_tp_overlap_name((enum wl_tp_overlap)job->plan.tp_overlap));
+  num(&j, "hidden_s", r->tp_hidden_s);
+  num(&j, "exposed_s", r->cat_s[WL_CAT_TP]);
+  num(&j, "interference_s", r->cat_s[WL_CAT_INTERFERE]);
   npu_json_object_end(&j);
   npu_json_key(&j, "memory");
   npu_json_object_begin(&j);
@@ -220,6 +241,13 @@ static double c_moe_expert(const void *x, int i) { (void)i; return R(x)->moe_max
 static double c_moe_dropped(const void *x, int i) { (void)i; return R(x)->moe_dropped_fraction; }
 static double c_cat(const void *x, int i) { return R(x)->cat_s[i]; }
 static double c_host(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_HOST]; }
+static double c_interfere(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_INTERFERE]; }
+static double c_tp_hidden(const void *x, int i) { (void)i; return R(x)->tp_hidden_s; }
+static const char *c_tp_overlap(const void *x, int i)
+{
+  (void)i;
+  return wl_tp_overlap_name((enum wl_tp_overlap)J(x)->plan.tp_overlap);
+}
 static double c_launches(const void *x, int i)
 {
   (void)i;
@@ -282,6 +310,12 @@ static const struct rpt_column columns[] = {
      .real = c_host},
     {"host_launches", RPT_REAL, "", "kernels and communication calls the host of a device of the slowest stage "
      "dispatched in the step", .real = c_launches},
+    {"tp_overlap", RPT_STRING, "text", "plan.tp_overlap: none, megatron or mc2", .text = c_tp_overlap},
+    {"tp_hidden_s", RPT_REAL, "s", "TP communication of the slowest stage hidden under GEMMs (plan.tp_overlap)",
+     .real = c_tp_hidden},
+    {"interference_s", RPT_REAL, "s",
+     "time of the slowest stage in: GEMMs slowed by overlapped TP communication (the cores and HBM it takes)",
+     .real = c_interfere},
     {NULL},
 };
 

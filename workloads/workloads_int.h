@@ -24,6 +24,11 @@ int wl__kernel_add(struct wl_program *p, const struct op_call *c);
 struct op_call wl__grouped_gemm_call(int64_t groups, int64_t m, int64_t n, int64_t k, enum npu_dtype dt);
 struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
 
+/* A GEMM taking g alone and gr beside the collective overlapped with it by method m in n steps
+ * (comm: the collective alone; chunk: one chunk's collective, WL_OVL_PIPE): the pair's time,
+ * and in *lost what the GEMM loses to the communication (docs/TRAINING.md). */
+double wl__overlap_time(enum wl_ovl m, int n, double g, double gr, double comm, double chunk, double *lost);
+
 /* Cost every kernel of p not costed yet through cache (the chip model at the run's fidelity).
  * Returns 0, or an error with diag naming the kernel (a shape the chip cannot run). */
 int wl__cost_kernels(struct wl_program *p, struct op_cache *cache, struct npu_diag *diag);

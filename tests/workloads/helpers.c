@@ -38,3 +38,13 @@ void tw_close(double got, double want, double rel, const char *what)
   cr_assert(fabs(got - want) <= rel * fabs(want), "%s: got %.9g, want %.9g (+-%.3g%%)", what, got, want,
             rel * 100);
 }
+
+void tw_job_load(struct wl_job *job, const char *file, const char *const *sets, int n)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  char msg[1024];
+  int rc = wl_job_load(job, file, sets, n, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+}

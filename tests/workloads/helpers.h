@@ -4,6 +4,7 @@
 
 #include "arch/arch.h"
 #include "common/cfg.h"
+#include "workloads/job.h"
 #include "workloads/model.h"
 #include "workloads/plan.h"
 
@@ -21,6 +22,9 @@ struct tw {
  */
 void tw_load(struct tw *w, const char *model, int devices, const char *const *sets);
 void tw_fini(struct tw *w);
+
+/* Load the training scenario `file` with overrides sets[0..n-1] into *job; asserts success. */
+void tw_job_load(struct wl_job *job, const char *file, const char *const *sets, int n);
 
 /* Assert |got - want| <= rel * |want| with a message naming what. */
 void tw_close(double got, double want, double rel, const char *what);

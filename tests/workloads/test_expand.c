@@ -50,6 +50,11 @@ static const struct {
     {DATA "tiny_fp8.cfg", {NULL}},
     {DATA "tiny_fp8.cfg", {"plan.fp8_recipe=\"tensor\""}},
     {DATA "tiny_fp8.cfg", {"plan.fp8_recipe=\"tensor\"", "plan.tp=1", "plan.sp=false", "plan.recompute=\"full\""}},
+    {DATA "tiny_fp8.cfg", {"plan.tp_overlap=\"megatron\"", "plan.recompute=\"full\""}},
+    {DATA "tiny_fp8.cfg", {"plan.tp_overlap=\"megatron\"", "plan.dtype=\"bf16\"", "plan.schedule=\"zb_h1\"", "plan.pp=2"}},
+    {DATA "tiny.cfg", {"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"mc2\"", "plan.recompute=\"full\""}},
+    {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.etp=1"}},
+    {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.tp_overlap=\"mc2\""}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -82,7 +87,8 @@ static void dump(const struct wl_program *j, size_t c, const char *file)
   }
   for (int i = 0; i < j->nitems; i++) {
     const struct wl_item *it = &j->items[i];
-    fprintf(f, "i%d cat=%d rc=%d coll=%d index=%d hide=%d\n", i, it->cat, it->recompute, it->coll, it->index, it->hide);
+    fprintf(f, "i%d cat=%d rc=%d coll=%d index=%d hide=%d ovl=%d slowed=%d\n", i, it->cat, it->recompute, it->coll,
+            it->index, it->hide, it->ovl, it->slowed);
   }
   for (int k = 0; k < WL_SEG_KINDS; k++) fprintf(f, "seg%d %d+%d\n", k, j->seg[k].first_item, j->seg[k].nitems);
   fclose(f);

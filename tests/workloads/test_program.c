@@ -10,21 +10,13 @@
 
 #include "common/err.h"
 #include "workloads/isolate.h"
+#include "tests/workloads/helpers.h"
 #include "workloads/job.h"
 #include "workloads/program.h"
 #include "workloads/replay.h"
 
 #define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
 
-static void load(struct wl_job *job, const char *file, const char *const *sets, int n)
-{
-  struct npu_diag d;
-  npu_diag_clear(&d);
-  char msg[1024];
-  int rc = wl_job_load(job, file, sets, n, &d);
-  npu_diag_format(&d, msg, sizeof msg);
-  cr_assert_eq(rc, 0, "%s", msg);
-}
 
 /* The regression of "a second SimGrid engine in one process": tiny_moe at event fidelity. */
 Test(program, moe_runs_at_event_fidelity, .timeout = 120)
@@ -35,7 +27,7 @@ Test(program, moe_runs_at_event_fidelity, .timeout = 120)
   cr_assert_eq(wl_run_isolated(SCN "tiny_moe.cfg", NULL, 0, &an, &d), 0);
   cr_assert_eq(an.status, 0, "%s", an.message);
   struct wl_job job;
-  load(&job, SCN "tiny_moe.cfg", (const char *const[]){"run.fidelity=event"}, 1);
+  tw_job_load(&job, SCN "tiny_moe.cfg", (const char *const[]){"run.fidelity=event"}, 1);
   struct wl_result res;
   char msg[1024];
   int rc = wl_replay(&job, NULL, &res, &d);
@@ -57,7 +49,7 @@ Test(program, moe_runs_at_event_fidelity, .timeout = 120)
 Test(program, moe_program_is_costed_data, .timeout = 60)
 {
   struct wl_job job;
-  load(&job, SCN "tiny_moe.cfg", NULL, 0);
+  tw_job_load(&job, SCN "tiny_moe.cfg", NULL, 0);
   struct npu_diag d;
   npu_diag_clear(&d);
   struct wl_program *a, *b;
@@ -97,7 +89,7 @@ Test(program, zero3_reduce_scatters_every_micro_batch, .timeout = 60)
 {
   for (int z = 0; z < 2; z++) {
     struct wl_job job;
-    load(&job, SCN "tiny.cfg", (const char *const[]){z ? "plan.zero=3" : "plan.zero=1", "plan.dp=4"}, 2);
+    tw_job_load(&job, SCN "tiny.cfg", (const char *const[]){z ? "plan.zero=3" : "plan.zero=1", "plan.dp=4"}, 2);
     struct npu_diag d;
     npu_diag_clear(&d);
     struct wl_program *p;

@@ -1,0 +1,268 @@
+/*
+ * test_overlap.c - TP communication overlapped with GEMMs (plan.tp_overlap) and the TP-split
+ * experts of MoE layers: the overlap's closed forms (a fully hidden collective costs only what
+ * the GEMM loses to it; a longer one is exposed by the difference), which collectives pair with
+ * which GEMMs for each framework, what the pairing takes from the GEMM (SMs, HBM bandwidth),
+ * the segment sums, the plan checks, and the MoE layer's TP all-gather and reduce-scatter.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "tests/workloads/helpers.h"
+#include "workloads/job.h"
+#include "workloads/program.h"
+#include "workloads/workloads_int.h"
+
+#define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
+
+TestSuite(overlap, .timeout = 120);
+
+static void close_to(double got, double want, const char *what)
+{
+  cr_expect(fabs(got - want) <= 1e-12 * fmax(1, fabs(want)), "%s: %.15g, want %.15g", what, got, want);
+}
+
+/* A GEMM of g = 8 (gr = 10 beside communication) in 8 ring steps. */
+Test(overlap, a_hidden_ring_all_gather_costs_only_what_the_gemm_loses)
+{
+  double lost, t = wl__overlap_time(WL_OVL_RING, 8, 8, 10, 7, 0, &lost);
+  /* 7 steps of c = 1 beside GEMM chunks of 1 (1.25 slowed): each step 1 + 1 x (1 - 1 / 1.25) */
+  close_to(lost, 7 * (1 - 1 / 1.25), "lost");
+  close_to(t, 8 + lost, "pair = GEMM + its loss, nothing exposed");
+  /* no interference: the pair is the GEMM */
+  t = wl__overlap_time(WL_OVL_RING, 8, 8, 8, 7, 0, &lost);
+  close_to(lost, 0, "lost without interference");
+  close_to(t, 8, "pair without interference");
+}
+
+Test(overlap, a_longer_collective_is_exposed_by_the_difference)
+{
+  double lost, t = wl__overlap_time(WL_OVL_RING, 8, 8, 10, 70, 0, &lost);
+  /* every step is the communication's (10 > 1.25): the GEMM's 7 slowed chunks run within it */
+  close_to(lost, 7 * (1.25 - 1), "lost");
+  close_to(t, 70 + 1, "pair = collective + the local chunk");
+  close_to(t - 8 - lost, 70 - 7 * 1.25, "exposed = collective - the GEMM beside it");
+  t = wl__overlap_time(WL_OVL_BULK, 1, 10, 12, 20, 0, &lost);
+  close_to(t, 20, "bulk pair");
+  close_to(t - 10 - lost, 20 - 12, "bulk exposed");
+  t = wl__overlap_time(WL_OVL_BULK, 1, 10, 12, 6, 0, &lost);
+  close_to(lost, 6 * (1 - 10.0 / 12), "bulk lost while the collective runs");
+  close_to(t, 10 + lost, "bulk hidden");
+}
+
+Test(overlap, a_pipelined_reduce_scatter_exposes_its_last_chunk)
+{
+  double lost, t = wl__overlap_time(WL_OVL_PIPE, 4, 8, 8, 0, 1, &lost);
+  close_to(t, 8 + 1, "4 chunks of 2, each chunk's collective of 1 beside the next chunk");
+  t = wl__overlap_time(WL_OVL_PIPE, 4, 8, 8, 0, 3, &lost);
+  close_to(t, 2 + 3 * 3 + 3, "collective-bound: first chunk, 3 steps of 3, the last collective");
+}
+
+
+static void load_fails(const char *file, const char *const *sets, int n, const char *key, const char *text)
+{
+  struct wl_job job;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  char msg[1024];
+  int rc = wl_job_load(&job, file, sets, n, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_expect_eq(rc, NPU_ECONFIG, "%s", msg);
+  cr_expect(strstr(msg, key) && strstr(msg, text), "message names %s and '%s': %s", key, text, msg);
+  if (!rc) wl_job_release(&job);
+}
+
+Test(overlap, plans_the_frameworks_cannot_run_are_refused)
+{
+  load_fails(SCN "tiny.cfg", (const char *const[]){"plan.tp=2", "plan.tp_overlap=\"mc2\""}, 2, "plan.tp_overlap",
+             "sequence parallelism");
+  load_fails(SCN "tiny.cfg", (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"megatron\""}, 3,
+             "plan.tp_overlap", "use \"mc2\"");
+  load_fails(SCN "tiny_fp8.cfg", (const char *const[]){"plan.tp_overlap=\"mc2\""}, 1, "plan.tp_overlap",
+             "use \"megatron\"");
+}
+
+Test(overlap, expert_tp_is_1_or_tp)
+{
+  load_fails(SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=4", "plan.sp=true", "plan.ep=2", "plan.etp=2"}, 4,
+             "plan.etp", "1 or tp");
+  load_fails(SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=2", "plan.ep=2", "plan.etp=1"}, 3, "plan.etp",
+             "sequence parallelism");
+  load_fails(SCN "tiny.cfg", (const char *const[]){"plan.etp=2"}, 1, "plan.etp", "MoE model");
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.ep=2"}, 3);
+  cr_expect_eq(job.plan.etp, 2, "0 (the default) is tp");
+  wl_job_release(&job);
+  tw_job_load(&job, SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.etp=1"}, 4);
+  struct wl_program *p = wl_program_expand(&job);
+  const struct wl_seg *pre = &p->seg[WL_SEG_MOE_PRE_F];
+  cr_expect(!p->items[pre->first_item + pre->nitems - 1].coll, "whole experts: no TP gather before them");
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
+
+/* Per layer segment: how many TP collectives pair by each method, and whether every one did. */
+struct pairs {
+  int ring, pipe, bulk, unpaired;
+};
+
+static struct pairs count_pairs(const struct wl_program *p, enum wl_seg_kind k)
+{
+  struct pairs n = {0};
+  const struct wl_seg *sg = &p->seg[k];
+  for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (!it->coll || it->cat != WL_CAT_TP) continue;
+    switch (it->ovl) {
+    case WL_OVL_RING: n.ring++; break;
+    case WL_OVL_PIPE: n.pipe++; break;
+    case WL_OVL_BULK: n.bulk++; break;
+    default: n.unpaired++; break;
+    }
+    if (it->ovl != WL_OVL_NONE) {
+      const struct wl_item *g = &p->items[it->hide];
+      cr_expect(!g->coll && g->cat == WL_CAT_GEMM, "item %d pairs with a GEMM", i);
+      cr_expect(!strcmp(p->kernels[it->slowed].op, "gemm"), "item %d: the slowed partner is a GEMM", i);
+    }
+  }
+  return n;
+}
+
+/* MC2 on the 910B2 server: forward all-gathers feed QKV and FC1 in tp chunks, the reduce-
+ * scatters leave the output projection and FC2, and in the backward the input-gradient GEMMs
+ * fuse with theirs (the weight gradient is not their partner); the AI CPU drives the
+ * communication, so no core is taken, but HBM bandwidth is. */
+Test(overlap, mc2_pairs_every_layer_collective_with_its_gemm)
+{
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny.cfg", (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"mc2\""}, 3);
+  struct wl_program *p = wl_program_expand(&job);
+  struct pairs f = count_pairs(p, WL_SEG_LAYER_F), b = count_pairs(p, WL_SEG_LAYER_BI);
+  cr_expect(f.ring == 2 && f.pipe == 2 && f.bulk == 0 && f.unpaired == 0, "forward %d/%d/%d/%d", f.ring, f.pipe,
+            f.bulk, f.unpaired);
+  cr_expect(b.ring == 2 && b.pipe == 2 && b.bulk == 0 && b.unpaired == 0, "backward %d/%d/%d/%d", b.ring, b.pipe,
+            b.bulk, b.unpaired);
+  for (int i = 0; i < p->nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (it->ovl == WL_OVL_NONE) continue;
+    cr_expect_eq(it->nchunks, 2, "mc2: one chunk per peer");
+    cr_expect(!p->items[it->hide].wgrad, "mc2 fuses the input gradient, not the weight gradient");
+    const struct wl_kernel *k = &p->kernels[it->slowed];
+    cr_expect(k->sys > 0, "the partner runs with HBM bandwidth taken");
+    cr_expect(op_call_u(&k->call, "cores") == 0, "no AI core taken");
+    cr_expect(p->slow_sys[k->sys - 1].chip.hbm.bw_bytes_per_s < job.sys.chip.hbm.bw_bytes_per_s);
+  }
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
+
+/* Megatron (Transformer Engine's defaults) on the H100 server: ring-exchange all-gathers on the
+ * copy engines (all SMs for the GEMM), forward reduce-scatters pipelined in 4 on 16 SMs, the
+ * backward's in bulk beside the weight gradient. */
+Test(overlap, megatron_uses_transformer_engine_defaults)
+{
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny_fp8.cfg", (const char *const[]){"plan.dtype=\"bf16\"", "plan.tp_overlap=\"megatron\""}, 2);
+  struct wl_program *p = wl_program_expand(&job);
+  struct pairs f = count_pairs(p, WL_SEG_LAYER_F);
+  cr_expect(f.ring == 2 && f.pipe == 2 && f.unpaired == 0, "forward %d/%d/%d", f.ring, f.pipe, f.unpaired);
+  int aic = job.sys.chip.aic_count;
+  for (int i = 0; i < p->nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (it->ovl == WL_OVL_NONE) continue;
+    const struct wl_kernel *k = &p->kernels[it->slowed];
+    if (it->ovl == WL_OVL_RING) {
+      cr_expect(op_call_u(&k->call, "cores") == 0, "ring exchange on the copy engines");
+      cr_expect_eq(it->nchunks, job.plan.tp);
+    } else {
+      cr_expect((int)op_call_u(&k->call, "cores") == aic - 16,
+                "pipeline and bulk: the GEMM on the SMs the communication leaves");
+      if (it->ovl == WL_OVL_PIPE) cr_expect_eq(it->nchunks, 4);
+      if (it->ovl == WL_OVL_BULK) cr_expect(p->items[it->hide].wgrad, "bulk beside the weight gradient");
+    }
+  }
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
+
+/* A layer's segment with every collective free: the overlap hides them, nothing is lost; with
+ * every collective much longer than the layer, the overlapped ones are exposed by the difference
+ * and the segment still splits into its categories exactly. */
+Test(overlap, segment_sums_follow_the_closed_forms)
+{
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny.cfg", (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"mc2\""}, 3);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_program *p;
+  cr_assert_eq(wl_program_create(&p, &job, &d), 0);
+  const struct wl_seg *sg = &p->seg[WL_SEG_LAYER_F];
+  double kernels = 0;
+  for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++)
+    if (!p->items[i].coll) kernels += p->kernels[p->items[i].index].time_s;
+  for (int c = 0; c < p->ncolls; c++) wl_program_set_coll_time(p, c, 0, "test");
+  wl_program_sum_segments(p);
+  close_to(sg->time_s, kernels, "free collectives: the layer is its kernels");
+  close_to(sg->cat_s[WL_CAT_INTERFERE], 0, "nothing lost to free collectives");
+  double big = 1.0; /* seconds: far longer than any kernel of the tiny layer */
+  for (int c = 0; c < p->ncolls; c++) wl_program_set_coll_time(p, c, big, "test");
+  wl_program_sum_segments(p);
+  double sum = 0, want = kernels;
+  for (int k = 0; k < WL_CAT_COUNT; k++) sum += sg->cat_s[k];
+  close_to(sum, sg->time_s, "categories add up to the segment");
+  for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (!it->coll) continue;
+    double g = it->ovl != WL_OVL_NONE ? p->kernels[p->items[it->hide].index].time_s : 0;
+    if (it->ovl == WL_OVL_RING) /* all but the local chunk beside the collective: exposed is the rest */
+      want += big + g / it->nchunks - g;
+    else if (it->ovl == WL_OVL_PIPE) /* every chunk's collective, the first GEMM chunk before them */
+      want += it->nchunks * big + g / it->nchunks - g;
+    else
+      want += big;
+  }
+  cr_expect(fabs(sg->time_s - want) <= 1e-9 * want, "collective-bound layer %.12g s, want %.12g", sg->time_s, want);
+  cr_expect(sg->tp_hidden_s > 0, "some communication is hidden even when it dominates");
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
+
+/* MoE with tp > 1: the experts are TP-split, so the dispatch ends with the TP group's all-gather
+ * of its k x T token copies and the combine starts with the reduce-scatter; the experts run
+ * ffn / tp for the gathered copies (the TP group shares the FLOPs). */
+Test(overlap, tp_split_experts_gather_their_tokens)
+{
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.ep=2"}, 3);
+  struct wl_program *p = wl_program_expand(&job);
+  const struct wl_seg *pre = &p->seg[WL_SEG_MOE_PRE_F], *post = &p->seg[WL_SEG_MOE_POST_F];
+  const struct wl_item *ag = &p->items[pre->first_item + pre->nitems - 1], *rs = &p->items[post->first_item];
+  double want = 2.0 * job.model.seq_len * job.model.hidden * job.model.moe.top_k * job.plan.micro_batch;
+  cr_assert(ag->coll && rs->coll, "the dispatch's segment ends, and the combine's starts, with a collective");
+  cr_expect_eq(p->colls[ag->index].op, IC_OP_ALLGATHER);
+  cr_expect_eq(p->colls[rs->index].op, IC_OP_REDUCESCATTER);
+  cr_expect_eq(p->colls[ag->index].bytes, want, "k x T x h in bf16: %g", p->colls[ag->index].bytes);
+  cr_expect_eq(p->colls[rs->index].bytes, want);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+
+  /* the experts' FLOPs per routed copy of a rank halve with tp 2 */
+  double per_copy[2];
+  for (int t = 0; t < 2; t++) {
+    tw_job_load(&job, SCN "tiny_moe.cfg",
+         t ? (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.ep=2"} : (const char *const[]){"plan.ep=2"}, 3 - 2 * !t);
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    struct wl_program *q;
+    cr_assert_eq(wl_program_create(&q, &job, &d), 0);
+    double f = 0, copies = 0;
+    for (int i = 0; i < q->nexperts; i++) f += q->experts[i].f_flops, copies += q->experts[i].tokens;
+    per_copy[t] = f / copies * (t ? job.plan.tp : 1); /* copies of the TP group, per rank's own */
+    wl_program_destroy(q);
+    wl_job_release(&job);
+  }
+  cr_expect(fabs(per_copy[1] / per_copy[0] - 1) < 0.02, "a gathered copy costs 1 / tp of a copy at tp 1: %g vs %g FLOP",
+            per_copy[1], per_copy[0]);
+}
