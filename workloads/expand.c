@@ -250,7 +250,7 @@ static void tp_overlap_pairs(struct wl_program *j, int first, int end)
 static void seg_end(struct wl_program *j, enum wl_seg_kind k)
 {
   j->seg[k].nitems = j->nitems - j->seg[k].first_item;
-  bool layer = k >= WL_SEG_LAYER_F && k <= WL_SEG_MOE_W;
+  bool layer = (k >= WL_SEG_LAYER_F && k <= WL_SEG_MOE_W) || k == WL_SEG_LAYER_BI_KEEP || k == WL_SEG_MOE_POST_BI_KEEP;
   if (layer && j->plan.tp_overlap != WL_TPO_NONE && j->plan.tp > 1)
     tp_overlap_pairs(j, j->seg[k].first_item, j->nitems);
 }
@@ -360,6 +360,7 @@ enum emit { EM_ALL, EM_BI, EM_W };
 
 struct shape {
   int mode;         /* enum emit */
+  bool keep;        /* a layer a partial full recompute leaves out: no recomputation */
   bool fp8;         /* linear layers in fp8 (plan.dtype) */
   int T, Tn;        /* tokens of a micro-batch; rows the norms see (T / t with SP) */
   int t, h, a, g, d, f, V, s, b;
@@ -770,7 +771,7 @@ static void layer_fwd(struct wl_program *j, const struct shape *s, bool rc)
 /* The recomputation a layer's backward starts with (BI only). */
 static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(struct wl_program *, const struct shape *, bool))
 {
-  if (!bi(s)) return;
+  if (!bi(s) || s->keep) return;
   if (j->plan.recompute == WL_RECOMPUTE_FULL)
     fwd(j, s, true);
   else if (j->plan.recompute == WL_RECOMPUTE_SELECTIVE && j->model.attention == WL_ATTN_STANDARD)
@@ -1114,6 +1115,22 @@ void wl_expand(struct wl_program *j)
     moe_post_bwd(j, &s);
     moe_pre_bwd(j, &s);
     seg_end(j, WL_SEG_MOE_W);
+    s.mode = EM_ALL;
+  }
+  if (j->plan.recompute == WL_RECOMPUTE_FULL && j->plan.recompute_method == WL_RCM_BLOCK && j->plan.recompute_layers) {
+    /* the layers past the first recompute_layers of a chunk keep their activations */
+    s.mode = EM_BI;
+    s.keep = true;
+    seg_begin(j, WL_SEG_LAYER_BI_KEEP);
+    layer_bwd(j, &s);
+    seg_end(j, WL_SEG_LAYER_BI_KEEP);
+    if (j->model.moe.experts) {
+      seg_begin(j, WL_SEG_MOE_POST_BI_KEEP);
+      recompute(j, &s, moe_fwd_no_experts);
+      moe_post_bwd(j, &s);
+      seg_end(j, WL_SEG_MOE_POST_BI_KEEP);
+    }
+    s.keep = false;
     s.mode = EM_ALL;
   }
   seg_begin(j, WL_SEG_HEAD_F);

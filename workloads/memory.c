@@ -56,6 +56,7 @@
  */
 #include "workloads/memory.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,8 +111,13 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
 {
   double s = (double)m->seq_len / p->cp, b = p->micro_batch, h = m->hidden, t = p->tp;
   double whole = whole_div(p), sbh = s * b * h, g = gemm_in(p);
-  /* Full recompute: only the layer input, 2 sbh, sharded by SP [KOR Table 2]. */
-  if (p->recompute == WL_RECOMPUTE_FULL) return ACT_BYTES * sbh / whole;
+  /* Full recompute: only the layer input, 2 sbh, sharded by SP [KOR Table 2]; with Megatron's
+   * uniform method in groups of n layers, one input per group [MLM]; with the block method the
+   * layers it leaves out keep everything (as without recomputation). */
+  if (wl_plan_layer_recomputed(p, m->layers, p->pp * p->vpp, l)) {
+    double group = p->recompute_method == WL_RCM_UNIFORM && p->recompute_layers > 1 ? p->recompute_layers : 1;
+    return ACT_BYTES * sbh / whole / group;
+  }
 
   int qh, kvh, qk, vd;
   wl_model_attn_shape(m, &qh, &kvh, &qk, &vd);
@@ -373,6 +379,15 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
     acts += held[i].n * held[i].act;
     logits += held[i].n * held[i].logits;
     inflight += held[i].n;
+  }
+  /* Uniform recompute in groups of n: the backward of a group recomputes its n layers at once,
+   * holding n layers' activations for one micro-batch (one layer's is left out, as for n = 1) */
+  if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_method == WL_RCM_UNIFORM && p->recompute_layers > 1) {
+    struct wl_plan kept = *p;
+    kept.recompute = WL_RECOMPUTE_NONE;
+    double most = 0;
+    for (int l = 0; l < m->layers; l++) most = fmax(most, wl_memory_layer_activations(m, &kept, l));
+    acts += (p->recompute_layers - 1) * most;
   }
   free(held);
 

@@ -17,6 +17,7 @@ static const char *const recompute_names[] = {"none", "selective", "full", NULL}
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1", "dualpipe", NULL};
 static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
+static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
 static const char *const dim_names[WL_DIM_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
 
@@ -43,6 +44,12 @@ static const struct npu_param params[] = {
     NPU_PARAM_INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
     NPU_PARAM_ENUM("plan.recompute", recompute, "none", recompute_names,
          "activation recomputation: none, selective (attention core), full (every layer)"),
+    NPU_PARAM_ENUM("plan.recompute_method", recompute_method, "uniform", recompute_method_names,
+         "with plan.recompute = full (Megatron --recompute-method): uniform (every layer, checkpointed in groups "
+         "of plan.recompute_layers) or block (only the first plan.recompute_layers of each model chunk)"),
+    NPU_PARAM_INT("plan.recompute_layers", recompute_layers, "0", NPU_PF_NONNEG,
+        "with plan.recompute = full (Megatron --recompute-num-layers): the group size (uniform; 0: 1) or the "
+        "recomputed layers per model chunk (block; 0: all)"),
     NPU_PARAM_INT("plan.micro_batch", micro_batch, "1", NPU_PF_POSITIVE, "sequences per micro-batch"),
     NPU_PARAM_INT("plan.global_batch", global_batch, NULL, NPU_PF_POSITIVE, "sequences per optimizer step"),
     NPU_PARAM_ENUM("plan.schedule", schedule, "1f1b", sched_names, "pipeline schedule: gpipe, 1f1b, interleaved, zb_h1, dualpipe"),
@@ -77,6 +84,19 @@ void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p)
 {
   memset(p, 0, sizeof *p);
   npu_cfg_add_table(cfg, &table, p);
+}
+
+bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer)
+{
+  if (p->recompute != WL_RECOMPUTE_FULL) return false;
+  if (p->recompute_method != WL_RCM_BLOCK || !p->recompute_layers) return true;
+  int first = 0;
+  for (int c = 0; c < chunks; c++) {
+    int n = wl_plan_chunk_layers(p, layers, chunks, c);
+    if (layer < first + n) return layer - first < p->recompute_layers;
+    first += n;
+  }
+  return false;
 }
 
 const char *wl_tp_overlap_name(enum wl_tp_overlap o)
@@ -263,6 +283,19 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.etp",
                         "whole experts on every TP rank need sequence parallelism (plan.sp): without it every TP "
                         "rank would run the same experts on the same tokens");
+  if (p->recompute != WL_RECOMPUTE_FULL && (p->recompute_layers || p->recompute_method != WL_RCM_UNIFORM))
+    return npu_cfg_fail(cfg, diag, p->recompute_layers ? "plan.recompute_layers" : "plan.recompute_method",
+                        "which layers to recompute needs plan.recompute = \"full\"");
+  if (p->recompute == WL_RECOMPUTE_FULL) {
+    int most = m->layers / (p->pp * p->vpp); /* the layers of an even chunk */
+    for (int c = 0; c < p->pp * p->vpp; c++) {
+      int n = wl_plan_chunk_layers(p, m->layers, p->pp * p->vpp, c);
+      if (n > most) most = n;
+    }
+    if (p->recompute_layers > most)
+      return npu_cfg_fail(cfg, diag, "plan.recompute_layers", "%d layers, but a model chunk has at most %d",
+                          p->recompute_layers, most);
+  }
   if (p->tp_overlap != WL_TPO_NONE && p->tp > 1 && !p->sp)
     return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
                         "overlapping TP communication needs sequence parallelism (plan.sp = true), as Megatron "

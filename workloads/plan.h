@@ -18,6 +18,11 @@
 #include "workloads/model.h"
 
 enum wl_recompute { WL_RECOMPUTE_NONE, WL_RECOMPUTE_SELECTIVE, WL_RECOMPUTE_FULL };
+/* Which layers a full recompute covers (Megatron --recompute-method with --recompute-num-layers). */
+enum wl_recompute_method {
+  WL_RCM_UNIFORM, /* every layer, checkpointed in groups of recompute_layers */
+  WL_RCM_BLOCK    /* the first recompute_layers of each model chunk; the others keep everything */
+};
 enum wl_schedule {
   WL_SCHED_GPIPE,
   WL_SCHED_1F1B,
@@ -66,6 +71,8 @@ struct wl_plan {
   int fp8_recipe;           /* enum wl_fp8_recipe */
   int tp_overlap;           /* enum wl_tp_overlap */
   int etp;                  /* expert tensor-parallel size: tp or 1 (0 in the file: tp) */
+  int recompute_method;     /* enum wl_recompute_method (recompute full) */
+  int recompute_layers;     /* its group (uniform) or layers per chunk (block); 0 in the file: 1 / all */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */
@@ -97,6 +104,8 @@ int wl_plan_rank(const struct wl_plan *p, const struct wl_coord *c);
 /* The ranks of rank's group along d (size wl_plan_dim(d)), in coordinate order. */
 void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks);
 
+/* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */
+bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer);
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */
 const char *wl_tp_overlap_name(enum wl_tp_overlap o);
 const char *wl_schedule_name(enum wl_schedule s);

@@ -120,6 +120,13 @@ static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int l
   s->u.a2a.pair = pair;
 }
 
+/* The BI segment of `layer`: seg, or keep when a partial full recompute leaves the layer out. */
+static enum wl_seg_kind layer_bi(const struct wl_program *p, int layer, enum wl_seg_kind seg, enum wl_seg_kind keep)
+{
+  bool partial = p->plan.recompute == WL_RECOMPUTE_FULL && p->seg[keep].nitems > 0;
+  return partial && !wl_plan_layer_recomputed(&p->plan, p->model.layers, p->mchunks, layer) ? keep : seg;
+}
+
 /* Append the steps of slot sl of `stage` (half: its place in a pair, pair: whether in one). */
 static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int stage, const struct wl_slot *sl,
                        bool pair, int half)
@@ -167,11 +174,11 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
       if (do_bi) seg_step(st, &sg[WL_SEG_HEAD_BI], half);
       if (do_w) seg_step(st, &sg[WL_SEG_HEAD_W], half);
     } else if (!is_moe) {
-      if (do_bi) seg_step(st, &sg[WL_SEG_LAYER_BI], half);
+      if (do_bi) seg_step(st, &sg[layer_bi(p, layer, WL_SEG_LAYER_BI, WL_SEG_LAYER_BI_KEEP)], half);
       if (do_w) seg_step(st, &sg[WL_SEG_LAYER_W], half);
     } else {
       if (do_bi) {
-        seg_step(st, &sg[WL_SEG_MOE_POST_BI], half);
+        seg_step(st, &sg[layer_bi(p, layer, WL_SEG_MOE_POST_BI, WL_SEG_MOE_POST_BI_KEEP)], half);
         a2a_step(p, st, layer, 2, pair, half);
         experts_step(st, layer, WL_EXPERT_BI, half);
         a2a_step(p, st, layer, 3, pair, half);

@@ -21,9 +21,14 @@ static const char *dtype_name(const struct wl_plan *p)
 
 static void plan_text(const struct wl_plan *p, char *buf, size_t n)
 {
+  char rc[64];
+  snprintf(rc, sizeof rc, "%s", (const char *[]){"none", "selective", "full"}[p->recompute]);
+  if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_layers)
+    snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s, %d layers)",
+             p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform", p->recompute_layers);
   snprintf(buf, n, "TP%d%s CP%d PP%d%s DP%d, %s, ZeRO-%d, recompute %s, micro-batch %d, global batch %d", p->tp,
            p->sp ? " (SP)" : "", p->cp, p->pp, p->vpp > 1 ? "" : "", p->dp, wl_schedule_name((enum wl_schedule)p->schedule),
-           p->zero, (const char *[]){"none", "selective", "full"}[p->recompute], p->micro_batch, p->global_batch);
+           p->zero, rc, p->micro_batch, p->global_batch);
   if (p->vpp > 1) {
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", %d chunks per stage", p->vpp);
@@ -48,6 +53,9 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
                  wl_model_params(m) / 1e9, job->devices, job->sys.chip.name,
                  job->sys.has_cluster ? job->sys.cluster.name : job->sys.has_node ? job->sys.node.name : "one chip");
   npu_buf_printf(out, "  plan           %s, %d micro-batches\n", plan, job->microbatches);
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE && m->attention == WL_ATTN_FLASH)
+    npu_buf_printf(out, "                 (selective recompute changes nothing with FlashAttention: its backward "
+                        "recomputes the scores anyway, and nothing else is recomputed)\n");
   npu_buf_printf(out, "  step time      %.4g s\n", r->step_s);
   npu_buf_printf(out, "  throughput     %.6g tokens/s (%.4g per device)\n", r->tokens_per_s, r->tokens_per_s / job->devices);
   npu_buf_printf(out, "  MFU            %.1f%%  = model FLOPs / (step x devices x peak)\n", 100 * r->mfu);

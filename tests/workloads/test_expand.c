@@ -55,6 +55,7 @@ static const struct {
     {DATA "tiny.cfg", {"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"mc2\"", "plan.recompute=\"full\""}},
     {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.etp=1"}},
     {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.tp_overlap=\"mc2\""}},
+    {DATA "tiny_moe.cfg", {"plan.recompute=\"full\"", "plan.recompute_method=\"block\"", "plan.recompute_layers=1"}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
