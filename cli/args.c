@@ -83,3 +83,9 @@ int cli_default_jobs(void)
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
 }
+
+bool cli_metric_maximised(const char *m)
+{
+  return !strcmp(m, "mfu") || !strcmp(m, "hfu") || strstr(m, "per_s") || strstr(m, "throughput") ||
+         strstr(m, "speedup");
+}

@@ -33,6 +33,7 @@ extern const struct npu_cmd npu_cmd_merge;
 extern const struct npu_cmd npu_cmd_report;
 extern const struct npu_cmd npu_cmd_plot;
 extern const struct npu_cmd npu_cmd_calibrate;
+extern const struct npu_cmd npu_cmd_plan;
 
 /* Batch runs (cli/cmd_sweep.c): `npusim run A.cfg B.cfg ... --csv OUT.csv`, one CSV row per
  * scenario, each in its own process. cmd_run.c hands over when cli_run_is_batch says so. */
@@ -70,6 +71,9 @@ int cli_bad_arg(struct npu_diag *diag, const char *cmd, const char *arg);
 
 /* An integer option's value (at least min): 0, or NPU_EINVAL with diag naming the option. */
 int cli_parse_int(const char *opt, const char *v, int min, int *out, struct npu_diag *diag);
+/* Whether a results column is better large (mfu, hfu, throughputs, speedups) rather than small
+ * (times, bytes, fractions): the default direction of report --best and plan --metric. */
+bool cli_metric_maximised(const char *column);
 /* The default of -j: the online processors. */
 int cli_default_jobs(void);
 

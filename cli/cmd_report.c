@@ -21,11 +21,6 @@ static const char usage[] =
     "the points no other point beats on every listed metric. Only points with status ok count,\n"
     "and not those out of memory (oom = 1) unless --include-oom.\n";
 
-static bool maximise(const char *m)
-{
-  return !strcmp(m, "mfu") || !strcmp(m, "hfu") || strstr(m, "per_s") || strstr(m, "throughput") ||
-         strstr(m, "speedup");
-}
 
 struct crit {
   int col;
@@ -47,7 +42,7 @@ static int parse_crit(const struct sw_table *t, const char *spec, struct crit *c
            NPU_EINVAL;
   }
   snprintf(c->name, sizeof c->name, "%s", t->cols[c->col]);
-  c->max = dir ? dir > 0 : maximise(c->name);
+  c->max = dir ? dir > 0 : cli_metric_maximised(c->name);
   return 0;
 }
 
@@ -59,20 +54,42 @@ static bool num(const char *s, double *v)
 }
 
 /* One row as "point N: k=v, ... -> m=v, ...". */
+/* A cell as people read it: a *_bytes column in GiB (or MiB below 1 GiB), else as written. */
+static void cell(struct npu_buf *out, const char *col, const char *v)
+{
+  size_t n = strlen(col);
+  double x;
+  if (n > 6 && !strcmp(col + n - 6, "_bytes") && num(v, &x) && x >= 1048576) {
+    if (x >= 1073741824.0) npu_buf_printf(out, "%.2f GiB", x / 1073741824.0);
+    else npu_buf_printf(out, "%.1f MiB", x / 1048576.0);
+    return;
+  }
+  npu_buf_puts(out, v);
+}
+
 static void show_row(const struct sw_table *t, int r, const struct crit *c, int nc, struct npu_buf *out)
 {
   int first, end;
   sw_table_params(t, &first, &end);
   npu_buf_printf(out, "  point %s:", t->rows[r][0]);
-  for (int k = first; k < end; k++) npu_buf_printf(out, "%s %s=%s", k > first ? "," : "", t->cols[k], t->rows[r][k]);
+  for (int k = first; k < end; k++) {
+    npu_buf_printf(out, "%s %s=", k > first ? "," : "", t->cols[k]);
+    cell(out, t->cols[k], t->rows[r][k]);
+  }
   npu_buf_puts(out, "  ->");
-  for (int i = 0; i < nc; i++) npu_buf_printf(out, "%s %s=%s", i ? "," : "", c[i].name, t->rows[r][c[i].col]);
+  for (int i = 0; i < nc; i++) {
+    npu_buf_printf(out, "%s %s=", i ? "," : "", c[i].name);
+    cell(out, c[i].name, t->rows[r][c[i].col]);
+  }
   static const char *const more[] = {"step_time_s", "mfu", "memory_peak_bytes", "bottleneck", NULL};
   for (int m = 0; more[m]; m++) {
     int col = sw_table_col(t, more[m]);
     bool shown = false;
     for (int i = 0; i < nc; i++) shown |= c[i].col == col;
-    if (col >= 0 && !shown) npu_buf_printf(out, ", %s=%s", more[m], t->rows[r][col]);
+    if (col >= 0 && !shown) {
+      npu_buf_printf(out, ", %s=", more[m]);
+      cell(out, more[m], t->rows[r][col]);
+    }
   }
   npu_buf_puts(out, "\n");
 }

@@ -26,6 +26,7 @@ static const struct npu_cmd *const commands[] = {
 #endif
 #ifdef NPUSIM_HAVE_SWEEP
     &npu_cmd_sweep,
+    &npu_cmd_plan,
     &npu_cmd_merge,
     &npu_cmd_report,
     &npu_cmd_plot,

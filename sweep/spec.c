@@ -87,6 +87,15 @@ struct loader {
 
 static const char *const unit_base[NPU_UNIT_KIND_COUNT] = {"Hz", "Bps", "s", "B", "FLOPS"};
 
+/* A key's column: its name and unit suffix, unless the name already ends with the unit
+ * (collective.bytes, not collective.bytes_bytes). */
+static void col_name(char *col, size_t n, const char *name, const char *suffix)
+{
+  size_t ln = strlen(name), ls = strlen(suffix);
+  if (ls > 1 && ln >= ls - 1 && !strcmp(name + ln - (ls - 1), suffix + 1)) suffix = "";
+  snprintf(col, n, "%s%s", name, suffix);
+}
+
 static int suffix_unit(const char *suffix)
 {
   static const char *const sfx[NPU_UNIT_KIND_COUNT] = {"_hz", "_bytes_per_s", "_s", "_bytes", "_flops_per_s"};
@@ -258,7 +267,7 @@ static int parse_key(struct loader *ld, const config_setting_t *g, struct key *k
     return failf(ld, k->file, k->line, k->name, "%s", d.msg);
   }
   k->unit = suffix_unit(suffix);
-  snprintf(k->col, sizeof k->col, "%s%s", k->name, suffix);
+  col_name(k->col, sizeof k->col, k->name, suffix);
   const config_setting_t *vals = config_setting_get_member(g, "values");
   const config_setting_t *range = config_setting_get_member(g, "range");
   if (!!vals == !!range) return fail_at(ld, g, k->name, "an axis needs either values = [...] or range = { ... }");
@@ -495,7 +504,7 @@ static int parse_derived(struct loader *ld, const config_setting_t *list)
     if (find_axis_key(ld, name, NULL) || find_derived(ld, name) < ld->nder - 1)
       return failf(ld, dv->k.file, dv->k.line, name, "the key is already swept or derived");
     dv->k.unit = suffix_unit(sfx);
-    snprintf(dv->k.col, sizeof dv->k.col, "%s%s", name, sfx);
+    col_name(dv->k.col, sizeof dv->k.col, name, sfx);
     char why[512];
     if (sw_expr_parse(dv->text, &dv->expr, why, sizeof why))
       return failf(ld, dv->k.file, dv->k.line, name, "bad expression '%s': %s", dv->text, why);

@@ -92,6 +92,17 @@ void wl__results_finish(const struct wl_program *p, struct wl_result *res)
   int n = snprintf(res->bottleneck, sizeof res->bottleneck, "%s (%.0f%% of the step on %s; compute %.0f%%, bubble %.0f%%)",
                    wl_cat_name((enum wl_cat)top), 100 * res->cat_s[top] / step, where, 100 * compute / step,
                    100 * res->cat_s[WL_CAT_BUBBLE] / step);
+  /* what to act on when compute leads: the largest overhead of the slowest stage (exposed
+   * communication, bubble, interference), from 5% of the step */
+  int over = -1;
+  for (int c = 0; c < WL_CAT_COUNT; c++)
+    if (!wl_cat_is_compute((enum wl_cat)c) && c != WL_CAT_IDLE && c != WL_CAT_HOST &&
+        (over < 0 || res->cat_s[c] > res->cat_s[over]))
+      over = c;
+  if (wl_cat_is_compute((enum wl_cat)top) && over >= 0 && over != top && res->cat_s[over] >= 0.05 * step && n > 0 &&
+      (size_t)n < sizeof res->bottleneck)
+    n += snprintf(res->bottleneck + n, sizeof res->bottleneck - (size_t)n, "; largest overhead %s %.0f%%",
+                  wl_cat_name((enum wl_cat)over), 100 * res->cat_s[over] / step);
   /* a host-bound rank elsewhere makes the others wait (as bubble): say where the host binds */
   int hb = 0;
   for (int i = 1; i < nr; i++)

@@ -249,6 +249,26 @@ static double c_moe_expert(const void *x, int i) { (void)i; return R(x)->moe_max
 static double c_moe_dropped(const void *x, int i) { (void)i; return R(x)->moe_dropped_fraction; }
 static double c_cat(const void *x, int i) { return R(x)->cat_s[i]; }
 static double c_host(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_HOST]; }
+static const char *c_schedule(const void *x, int i)
+{
+  (void)i;
+  return wl_schedule_name((enum wl_schedule)J(x)->plan.schedule);
+}
+static const char *c_recompute(const void *x, int i)
+{
+  (void)i;
+  return (const char *[]){"none", "selective", "full"}[J(x)->plan.recompute];
+}
+static long long c_zero(const void *x, int i) { (void)i; return J(x)->plan.zero; }
+static long long c_sp(const void *x, int i) { (void)i; return J(x)->plan.sp ? 1 : 0; }
+static long long c_ep(const void *x, int i) { (void)i; return J(x)->plan.ep; }
+static long long c_etp(const void *x, int i) { (void)i; return J(x)->plan.etp; }
+static long long c_seq(const void *x, int i) { (void)i; return J(x)->model.seq_len; }
+static const char *c_dtype(const void *x, int i)
+{
+  (void)i;
+  return (const char *[]){"bf16", "fp16", "fp8"}[J(x)->plan.dtype];
+}
 static double c_interfere(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_INTERFERE]; }
 static double c_tp_hidden(const void *x, int i) { (void)i; return R(x)->tp_hidden_s; }
 static const char *c_tp_overlap(const void *x, int i)
@@ -324,6 +344,14 @@ static const struct rpt_column columns[] = {
     {"interference_s", RPT_REAL, "s",
      "time of the slowest stage in: GEMMs slowed by overlapped TP communication (the cores and HBM it takes)",
      .real = c_interfere},
+    {"schedule", RPT_STRING, "text", "plan.schedule", .text = c_schedule},
+    {"recompute", RPT_STRING, "text", "plan.recompute: none, selective or full", .text = c_recompute},
+    {"zero", RPT_INT, "", "ZeRO stage (plan.zero)", .integer = c_zero},
+    {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
+    {"ep", RPT_INT, "", "expert-parallel size (plan.ep; 1 for dense models)", .integer = c_ep},
+    {"etp", RPT_INT, "", "expert tensor-parallel size (plan.etp, resolved)", .integer = c_etp},
+    {"seq_len", RPT_INT, "tokens", "sequence length (model.seq_len)", .integer = c_seq},
+    {"dtype", RPT_STRING, "text", "training precision (plan.dtype)", .text = c_dtype},
     {NULL},
 };
 

@@ -231,7 +231,7 @@ Test(micro, collective_sweep_bytes_by_bandwidth)
   cr_assert_eq(r.status, 0, "%s", r.err);
   char *csv = ts_read(csvp);
   cr_assert_eq(count_lines(csv), 5, "%s", csv);
-  const char *head = "point,collective.bytes_bytes,node.link.bandwidth_bytes_per_s,status,scenario,op,system,ranks,"
+  const char *head = "point,collective.bytes,node.link.bandwidth_bytes_per_s,status,scenario,op,system,ranks,"
                      "servers,fidelity,bytes,time_s,algbw_bytes_per_s,busbw_bytes_per_s,";
   cr_assert(!strncmp(csv, head, strlen(head)), "%s", csv);
   cr_assert(strstr(csv, "\n3,67108864,56000000000,ok,") != NULL, "%s", csv);
