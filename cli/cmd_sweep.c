@@ -36,10 +36,15 @@ static const char usage[] =
     "  --seed S       the sampling seed (default: the file's, else 1)\n"
     "  --set K=V      override a scenario key for every point\n"
     "  --list         print the points (CSV) without running them\n"
+    "  --yes          run a sweep of more than 10,000 points (refused without it: a typo in a\n"
+    "                 range's unit can make tens of thousands)\n"
     "\n"
     "Under mpirun (when built with MPI), rank 0 hands points out to every rank and writes the\n"
     "files: mpirun -n K npusim sweep SWEEP.cfg -o RESULTS.csv -j N.\n"
     "Exit status 2 for a bad sweep file, naming file:line and the key.\n";
+
+/* A sweep of more points than this runs only with --yes. */
+#define SWEEP_CONFIRM_POINTS 10000
 
 static int parse_seconds(const char *opt, const char *v, double *out, struct npu_diag *diag)
 {
@@ -105,7 +110,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   struct sw_exec_options eo = {.jobs = cli_default_jobs(), .journal = true};
   struct sw_options so = {0};
   struct cli_sets sets = {0};
-  bool list = false;
+  bool list = false, yes = false;
   int rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
     const char *a = argv[i];
@@ -126,6 +131,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       eo.force = true;
     } else if (!strcmp(a, "--list")) {
       list = true;
+    } else if (!strcmp(a, "--yes")) {
+      yes = true;
     } else if (!strcmp(a, "--shard")) {
       int si, sn, k = 0;
       if (!v || sscanf(v, "%d/%d%n", &si, &sn, &k) != 2 || v[k] || sn < 1 || si < 0 || si >= sn)
@@ -157,10 +164,17 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   struct sw_spec spec;
   memset(&spec, 0, sizeof spec);
   if (!rc) rc = sw_spec_load(&spec, path, &so, diag);
+  int mine = 0;
+  for (int i = 0; !rc && i < spec.npoints; i++) mine += !eo.shard_n || i % eo.shard_n == eo.shard_i;
+  if (!rc && !list && !yes && mine > SWEEP_CONFIRM_POINTS) {
+    npu_diag_set(diag, path, 0, "sweep.axes",
+                 "%d points to run (more than %d): check the axes' ranges (a unit typo in a range's from or to "
+                 "makes thousands of points; --list shows them), then run again with --yes",
+                 mine, SWEEP_CONFIRM_POINTS);
+    rc = NPU_ECONFIG;
+  }
   if (!rc && list) {
     struct npu_buf info = {0};
-    int mine = 0;
-    for (int i = 0; i < spec.npoints; i++) mine += !eo.shard_n || i % eo.shard_n == eo.shard_i;
     spec_summary(&spec, &eo, mine, &info);
     fputs(npu_buf_str(&info), stderr);
     npu_buf_release(&info);

@@ -5,12 +5,29 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/support/support.h"
+
+/* The scratch directories of this test process, removed when it exits. */
+static char *dirs[64];
+static int ndirs;
+
+static void remove_dirs(void)
+{
+  for (int i = 0; i < ndirs; i++) {
+    ts_rmtree(dirs[i]);
+    free(dirs[i]);
+  }
+  ndirs = 0;
+}
 
 char *tr_scenario(const char *system, int layers, const char *plan, const char *rl)
 {
   char *dir = ts_tmpdir();
+  if (!ndirs) atexit(remove_dirs);
+  cr_assert(ndirs < 64, "more scratch directories than tr_scenario keeps");
+  dirs[ndirs++] = strdup(dir);
   char text[4096];
   char lay[64] = "";
   if (layers) snprintf(lay, sizeof lay, " layers = %d;", layers);

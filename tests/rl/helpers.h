@@ -7,7 +7,7 @@
 /*
  * Write an RL scenario: `system` (e.g. "preset = \"atlas-800t-a2\"; cluster = { nodes = 2; };"),
  * the policy Llama 3.1 8B cut to `layers` layers (0: all), the plan and rl section bodies.
- * Returns the path (owned by the caller; the directory stays until the test process ends).
+ * Returns the path (owned by the caller); the directory is removed when the test process exits.
  */
 char *tr_scenario(const char *system, int layers, const char *plan, const char *rl);
 
