@@ -15,7 +15,7 @@
 
 static const char usage[] =
     "usage: npusim sweep SWEEP.cfg -o RESULTS.csv [-j N] [--timeout S] [--force] [--shard I/N]\n"
-    "                    [--sample N] [--seed S] [--set KEY=VALUE]... [--list]\n"
+    "                    [--sample N] [--seed S] [--set KEY=VALUE]... [--list] [--retry-failed] [--yes]\n"
     "\n"
     "Run every point of a sweep file (a base scenario and axes over its keys; docs/SWEEPS.md),\n"
     "each in its own process, N at a time, and write one CSV row per point: the point's number,\n"
@@ -36,6 +36,8 @@ static const char usage[] =
     "  --seed S       the sampling seed (default: the file's, else 1)\n"
     "  --set K=V      override a scenario key for every point\n"
     "  --list         print the points (CSV) without running them\n"
+    "  --retry-failed run again the points whose rows say error, crash or timeout (the others\n"
+    "                 are kept from the journal)\n"
     "  --yes          run a sweep of more than 10,000 points (refused without it: a typo in a\n"
     "                 range's unit can make tens of thousands)\n"
     "\n"
@@ -133,6 +135,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       list = true;
     } else if (!strcmp(a, "--yes")) {
       yes = true;
+    } else if (!strcmp(a, "--retry-failed")) {
+      eo.retry_failed = true;
     } else if (!strcmp(a, "--shard")) {
       int si, sn, k = 0;
       if (!v || sscanf(v, "%d/%d%n", &si, &sn, &k) != 2 || v[k] || sn < 1 || si < 0 || si >= sn)

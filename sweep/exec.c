@@ -147,14 +147,19 @@ struct run {
   int io_rc;
 };
 
-static void count(struct sw_result *res, enum sw_status st)
+static void count_by(struct sw_result *res, enum sw_status st, int by)
 {
   switch (st) {
-  case SW_OK: res->ok++; break;
-  case SW_ERROR: res->error++; break;
-  case SW_CRASH: res->crash++; break;
-  case SW_TIMEOUT: res->timeout++; break;
+  case SW_OK: res->ok += by; break;
+  case SW_ERROR: res->error += by; break;
+  case SW_CRASH: res->crash += by; break;
+  case SW_TIMEOUT: res->timeout += by; break;
   }
+}
+
+static void count(struct sw_result *res, enum sw_status st)
+{
+  count_by(res, st, 1);
 }
 
 static void header_text(const struct run *r, struct npu_buf *h)
@@ -242,17 +247,27 @@ static int open_journal(struct run *r)
       dropped = 1;
       break;
     }
-    if (!r->rows[idx] && r->mine[idx]) {
-      r->rows[idx] = npu_xstrdup(t2 + 1);
+    if (r->mine[idx]) {
       char **f;
       int nf = sw_csv_split(t2 + 1, &f);
       int sc = 1 + r->s->ncolumns;
       int stv = nf > sc ? sw_status_parse(f[sc]) : -1;
-      r->st[idx] = stv < 0 ? SW_ERROR : (enum sw_status)stv;
+      enum sw_status rst = stv < 0 ? SW_ERROR : (enum sw_status)stv;
       sw_csv_free(f, nf);
-      r->done++;
-      r->res->resumed++;
-      count(r->res, r->st[idx]);
+      if (r->rows[idx]) { /* a later row of the point (a retried one) replaces the earlier */
+        count_by(r->res, r->st[idx], -1);
+        free(r->rows[idx]);
+        r->rows[idx] = NULL;
+        r->done--;
+        r->res->resumed--;
+      }
+      if (rst == SW_OK || !r->o->retry_failed) {
+        r->rows[idx] = npu_xstrdup(t2 + 1);
+        r->st[idx] = rst;
+        r->done++;
+        r->res->resumed++;
+        count(r->res, rst);
+      }
     }
     off = (size_t)(nl - text) + 1;
     good = off;

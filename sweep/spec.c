@@ -15,11 +15,13 @@
 #include <libconfig.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -678,7 +680,34 @@ static void write_setting(struct loader *ld, struct npu_buf *b, const config_set
   if (name) npu_buf_puts(b, ";\n");
 }
 
-/* The scenario part of a sweep file with @include: written to a private file. */
+static void rm_tree(const char *dir);
+
+/* The private directories of sweeps killed before they could remove their own (kill -9): the
+ * process their owner.pid names is gone. Removed when the next sweep file with @include loads. */
+static void remove_stale(const char *tmp)
+{
+  DIR *d = opendir(tmp);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, "npusim-sweep-", 13)) continue;
+    char dir[1536], pidf[1600];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name);
+    snprintf(pidf, sizeof pidf, "%s/owner.pid", dir);
+    FILE *f = fopen(pidf, "r");
+    if (!f) continue; /* being created, or not ours */
+    long pid = 0;
+    bool ok = fscanf(f, "%ld", &pid) == 1;
+    fclose(f);
+    struct stat st;
+    if (ok && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH && stat(dir, &st) == 0 && st.st_uid == getuid())
+      rm_tree(dir);
+  }
+  closedir(d);
+}
+
+/* The scenario part of a sweep file with @include: written to a private file (in a directory
+ * that names its owner, so that a killed sweep's is removed by the next one). */
 static int generate_base(struct loader *ld, const config_setting_t *root)
 {
   struct npu_buf b = {0};
@@ -690,12 +719,21 @@ static int generate_base(struct loader *ld, const config_setting_t *root)
     write_setting(ld, &b, c, 0);
   }
   const char *tmp = getenv("TMPDIR");
-  snprintf(ld->s->tmpdir, sizeof ld->s->tmpdir, "%s/npusim-sweep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  tmp = tmp && *tmp ? tmp : "/tmp";
+  remove_stale(tmp);
+  snprintf(ld->s->tmpdir, sizeof ld->s->tmpdir, "%s/npusim-sweep-XXXXXX", tmp);
   if (!mkdtemp(ld->s->tmpdir)) {
     ld->s->tmpdir[0] = '\0';
     npu_buf_release(&b);
     return npu_diag_set(ld->diag, ld->s->path, 0, NULL, "cannot create a temporary directory: %s", strerror(errno)),
            NPU_EIO;
+  }
+  char owner[1100];
+  snprintf(owner, sizeof owner, "%s/owner.pid", ld->s->tmpdir);
+  FILE *of = fopen(owner, "w");
+  if (of) {
+    fprintf(of, "%ld\n", (long)getpid());
+    fclose(of);
   }
   const char *slash = strrchr(ld->s->path, '/');
   snprintf(ld->base, sizeof ld->base, "%s/%s", ld->s->tmpdir, slash ? slash + 1 : ld->s->path);

@@ -82,6 +82,7 @@ struct sw_exec_options {
   double timeout_s;         /* per point; 0: none */
   bool force;               /* start over even if the journal belongs to another sweep */
   bool journal;             /* keep OUT.journal (sweeps); false for batch runs */
+  bool retry_failed;        /* run again the points whose journal row is not ok */
   int shard_i, shard_n;     /* run points with index % shard_n == shard_i; shard_n 0: all */
   bool mpi;                 /* started under mpirun (sweep/mpi.c) */
 };

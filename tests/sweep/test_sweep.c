@@ -3,6 +3,7 @@
  * SIGKILL, MPI against -j 2, shards and merge, batch runs, report and plot.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -144,6 +145,80 @@ Test(sweep, failing_points_become_rows_and_the_sweep_goes_on)
   ts_run_free(&r);
   free(csv);
   free(sw);
+}
+
+/* A re-run keeps every row of the journal; --retry-failed runs the failed points again (the
+ * crashed one now succeeds, the refused one is refused again) and keeps the rest. */
+Test(sweep, retry_failed_reruns_only_the_failed_points)
+{
+  char *sw = sweep_file(dir, "retry_sweep.cfg", "  axes = ( { key = \"plan.tp\"; values = [1, 3, 2]; } );\n");
+  char *csv = path_in("retry.csv");
+  char *argv[] = {(char *)NPUSIM_BINARY, "sweep", sw, "-o", csv, "-j", "2", NULL};
+  struct run_result r = ts_run(argv, "NPUSIM_SWEEP_FAULT=crash:2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "1 ok, 1 error, 1 crash") != NULL, "%s", r.out);
+  ts_run_free(&r);
+  r = ts_run(argv, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "ran 0 points (3 more from the journal)") != NULL, "%s", r.out);
+  ts_run_free(&r);
+  char *again[] = {(char *)NPUSIM_BINARY, "sweep", sw, "-o", csv, "-j", "2", "--retry-failed", NULL};
+  r = ts_run(again, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "ran 2 points (1 more from the journal)") != NULL && strstr(r.out, "2 ok, 1 error"), "%s",
+            r.out);
+  char *text = ts_read(csv);
+  cr_expect(strstr(text, "\n2,2,ok,") != NULL && strstr(text, "\n1,3,error,") != NULL, "%s", text);
+  cr_expect(count_lines(text) == 4, "a header and one row per point: %s", text);
+  free(text);
+  ts_run_free(&r);
+  /* a plain resume now takes the retried rows */
+  r = ts_run(argv, NULL);
+  cr_expect(strstr(r.out, "2 ok, 1 error") != NULL, "%s", r.out);
+  ts_run_free(&r);
+  free(csv);
+  free(sw);
+}
+
+/* A sweep killed with kill -9 cannot remove the private directory of its @include scenario: the
+ * next sweep removes every such directory whose owner process is gone, and its own on exit. */
+Test(sweep, a_killed_sweeps_scratch_directory_is_removed_by_the_next)
+{
+  char *tmp = path_in("tmp");
+  cr_assert_eq(mkdir(tmp, 0700), 0);
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, NULL, 0); /* a pid nothing runs as */
+  char stale[1200], pidf[1300], alive[1200], env[1200];
+  snprintf(stale, sizeof stale, "%s/npusim-sweep-dead01", tmp);
+  snprintf(alive, sizeof alive, "%s/npusim-sweep-live01", tmp);
+  cr_assert_eq(mkdir(stale, 0700), 0);
+  cr_assert_eq(mkdir(alive, 0700), 0);
+  snprintf(pidf, sizeof pidf, "%s/owner.pid", stale);
+  FILE *f = fopen(pidf, "w");
+  fprintf(f, "%ld\n", (long)dead);
+  fclose(f);
+  snprintf(pidf, sizeof pidf, "%s/owner.pid", alive);
+  f = fopen(pidf, "w");
+  fprintf(f, "%ld\n", (long)getpid());
+  fclose(f);
+  char *sw = ts_write(dir, "incl.cfg",
+                      "@include \"tiny.cfg\"\nsweep = { axes = ( { key = \"plan.global_batch\"; values = [16]; } ); };\n");
+  char *argv[] = {(char *)NPUSIM_BINARY, "sweep", sw, "--list", NULL};
+  snprintf(env, sizeof env, "TMPDIR=%s", tmp);
+  struct run_result r = ts_run(argv, env);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  struct stat st;
+  cr_expect(stat(stale, &st) != 0, "the dead sweep's directory is gone");
+  cr_expect(stat(alive, &st) == 0, "a running sweep's directory stays");
+  DIR *d = opendir(tmp);
+  int left = 0;
+  for (struct dirent *e; (e = readdir(d));) left += e->d_name[0] != '.';
+  closedir(d);
+  cr_expect_eq(left, 1, "only the live one is left: the sweep removed its own");
+  ts_run_free(&r);
+  free(sw);
+  free(tmp);
 }
 
 static int journal_rows(const char *path)
