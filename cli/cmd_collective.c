@@ -36,8 +36,9 @@ static const char usage[] =
     "  --ranks N        the communicator is ranks 0..N-1 (default: every device of the system);\n"
     "                   ranks are dies, rank r on node r / node.devices\n"
     "  --comm LIST      the communicator's ranks, e.g. 0,8,16,24 or 0-3,8-11\n"
-    "  --algo ALGO      auto (HCCL-like selection, default), ring, mesh, rhd, nhr, pairwise,\n"
-    "                   hierarchical, pipeline, direct (sendrecv)\n"
+    "  --algo ALGO      auto (HCCL-like selection, default), ring, mesh, mesh(one-shot) (an\n"
+    "                   AllReduce sending whole vectors), rhd, nhr, pairwise, hierarchical,\n"
+    "                   pipeline, direct (sendrecv)\n"
     "  --fidelity F     step (every algorithm step a flow; default up to 512 ranks) or bulk\n"
     "                   (one flow per rank and link class per phase; default above)\n"
     "  --root R         root of broadcast / reduce, a position in the communicator (default 0)\n"
@@ -180,7 +181,10 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     rc = unknown_name("--op", "operation", o.op, names, n, d);
     goto out;
   }
-  if (o.algo && ic_algo_parse(o.algo, &coll.algo)) {
+  if (o.algo && !strcmp(o.algo, "mesh(one-shot)")) { /* the name the table prints for it */
+    coll.algo = IC_ALGO_MESH;
+    coll.oneshot = true;
+  } else if (o.algo && ic_algo_parse(o.algo, &coll.algo)) {
     const char *const *names = ic_algo_names(&n);
     rc = unknown_name("--algo", "algorithm", o.algo, names, n, d);
     goto out;

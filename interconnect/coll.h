@@ -57,7 +57,8 @@ struct ic_params {
   double reduce_bytes_per_s;      /* local reduction rate */
   double buffer_bytes;            /* communicator buffer: larger payloads are looped */
   double select_alpha_s;          /* alpha in the selector's alpha-beta comparison */
-  double oneshot_max_bytes;       /* one-server AllReduce this small goes one-shot mesh */
+  double oneshot_max_bytes;       /* one-server AllReduce this small may go one-shot mesh (where the
+                                     alpha-beta cost of one-shot is below two-shot's) */
   double pipeline_ar_slice_bytes; /* AllReduce pipeline from S / p this big */
   double pipeline_chunk_bytes;    /* ReduceScatter / AllGather pipeline from S / p this big */
 };
@@ -71,6 +72,8 @@ struct ic_coll {
   const double *matrix;      /* AllToAllV: p x p bytes, matrix[i * p + j] from comm rank i to
                                 j; NULL = uniform S/p. Borrowed: must outlive the instance */
   int root;                  /* Broadcast / Reduce: comm rank of the root */
+  bool oneshot;              /* with algo mesh, AllReduce: the one-shot form (whole vectors),
+                                "mesh(one-shot)"; auto chooses it where its cost is lower */
 };
 
 /* HCCL defaults (see the file header), with the per-step overhead of sys's collective library

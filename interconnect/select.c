@@ -133,6 +133,26 @@ static int check_forced(const struct ic_coll *coll, const struct ic__layout *l, 
   return 0;
 }
 
+/*
+ * One-shot against two-shot mesh AllReduce in one server, by their alpha-beta costs: one-shot
+ * sends the whole vector to every peer at once (one step of n per link, then m - 1 vectors to
+ * add), two-shot a reduce-scatter and an all-gather (two steps of n / m per link, m - 1
+ * chunks of n / m to add). Alpha is the library's step cost plus a link's latency, beta a mesh
+ * link's. One-shot wins only for small vectors: below alpha / (beta (1 - 2 / m)) roughly.
+ */
+static bool oneshot_cheaper(const struct ic_topo *t, const struct ic_comm *c, const struct ic_coll *coll,
+                            const struct ic_params *p)
+{
+  int m = c->size;
+  double bw = ic_topo_class_bw(t, IC_CLASS_MESH);
+  if (!(bw > 0)) return true; /* no mesh links to compare on: HCCL's size rule */
+  double al = p->task_overhead_s + ic_topo_latency_s(t, c->ranks[0], c->ranks[1]), be = 1 / bw, n = coll->bytes;
+  double red = p->reduce_bytes_per_s > 0 ? 1 / p->reduce_bytes_per_s : 0;
+  double one = al + n * be + (m - 1) * n * red;
+  double two = 2 * al + 2 * n / m * be + (m - 1) * n / m * red;
+  return one < two;
+}
+
 static void set_name(struct ic_plan *pl)
 {
   if (pl->algo == IC_ALGO_HIER || pl->algo == IC_ALGO_PIPELINE)
@@ -261,8 +281,9 @@ int ic_plan_make(struct ic_plan *pl, const struct ic_topo *t, const struct ic_co
   if (rc) return rc;
   if (P < 2) pl->algo = IC_ALGO_DIRECT; /* nothing to move whatever was forced */
   if (pl->algo == IC_ALGO_HIER || pl->algo == IC_ALGO_PIPELINE) levels(pl, t, c, coll, p);
-  pl->oneshot = pl->algo == IC_ALGO_MESH && coll->op == IC_OP_ALLREDUCE &&
-                coll->bytes <= p->oneshot_max_bytes;
+  if (pl->algo == IC_ALGO_MESH && coll->op == IC_OP_ALLREDUCE && P > 2)
+    pl->oneshot = coll->algo == IC_ALGO_AUTO ? coll->bytes <= p->oneshot_max_bytes && oneshot_cheaper(t, c, coll, p)
+                                             : coll->oneshot;
   if (P < 2) snprintf(pl->name, sizeof pl->name, "local");
   else set_name(pl);
 
