@@ -43,6 +43,8 @@ static const char usage[] =
     "                   (one flow per rank and link class per phase; default above)\n"
     "  --root R         root of broadcast / reduce, a position in the communicator (default 0)\n"
     "  --buffer SIZE    communicator buffer; larger payloads loop (default 200MB, HCCL's)\n"
+    "  --dtype T        element type for the count column (nccl-tests -d): int8, uint8, int32,\n"
+    "                   uint32, int64, uint64, half, float (default), double, bfloat16\n"
     "  --set KEY=VALUE  override one value of the description; repeatable\n"
     "  --json           print JSON: one size gives .time_s, .algbw_bytes_per_s,\n"
     "                   .busbw_bytes_per_s, .algorithm, ...; a sweep gives them in .results[]\n"
@@ -51,7 +53,7 @@ static const char usage[] =
     "S from every rank in all. Bad input exits with status 2 and a message naming the option.\n";
 
 struct opts {
-  const char *op, *bytes, *arch, *ranks, *comm, *algo, *fidelity, *root, *buffer;
+  const char *op, *bytes, *arch, *ranks, *comm, *algo, *fidelity, *root, *buffer, *dtype;
   bool json;
   struct cli_sets sets;
 };
@@ -85,9 +87,9 @@ static int missing(struct npu_diag *d, const char *opt, const char *msg)
 static int parse_args(int argc, char **argv, struct opts *o, struct npu_diag *d)
 {
   static const char *const names[] = {"--op", "--bytes", "--arch", "--ranks", "--comm",
-                                      "--algo", "--fidelity", "--root", "--buffer"};
+                                      "--algo", "--fidelity", "--root", "--buffer", "--dtype"};
   const char **slots[] = {&o->op, &o->bytes, &o->arch, &o->ranks, &o->comm,
-                          &o->algo, &o->fidelity, &o->root, &o->buffer};
+                          &o->algo, &o->fidelity, &o->root, &o->buffer, &o->dtype};
   for (int i = 1; i < argc; i++) {
     int took = cli_take_set(argc, argv, &i, &o->sets, d);
     if (took < 0) return NPU_EINVAL;
@@ -189,6 +191,12 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     rc = unknown_name("--algo", "algorithm", o.algo, names, n, d);
     goto out;
   }
+  if (o.dtype && mc_coll_dtype_bytes(o.dtype) == 0) {
+    int nd;
+    const char *const *dn = mc_coll_dtype_names(&nd);
+    rc = unknown_name("--dtype", "type", o.dtype, dn, nd, d);
+    goto out;
+  }
   if (o.fidelity && ic_fidelity_parse(o.fidelity, &coll.fidelity)) {
     static const char *const f[] = {"step", "bulk"};
     rc = unknown_name("--fidelity", "fidelity", o.fidelity, f, 2, d);
@@ -267,11 +275,11 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     res[i] = (struct mc_coll_result){.op = runs[i].coll.op, .fidelity = runs[i].coll.fidelity, .ranks = comm.size,
                                      .servers = plan.servers, .bytes = runs[i].coll.bytes,
                                      .time_s = runs[i].result.time_s, .loops = runs[i].result.plan.loops,
-                                     .flows = (int64_t)runs[i].result.flows};
+                                     .flows = (int64_t)runs[i].result.flows, .root = runs[i].coll.root};
     snprintf(res[i].algorithm, sizeof res[i].algorithm, "%s", runs[i].result.plan.name);
   }
   if (o.json) mc_coll_json(o.arch, res, nruns, out);
-  else mc_coll_text(o.arch, res, nruns, out);
+  else mc_coll_text(o.arch, res, nruns, o.dtype, out);
 out:
   free(res);
   free(runs);

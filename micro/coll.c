@@ -6,6 +6,7 @@
 #include "micro/micro.h"
 
 #include <stddef.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,7 @@ int mc_coll_run(struct mc_coll_job *job, struct mc_coll_result *res, struct npu_
     res->servers = plan.servers;
     res->bytes = p.coll.bytes;
     res->time_s = r.result.time_s;
+    res->root = p.coll.root;
     snprintf(res->algorithm, sizeof res->algorithm, "%s", r.result.plan.name);
     res->loops = r.result.plan.loops;
     res->flows = (int64_t)r.result.flows;
@@ -261,22 +263,51 @@ void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struc
   npu_json_finish(&j);
 }
 
-void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out)
+static const char *const dtype_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float",
+                                          "double", "bfloat16"};
+static const int dtype_bytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+#define NDTYPES (int)(sizeof dtype_bytes / sizeof dtype_bytes[0])
+
+int mc_coll_dtype_bytes(const char *name)
+{
+  for (int i = 0; i < NDTYPES; i++)
+    if (!strcmp(name, dtype_names[i])) return dtype_bytes[i];
+  return 0;
+}
+
+const char *const *mc_coll_dtype_names(int *n)
+{
+  *n = NDTYPES;
+  return dtype_names;
+}
+
+/* nccl-tests' table: size, count, type, redop, root, then time, algbw and busbw; the model does
+ * not tell in-place from out-of-place (the same transfers), so one group stands for both. */
+void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, const char *dtype, struct npu_buf *out)
 {
   enum ic_op op = r[0].op;
   int p = r[0].ranks, servers = r[0].servers;
+  const char *type = dtype ? dtype : "float";
+  int eb = mc_coll_dtype_bytes(type);
+  bool reduces = op == IC_OP_ALLREDUCE || op == IC_OP_REDUCESCATTER || op == IC_OP_REDUCE;
+  bool rooted = op == IC_OP_BROADCAST || op == IC_OP_REDUCE;
   char f[64];
   npu_fmt_double(ic_busbw_factor(op, p), f, sizeof f);
   npu_buf_printf(out, "# npusim collective: %s, %d rank%s on %d server%s of %s, fidelity %s\n", ic_op_name(op), p,
                  p == 1 ? "" : "s", servers, servers == 1 ? "" : "s", arch, ic_fidelity_name(r[0].fidelity));
   npu_buf_printf(out, "# algbw = size / time; busbw = algbw x %s (nccl-tests convention)\n#\n", f);
-  npu_buf_printf(out, "#%14s %14s %12s %12s %6s  %s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "loops",
-                 "algorithm");
+  npu_buf_printf(out, "#%56s%s\n", "", "out-of-place = in-place (the model moves the same bytes)");
+  npu_buf_printf(out, "#%14s %13s %9s %7s %7s %14s %12s %12s %6s  %s\n", "size(B)", "count", "type", "redop", "root",
+                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "loops", "algorithm");
+  double sum = 0;
   for (int i = 0; i < n; i++) {
-    double algbw = ic_algbw_bytes_per_s(r[i].bytes, r[i].time_s);
-    npu_buf_printf(out, "%15.0f %14.2f %12.2f %12.2f %6d  %s\n", r[i].bytes, r[i].time_s * 1e6, algbw / 1e9,
-                   algbw * ic_busbw_factor(op, p) / 1e9, r[i].loops, r[i].algorithm);
+    double algbw = ic_algbw_bytes_per_s(r[i].bytes, r[i].time_s), busbw = algbw * ic_busbw_factor(op, p);
+    sum += busbw;
+    npu_buf_printf(out, "%15.0f %13.0f %9s %7s %7d %14.2f %12.2f %12.2f %6d  %s\n", r[i].bytes, floor(r[i].bytes / eb),
+                   type, reduces ? "sum" : "none", rooted ? r[i].root : -1, r[i].time_s * 1e6, algbw / 1e9, busbw / 1e9,
+                   r[i].loops, r[i].algorithm);
   }
+  npu_buf_printf(out, "# Avg bus bandwidth    : %g GB/s\n", n ? sum / n / 1e9 : 0.0);
 }
 
 /* ------------------------------------------------------------------ columns */

@@ -162,6 +162,7 @@ struct mc_coll_result {
   char algorithm[64];
   int loops;
   int64_t flows;
+  int root;               /* broadcast / reduce: the root's position in the communicator */
 };
 
 /* Build the platform, run the collective (starts the process's engine). 0 or an npu_err. */
@@ -178,7 +179,11 @@ double *mc_alltoallv_matrix(int p, double bytes);
  * of one operation on one communicator (a size sweep when n > 1). arch is the system's label:
  * the --arch value, or for a scenario the system's name (cluster, else node, else chip name).
  */
-void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out);
+void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, const char *dtype, struct npu_buf *out);
+/* The element types of the table's count column, as nccl-tests names them (-d): bytes of one
+ * element of `name`, 0 if unknown; and the names. dtype NULL in mc_coll_text: float. */
+int mc_coll_dtype_bytes(const char *name);
+const char *const *mc_coll_dtype_names(int *n);
 void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out);
 
 /* The system's name: cluster.name, else node.name, else chip.name. Lives as long as sys. */

@@ -77,7 +77,7 @@ static void json(const struct scn_scenario *s, struct npu_buf *out)
 
 static void text(const struct scn_scenario *s, struct npu_buf *out)
 {
-  mc_coll_text(mc_system_name(&C(s)->job.sys), &C(s)->res, 1, out);
+  mc_coll_text(mc_system_name(&C(s)->job.sys), &C(s)->res, 1, NULL, out);
 }
 
 static void set_display(struct scn_scenario *s, const char *name)

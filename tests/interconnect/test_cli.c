@@ -110,8 +110,11 @@ Test(cli, sweep_table_like_nccl_tests)
                                   "--ranks", "16", "--arch", "atlas-800t-a2", "--set",
                                   "cluster.nodes=2", NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert(strstr(r.out, "#       size(B)       time(us)  algbw(GB/s)  busbw(GB/s)  loops  algorithm\n"),
+  cr_assert(strstr(r.out, "#       size(B)         count      type   redop    root       time(us)  algbw(GB/s)  "
+                          "busbw(GB/s)  loops  algorithm\n"),
             "%s", r.out);
+  cr_assert(strstr(r.out, " 256     float    none      -1 ") != NULL, "1 KiB = 256 floats: %s", r.out);
+  cr_assert(strstr(r.out, "# Avg bus bandwidth    : ") != NULL, "%s", r.out);
   cr_assert(strstr(r.out, "           1024 "), "%s", r.out);
   cr_assert(strstr(r.out, "          16384 "), "%s", r.out);
   cr_assert(strstr(r.out, "hierarchical(mesh+pairwise)\n"), "%s", r.out);

@@ -128,9 +128,11 @@ Test(features, selection_follows_hccl)
   static const char *const four[] = {"cluster.nodes=4", NULL};
   static const char *const big[] = {"cluster.nodes=512", "cluster.scaleout.tiers=3", NULL};
   static const char *const three[] = {"cluster.nodes=3", NULL};
-  /* one server: mesh, one-shot up to 256 KiB */
+  /* one server: mesh; one-shot for small AllReduces (up to 256 KiB where it costs less than
+   * two-shot: at 16 KiB, not at 256 KiB) */
   cr_assert_str_eq(plan_name("atlas-800t-a2", NULL, 8, 8, IC_OP_ALLREDUCE, 1 << 30), "mesh");
-  cr_assert_str_eq(plan_name("atlas-800t-a2", NULL, 8, 8, IC_OP_ALLREDUCE, 256 << 10), "mesh(one-shot)");
+  cr_assert_str_eq(plan_name("atlas-800t-a2", NULL, 8, 8, IC_OP_ALLREDUCE, 16 << 10), "mesh(one-shot)");
+  cr_assert_str_eq(plan_name("atlas-800t-a2", NULL, 8, 8, IC_OP_ALLREDUCE, 256 << 10), "mesh");
   cr_assert_str_eq(plan_name("atlas-800t-a2", NULL, 8, 8, IC_OP_ALLGATHER, 1 << 30), "mesh");
   /* servers: pipeline from 1 MiB AllReduce slices (S/p) and 32 KiB RS/AG chunks */
   cr_assert_str_eq(plan_name("atlas-800t-a2", four, 32, 32, IC_OP_ALLREDUCE, 32 * MIB), "pipeline(mesh+ring)");
