@@ -173,13 +173,12 @@ static int ovl_sys(struct wl_program *j, int factor)
   double inj = n->link.bw_bytes_per_s * n->link.ports * n->link_efficiency.value;
   double take = fmin(factor * inj, 0.5 * sys->chip.hbm.bw_bytes_per_s);
   if (!(take > 0)) return 0;
+  double left = sys->chip.hbm.bw_bytes_per_s - take;
   for (int i = 0; i < j->nslow_sys; i++)
-    if (j->slow_hbm[i] == take) return i + 1;
+    if (j->slow_sys[i].chip.hbm.bw_bytes_per_s == left) return i + 1;
   j->slow_sys = npu_xrealloc(j->slow_sys, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_sys);
-  j->slow_hbm = npu_xrealloc(j->slow_hbm, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_hbm);
   j->slow_sys[j->nslow_sys] = *sys;
-  j->slow_sys[j->nslow_sys].chip.hbm.bw_bytes_per_s -= take;
-  j->slow_hbm[j->nslow_sys] = take;
+  j->slow_sys[j->nslow_sys].chip.hbm.bw_bytes_per_s = left;
   return ++j->nslow_sys;
 }
 
@@ -222,7 +221,7 @@ static void tp_overlap_pairs(struct wl_program *j, int first, int end)
     const struct wl_item *it = &j->items[i];
     if (!it->coll || it->cat != WL_CAT_TP || it->hide >= 0) continue;
     enum ic_op op = j->colls[it->index].op;
-    int g = -1;
+    int g;
     if (op == IC_OP_ALLGATHER) {
       g = i + 1;
       if (g < end && item_is_op(j, g, "quantize")) g++;

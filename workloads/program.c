@@ -365,7 +365,6 @@ void wl_program_destroy(struct wl_program *p)
   free(p->kernels);
   free(p->colls);
   free(p->slow_sys);
-  free(p->slow_hbm);
   free(p->optim);
   free(p->stage_params);
   free(p->stage_eparams);

@@ -121,7 +121,6 @@ struct wl_program {
   int ncolls, cap_colls;
   struct arch_system *slow_sys; /* [nslow_sys] the system with HBM bandwidth taken by overlapped
                                    TP collectives (plan.tp_overlap): what wl_kernel.sys names */
-  double *slow_hbm;             /* [nslow_sys] the bandwidth each takes, bytes/s */
   int nslow_sys;
   struct wl_seg seg[WL_SEG_KINDS];
   struct wl_expert_cost *experts; /* costed expert buckets (see wl__expert_cost) */
