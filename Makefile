@@ -1,7 +1,8 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    install what is missing, build, run the default scenario
 #   make test   install what is missing, build, run every test through ctest
-# Also: make test-sanitize (the suite under ASan + UBSan), make golden (rewrite the golden
+# Also: make install [PREFIX=/usr/local] (the executable and the kernel API for out-of-tree
+# kernels, with pkg-config's npusim-kernel.pc: docs/KERNELS.md), make test-sanitize (the suite under ASan + UBSan), make golden (rewrite the golden
 # figures beside every scenario from what the code computes now: review the diff), make build,
 # make clean.
 
@@ -10,7 +11,9 @@ BUILD_SAN ?= build-sanitize
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-sanitize golden bench clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build run test test-sanitize golden bench clean install
 
 all: build
 
@@ -23,6 +26,9 @@ build: deps
 
 run: build
 	$(BUILD)/cli/npusim run scenarios/default.cfg
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

@@ -19,6 +19,9 @@ struct npu_cmd {
   const char *usage;   /* full help text for `npusim help NAME` */
   /* Run with argv[0] == name. Returns 0 or a negative npu_err with diag filled. */
   int (*run)(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag);
+  /* Optional: --help anywhere in the arguments calls this (argv as for run) instead of printing
+   * usage, for help that depends on the arguments (`npusim kernel gemm --help`). */
+  int (*help)(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag);
 };
 
 extern const struct npu_cmd npu_cmd_arch;

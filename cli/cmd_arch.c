@@ -371,4 +371,4 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
 }
 
 const struct npu_cmd npu_cmd_arch = {"arch", "hardware presets and descriptions, with derived peaks",
-                                     usage, run};
+                                     usage, run, NULL};

@@ -253,5 +253,4 @@ const struct npu_cmd npu_cmd_calibrate = {
     .name = "calibrate",
     .summary = "fit a preset's calibration knobs to microbenchmark data, with residuals",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

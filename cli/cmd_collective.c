@@ -293,4 +293,4 @@ out:
 
 const struct npu_cmd npu_cmd_collective = {
     "collective", "simulate a collective on a cluster: time, algbw, busbw (nccl-tests style)",
-    usage, run};
+    usage, run, NULL};

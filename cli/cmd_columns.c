@@ -54,4 +54,4 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
 }
 
 const struct npu_cmd npu_cmd_columns = {"columns", "every output column of each kind of scenario, with unit and meaning",
-                                        usage, run};
+                                        usage, run, NULL};

@@ -29,4 +29,4 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
 }
 
 const struct npu_cmd npu_cmd_keys = {"keys", "every key of a scenario file, with type, default and meaning", usage,
-                                     run};
+                                     run, NULL};

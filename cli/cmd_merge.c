@@ -138,5 +138,4 @@ const struct npu_cmd npu_cmd_merge = {
     .name = "merge",
     .summary = "combine the shard results of a sweep into one CSV, checking gaps and overlaps",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

@@ -403,5 +403,4 @@ const struct npu_cmd npu_cmd_plan = {
     .name = "plan",
     .summary = "search the parallel plans of a training scenario: prune, run, rank",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

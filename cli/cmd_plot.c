@@ -290,5 +290,4 @@ const struct npu_cmd npu_cmd_plot = {
     .name = "plot",
     .summary = "plot a metric of sweep results against a swept key (through gnuplot)",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

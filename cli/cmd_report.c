@@ -233,5 +233,4 @@ const struct npu_cmd npu_cmd_report = {
     .name = "report",
     .summary = "summarise sweep results: failures, the best point by a metric, a Pareto front",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

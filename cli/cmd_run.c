@@ -103,5 +103,4 @@ const struct npu_cmd npu_cmd_run = {
     .name = "run",
     .summary = "run a scenario: a training step, an RL iteration, a kernel or a collective",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

@@ -208,8 +208,7 @@ const struct npu_cmd npu_cmd_sweep = {
     .name = "sweep",
     .summary = "run a sweep file's points (one process each) into a CSV; resumable; MPI, shards",
     .usage = usage,
-    .run = run,
-};
+    .run = run};
 
 /* ------------------------------------------------------------ npusim run A.cfg B.cfg --csv */
 

@@ -548,5 +548,4 @@ const struct npu_cmd npu_cmd_validate = {
     .name = "validate",
     .summary = "run the validation scenarios: predicted vs published, with errors",
     .usage = usage,
-    .run = run,
-};
+    .run = run};

@@ -2,6 +2,7 @@
  * main.c - npusim's entry point: dispatches subcommands, prints help and version, and turns
  * a command's status into the exit status (0 ok, 2 bad input, 1 internal failure).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,16 +97,16 @@ int main(int argc, char **argv)
   }
   const struct npu_cmd *c = find_command(cmd);
   if (!c) return unknown_command(cmd);
-  for (int i = 2; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      fputs(c->usage, stdout);
-      return 0;
-    }
+  bool help = false;
+  for (int i = 2; i < argc && !help; i++) help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+  if (help && !c->help) {
+    fputs(c->usage, stdout);
+    return 0;
   }
   struct npu_buf out = {0};
   struct npu_diag diag;
   npu_diag_clear(&diag);
-  int rc = c->run(argc - 1, argv + 1, &out, &diag);
+  int rc = (help ? c->help : c->run)(argc - 1, argv + 1, &out, &diag);
   if (rc == 0) {
     fwrite(npu_buf_str(&out), 1, out.len, stdout);
     if (fflush(stdout) != 0) rc = NPU_EIO;

@@ -972,6 +972,43 @@ int npu_cfg_finish(struct npu_cfg *cfg, struct npu_diag *diag)
   return 0;
 }
 
+/* ------------------------------------------------------------------ paths in values */
+
+static bool is_file(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void dir_of(const char *file, char *out, size_t n)
+{
+  const char *slash = strrchr(file, '/');
+  if (!slash) snprintf(out, n, ".");
+  else if (slash == file) snprintf(out, n, "/");
+  else snprintf(out, n, "%.*s", (int)(slash - file), file);
+}
+
+bool npu_cfg_resolve_path(const struct npu_cfg *cfg, const char *key, const char *name, char *shown, size_t nshown,
+                          char *path, size_t npath)
+{
+  const struct npu_origin *o = npu_cfg_origin(cfg, key);
+  char dir[1024];
+  if (name[0] == '/' || !o || o->kind != NPU_ORIGIN_FILE) {
+    return snprintf(shown, nshown, "%s", name) < (int)nshown && snprintf(path, npath, "%s", name) < (int)npath;
+  }
+  dir_of(o->file, dir, sizeof dir);
+  int len = strcmp(dir, ".") == 0 ? snprintf(shown, nshown, "%s", name)
+                                  : snprintf(shown, nshown, "%s/%s", dir, name);
+  if (len >= (int)nshown || snprintf(path, npath, "%s", shown) >= (int)npath) return false;
+  if (o->file[0] != '/' && !is_file(o->file)) {
+    char rooted[2048];
+    const char *root = cfg->display_root ? cfg->display_root : "./"; /* with its trailing '/' */
+    if (snprintf(rooted, sizeof rooted, "%s%s", root, o->file) < (int)sizeof rooted && is_file(rooted))
+      return snprintf(path, npath, "%s%s", root, shown) < (int)npath;
+  }
+  return true;
+}
+
 bool npu_cfg_section_present(const struct npu_cfg *cfg, const char *section)
 {
   int sec = find_section(cfg, section, strlen(section));

@@ -145,6 +145,16 @@ int npu_cfg_finish(struct npu_cfg *cfg, struct npu_diag *diag);
 /* Whether a section was given (by file, preset or --set). */
 bool npu_cfg_section_present(const struct npu_cfg *cfg, const char *section);
 
+/*
+ * A file named by the value of key: *shown* as messages name it, *path* the file to open. A
+ * relative name is taken relative to the directory of the file that set the key (as @include
+ * and section presets are); that file is recorded as it is displayed (relative to the display
+ * root when it lay under it), so the display root is tried when it is not found as shown. An
+ * absolute name, or one set on the command line, is taken as it is. False when a buffer is short.
+ */
+bool npu_cfg_resolve_path(const struct npu_cfg *cfg, const char *key, const char *name, char *shown, size_t nshown,
+                          char *path, size_t npath);
+
 /* Where a key's value came from; NULL if key is not a parameter. Lives as long as cfg. */
 const struct npu_origin *npu_cfg_origin(const struct npu_cfg *cfg, const char *key);
 

@@ -16,6 +16,7 @@
 #include "report/columns.h"
 #include "common/units.h"
 #include "micro/micro_int.h"
+#include "ops/plugin.h"
 
 /* ------------------------------------------------------------------ the kernel section */
 
@@ -38,6 +39,9 @@ static const struct npu_param params[] = {
      "seed of the generated inputs (reported)"},
     {"kernel.functional", NPU_PT_BOOL, NPU_PARAM_OFF(functional), 0, "false", 0, 0, 0, NULL,
      "also compute real data and check it against the host reference"},
+    {"kernel.load", NPU_PT_STRING, NPU_PARAM_OFF(load), NPU_PARAM_SZ(load), "", 0, 0, 0, NULL,
+     "a kernel plugin (shared object, docs/KERNELS.md) providing kernel.op, relative to this file; its parameters "
+     "that no built-in operator has go in kernel.args"},
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
@@ -80,7 +84,7 @@ static enum npu_ptype cfg_type(enum op_ptype t)
 static struct mc_kparams *kparams_create(void)
 {
   size_t nops;
-  const struct op_desc *const *ops = op_all(&nops);
+  const struct op_desc *const *ops = op_builtins(&nops); /* the keys never depend on what was loaded */
   size_t cap = 0;
   for (size_t i = 0; i < nops; i++) cap += (size_t)ops[i]->nparams;
   struct mc_kparams *kp = npu_xcalloc(1, sizeof *kp);
@@ -308,6 +312,13 @@ int mc_kernel_finish(struct mc_kernel_job *job, struct npu_diag *diag)
   if (rc) return rc;
   if (!npu_cfg_section_present(job->cfg, "kernel"))
     return npu_diag_set(diag, job->path, 0, "kernel", "the scenario has no kernel section"), NPU_ECONFIG;
+  if (job->spec.load[0]) {
+    char shown[1024], path[2048];
+    struct npu_diag d;
+    if (!npu_cfg_resolve_path(job->cfg, "kernel.load", job->spec.load, shown, sizeof shown, path, sizeof path))
+      return npu_cfg_fail(job->cfg, diag, "kernel.load", "the path is too long");
+    if (op_plugin_load(path, "kernel.load", &d)) return npu_cfg_fail(job->cfg, diag, "kernel.load", "%s: %s", shown, d.msg);
+  }
   job->op = op_find(job->spec.op);
   if (!job->op) {
     size_t n;

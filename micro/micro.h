@@ -43,11 +43,12 @@ void mc_tables_destroy(struct mc_tables *t);
 
 /* The fixed keys of the kernel section. */
 struct mc_kernel_spec {
-  char op[32];            /* operator name (npusim kernel list) */
+  char op[48];            /* operator name (npusim kernel list) */
   char args[1024];        /* "name=value ..." operator arguments */
   int fidelity;           /* enum core_fidelity */
   int seed;               /* input generator seed, >= 1 */
   bool functional;        /* also compute real data and check it */
+  char load[512];         /* kernel plugin to load first ("" none) */
 };
 
 struct mc_kparams;        /* the kernel.<param> keys, generated from the operator registry */

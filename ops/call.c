@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -47,10 +48,10 @@ void op_call_init_at(struct op_call *c, const char *name, const char *file, int 
   if (!c->desc) {
     size_t n;
     const struct op_desc *const *all = op_all(&n);
-    const char *names[64];
-    NPU_ASSERT(n <= 64);
+    const char **names = npu_xcalloc(n, sizeof *names);
     for (size_t i = 0; i < n; i++) names[i] = all[i]->name;
     const char *s = npu_suggest(name, names, n);
+    free(names);
     if (s)
       fail(c, NULL, "unknown operator '%s'; did you mean '%s'?", name, s);
     else

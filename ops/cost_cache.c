@@ -1,5 +1,6 @@
 /* cost_cache.c - memo and cache file of operator costs; see cost_cache.h. */
 #include "ops/cost_cache.h"
+#include "ops/plugin.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -373,7 +374,10 @@ int op_cost_get(struct op_cache *c, const struct op_desc *d, const struct op_arg
 {
   char args[1024], key[1400];
   op_args_format(d, a, args, sizeof args);
-  snprintf(key, sizeof key, "%s %s fidelity=%s arch=%016" PRIx64, d->name, args,
+  /* a loaded operator is keyed by its file's contents too: a rebuilt plugin never reuses old costs */
+  char origin[24] = "";
+  if (op_origin_hash(d)) snprintf(origin, sizeof origin, "@%016" PRIx64, op_origin_hash(d));
+  snprintf(key, sizeof key, "%s%s %s fidelity=%s arch=%016" PRIx64, d->name, origin, args,
            f == CORE_FIDELITY_EVENT ? "event" : "analytic", arch_chip_fingerprint(sys));
   const struct entry *e = find(c, key);
   if (e) {

@@ -25,16 +25,25 @@ static const struct op_desc *const registry[] = {
 #undef OP__ENTRY
 };
 
-const struct op_desc *const *op_all(size_t *n)
+const struct op_desc *const *op_builtins(size_t *n)
 {
   *n = sizeof registry / sizeof registry[0];
   return registry;
 }
 
+/* The built-in operators, then the loaded ones (plugin.c keeps the combined list). */
+const struct op_desc *const *op_all(size_t *n)
+{
+  const struct op_desc *const *all = op__plugin_all(n);
+  return all ? all : op_builtins(n);
+}
+
 const struct op_desc *op_find(const char *name)
 {
-  for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
-    if (strcmp(registry[i]->name, name) == 0) return registry[i];
+  size_t n;
+  const struct op_desc *const *all = op_all(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;
 }
 
@@ -165,6 +174,27 @@ int op_args_parse(const struct op_desc *d, struct op_args *a, const char *const 
     if (!d->params[i].def && !given[i])
       return npu_diag_set(diag, "command line", 0, NULL, "'%s' needs --%s (%s)", d->name,
                           d->params[i].name, d->params[i].desc);
+  return 0;
+}
+
+int op__check_params(const struct op_desc *d, struct npu_diag *diag)
+{
+  if (d->nparams < 0 || d->nparams > OP_MAX_PARAMS || (d->nparams && !d->params))
+    return npu_diag_set(diag, NULL, 0, d->name, "%d parameters (at most %d, with a table)", d->nparams, OP_MAX_PARAMS);
+  for (int i = 0; i < d->nparams; i++) {
+    const struct op_param *p = &d->params[i];
+    if (!p->name || !p->name[0] || strlen(p->name) >= 48 || !p->desc)
+      return npu_diag_set(diag, NULL, 0, d->name, "parameter %d has no name (under 48 characters) or no description", i);
+    if ((int)p->type < OP_P_DIM || p->type > OP_P_REAL || (p->type == OP_P_CHOICE && (!p->choices || !p->choices[0])))
+      return npu_diag_set(diag, NULL, 0, d->name, "parameter '%s' has an unknown type or no choices", p->name);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(d->params[j].name, p->name))
+        return npu_diag_set(diag, NULL, 0, d->name, "parameter '%s' is declared twice", p->name);
+    struct op_args a;
+    struct npu_diag why;
+    if (p->def && parse_one(d, &a, i, p->def, &why))
+      return npu_diag_set(diag, NULL, 0, d->name, "the default of parameter '%s' does not parse: %s", p->name, why.msg);
+  }
   return 0;
 }
 

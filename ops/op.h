@@ -100,9 +100,12 @@ struct op_desc {
   struct op_bwd bwd;            /* how a training step costs this operator's backward */
 };
 
-/* The operator registry. */
+/* The operator registry: the built-in operators, then those loaded from kernel plugins
+ * (ops/plugin.h). op_builtins lists the built-in ones alone: what must not depend on which
+ * plugins a process loaded before (the keys a scenario accepts) reads that. */
 const struct op_desc *op_find(const char *name);
 const struct op_desc *const *op_all(size_t *n);
+const struct op_desc *const *op_builtins(size_t *n);
 
 /* Parameter lookup by name (-1 if none); typed access to parsed arguments by name. */
 int op_param_index(const struct op_desc *d, const char *name);

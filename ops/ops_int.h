@@ -26,6 +26,13 @@
 OPS_LIST(OP__DECLARE)
 #undef OP__DECLARE
 
+/* The combined list of operators once a plugin has been loaded (plugin.c; NULL before). */
+const struct op_desc *const *op__plugin_all(size_t *n);
+
+/* 0, or NPU_ECONFIG naming the first parameter of d's table that is malformed (no name, an
+ * unknown type, a name given twice, a default its own parser refuses). */
+int op__check_params(const struct op_desc *d, struct npu_diag *diag);
+
 /* Backward rule shared by operators whose backward is costed by the forward call unchanged
  * (one input-gradient call, a copy of fwd); see struct op_bwd. */
 int op__bwd_same(const struct op_call *fwd, struct op_call *out, enum op_grad *grad);

@@ -43,9 +43,8 @@
 #include "formats/formats.h"
 #include "memory/ub.h"
 #include "ops/ops_int.h"
+#include "ops/vec.h"
 
-#define VX_REP 64u        /* fp32 elements per repeat */
-#define VX_REP_BYTES 256u /* bytes per repeat */
 #define VX_NOADDR UINT64_MAX /* "no buffer" for optional UB scratch arguments */
 #define VX_RED_GROUP 248u /* rows per dense-output reduction instruction (<= 255, a multiple of 8
                              so that the next dense output stays 32-byte aligned) */
@@ -57,29 +56,11 @@
 
 /* ------------------------------------------------------------------ chip */
 
-/* Vector cores a VECTOR launch can use. */
-static inline int vx_cores(const struct arch_chip *c)
-{
-  return c->org == ARCH_ORG_SPLIT ? c->aiv_count : c->aic_count;
-}
-
-/* UB bytes of one vector core. */
-static inline uint64_t vx_ub_bytes(const struct arch_chip *c)
-{
-  return c->buf[ARCH_BUF_UB].size_bytes;
-}
-
 /* Whether the chip converts to and from fp8 (the 950 generation): taken from its cube, whose fp8
  * inputs come with the vector conversions that produce them. */
 static inline bool vx_has_fp8(const struct arch_chip *c)
 {
   return c->cube.macs_per_cycle[NPU_DT_FP8_E4M3] > 0;
-}
-
-/* Bytes per element of a type of at least 8 bits. */
-static inline uint32_t vx_es(enum npu_dtype t)
-{
-  return (uint32_t)npu_dtype_bits(t) / 8;
 }
 
 static inline uint64_t vx_min64(uint64_t a, uint64_t b)
@@ -99,115 +80,6 @@ struct vx_unit {
 static inline struct vx_unit *vx_unit(struct core_tp *t)
 {
   return core_unit_ctx(t);
-}
-
-/* ------------------------------------------------------------------ vector instructions */
-
-/* A vector instruction of op on dtype: full mask, dense blocks and repeats. */
-static inline struct core_vec vx_v(enum core_vec_op op, enum npu_dtype dt)
-{
-  return (struct core_vec){.op = (uint8_t)op, .dtype = (uint8_t)dt, .dst_dtype = (uint8_t)dt, .repeat = 1,
-                           .dst_blk = 1, .src0_blk = 1, .src1_blk = 1, .dst_rep = 8, .src0_rep = 8,
-                           .src1_rep = 8, .mask = {~0ull, ~0ull}};
-}
-
-/* Mask of the first n elements of a repeat. */
-static inline void vx_mask(struct core_vec *v, uint32_t n)
-{
-  v->mask[0] = n >= 64 ? ~0ull : (1ull << n) - 1;
-  v->mask[1] = n >= 128 ? ~0ull : n > 64 ? (1ull << (n - 64)) - 1 : 0;
-}
-
-/*
- * Issue v over n elements, per elements to a repeat: full repeats in instructions of at most
- * repeat_max, then one masked repeat for the rest. Each operand advances by its own repeat
- * stride; v's addresses are the first repeat's.
- */
-static inline void vx_issue(struct core_tp *t, struct core_vec v, uint64_t n, uint32_t per)
-{
-  uint64_t rmax = (uint64_t)core_chip(t)->vector.repeat_max;
-  uint64_t full = n / per, rem = n % per;
-  while (full) {
-    uint64_t r = full < rmax ? full : rmax;
-    v.repeat = (uint16_t)r;
-    vx_mask(&v, per);
-    core_vec(t, &v);
-    v.dst += r * v.dst_rep * 32;
-    v.src0 += r * v.src0_rep * 32;
-    v.src1 += r * v.src1_rep * 32;
-    full -= r;
-  }
-  if (rem) {
-    v.repeat = 1;
-    vx_mask(&v, (uint32_t)rem);
-    core_vec(t, &v);
-  }
-}
-
-/* dst = a op b over n dense fp32 elements (add sub mul div max min). */
-static inline void vx_bin(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t n)
-{
-  struct core_vec v = vx_v(op, NPU_DT_FP32);
-  v.dst = dst;
-  v.src0 = a;
-  v.src1 = b;
-  vx_issue(t, v, n, VX_REP);
-}
-
-/* dst = a op s over n dense fp32 elements (adds muls maxs mins). */
-static inline void vx_sc(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t a, double s, uint64_t n)
-{
-  struct core_vec v = vx_v(op, NPU_DT_FP32);
-  v.dst = dst;
-  v.src0 = a;
-  v.scalar = s;
-  vx_issue(t, v, n, VX_REP);
-}
-
-/* dst = op(a) over n dense fp32 elements (exp ln recip sqrt rsqrt abs neg copy). */
-static inline void vx_un(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t a, uint64_t n)
-{
-  struct core_vec v = vx_v(op, NPU_DT_FP32);
-  v.dst = dst;
-  v.src0 = a;
-  vx_issue(t, v, n, VX_REP);
-}
-
-/* dst = value over n dense elements of dt. */
-static inline void vx_dup(struct core_tp *t, enum npu_dtype dt, uint64_t dst, double value, uint64_t n)
-{
-  struct core_vec v = vx_v(CORE_VEC_DUP, dt);
-  v.dst = dst;
-  v.scalar = value;
-  vx_issue(t, v, n, 256 / vx_es(dt));
-}
-
-/* n dense elements from (src, st) to (dst, dt), rounded to nearest even; a copy when the types
- * agree, nothing when the ranges are the same. */
-static inline void vx_cast(struct core_tp *t, uint64_t dst, enum npu_dtype dt, uint64_t src, enum npu_dtype st,
-                           uint64_t n)
-{
-  if (dt == st && dst == src) return;
-  uint32_t is = vx_es(st), os = vx_es(dt);
-  uint32_t per = 256 / (is > os ? is : os);
-  struct core_vec v = vx_v(dt == st ? CORE_VEC_COPY : CORE_VEC_CAST, st);
-  v.dst_dtype = (uint8_t)dt;
-  v.dst = dst;
-  v.src0 = src;
-  v.dst_rep = (uint16_t)(per * os / 32);
-  v.src0_rep = (uint16_t)(per * is / 32);
-  vx_issue(t, v, n, per);
-}
-
-/* Per-row statistics (dense fp32, 8 per block) broadcast to one 32-byte block per row. */
-static inline void vx_brcb(struct core_tp *t, uint64_t dst, uint64_t src, uint32_t rows)
-{
-  struct core_vec v = vx_v(CORE_VEC_BRCB, NPU_DT_FP32);
-  v.dst = dst;
-  v.src0 = src;
-  v.src0_rep = 1;
-  v.dst_rep = 8;
-  vx_issue(t, v, ops_ceil(rows, 8) * 8ull, 8);
 }
 
 /* ------------------------------------------------------------------ row-structured tiles */
@@ -503,26 +375,6 @@ static inline void vx_store_begin(struct core_tp *t, int s)
 static inline void vx_store_end(struct core_tp *t, int s)
 {
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, s);
-}
-
-/* GM [rows x cols] (row stride gm_ld elements) -> UB (row stride ub_ld elements). */
-static inline void vx_load(struct core_tp *t, uint64_t ub, uint64_t gm, enum npu_dtype dt, uint32_t rows,
-                           uint32_t cols, uint64_t gm_ld, uint32_t ub_ld)
-{
-  struct core_tile g = ops_tile(MEM_GM, CORE_ND, dt, gm, rows, cols, (uint32_t)gm_ld);
-  struct core_tile u = ops_tile(MEM_UB, CORE_ND, dt, ub, rows, cols, ub_ld);
-  if (rows == 1) g.ld = u.ld = cols;
-  core_copy(t, &u, &g);
-}
-
-/* UB [rows x cols] (row stride ub_ld) -> GM (row stride gm_ld). */
-static inline void vx_store(struct core_tp *t, uint64_t gm, uint64_t ub, enum npu_dtype dt, uint32_t rows,
-                            uint32_t cols, uint64_t gm_ld, uint32_t ub_ld)
-{
-  struct core_tile g = ops_tile(MEM_GM, CORE_ND, dt, gm, rows, cols, (uint32_t)gm_ld);
-  struct core_tile u = ops_tile(MEM_UB, CORE_ND, dt, ub, rows, cols, ub_ld);
-  if (rows == 1) g.ld = u.ld = cols;
-  core_copy(t, &g, &u);
 }
 
 /* ------------------------------------------------------------------ UB layout */
@@ -872,13 +724,6 @@ static inline int vx_plan_rows(struct vx_rowplan *p, uint64_t rows, uint32_t col
   p->tiles = rows;
   p->ub_bytes = need(ctx, 1, C, p->slots, true);
   return 0;
-}
-
-/* Launch units for nblocks blocks: every vector core, or fewer when there are fewer blocks. */
-static inline int vx_dim(const struct arch_chip *chip, uint64_t nblocks)
-{
-  int c = vx_cores(chip);
-  return nblocks < (uint64_t)c ? (int)nblocks : c;
 }
 
 /* ------------------------------------------------------------------ checks */

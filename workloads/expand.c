@@ -75,8 +75,22 @@ bool wl_cat_is_compute(enum wl_cat c)
 
 /* The index of call c on chip variant sys (0: the system's) among the job's distinct kernels
  * (added when new). */
-static int add_kernel_on(struct wl_program *j, const struct op_call *c, int sys)
+/* Call c as the scenario costs it: c itself, or the same parameters given to the operator that
+ * model.kernels.<op> substitutes for c's (the parameters they share by name and type). */
+static struct op_call substituted(const struct wl_program *j, const struct op_call *c)
 {
+  const char *to = c->desc ? wl_model_kernel_for(&j->model, c->desc->name) : NULL;
+  if (c->err || !to || !strcmp(to, c->desc->name)) return *c;
+  struct op_call n;
+  op_call_init_at(&n, to, c->file, c->line);
+  op_call_copy_given(&n, c);
+  return n;
+}
+
+static int add_kernel_on(struct wl_program *j, const struct op_call *call, int sys)
+{
+  struct op_call sub = substituted(j, call);
+  const struct op_call *c = &sub;
   for (int i = 0; i < j->nkernels; i++)
     if (j->kernels[i].sys == sys && op_call_equal(&j->kernels[i].call, c)) return i;
   if (j->nkernels == j->cap_kernels) {

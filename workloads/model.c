@@ -9,8 +9,23 @@
 
 #include "arch/arch.h"
 #include "common/err.h"
+#include "common/strutil.h"
+#include "ops/op.h"
+#include "ops/plugin.h"
 
 #define NPU_PARAM_STRUCT struct wl_model
+
+enum {
+#define WL__SUBST_ENUM(op) SUBST_##op,
+  WL_SUBST_OPS(WL__SUBST_ENUM)
+#undef WL__SUBST_ENUM
+};
+
+static const char *const subst_names[] = {
+#define WL__SUBST_NAME(op) #op,
+    WL_SUBST_OPS(WL__SUBST_NAME)
+#undef WL__SUBST_NAME
+};
 
 static const char *const norm_names[] = {"rmsnorm", "layernorm", NULL};
 static const char *const act_names[] = {"swiglu", "gelu", NULL};
@@ -68,6 +83,14 @@ static const struct npu_param params[] = {
          "router score function: softmax over the experts or sigmoid per expert (DeepSeek-V3)"),
     NPU_PARAM_INT("model.moe.layer_freq", moe.layer_freq, "1", NPU_PF_POSITIVE,
         "after the dense layers, layer l (from 0) is an MoE layer when l % layer_freq = 0; 1: every one"),
+    NPU_PARAM_STR("model.kernels.load", kernels.load, "",
+        "a kernel plugin (shared object, docs/KERNELS.md) to load, relative to this file; \"\": none"),
+#define WL__SUBST_PARAM(op)                                                                              \
+  NPU_PARAM_STR("model.kernels." #op, kernels.sub[SUBST_##op], "",                                       \
+      "operator that costs every " #op " call of the step, with the parameters it shares by name and type " \
+      "(a fusion what-if); \"\": " #op " itself"),
+    WL_SUBST_OPS(WL__SUBST_PARAM)
+#undef WL__SUBST_PARAM
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
@@ -117,9 +140,60 @@ static int mla_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *
   return 0;
 }
 
+const char *wl_model_kernel_for(const struct wl_model *m, const char *op)
+{
+  for (int i = 0; i < WL_NSUBST; i++)
+    if (m->kernels.sub[i][0] && !strcmp(subst_names[i], op)) return m->kernels.sub[i];
+  return op;
+}
+
+/* model.kernels: load the plugin (a path relative to the file that names it), then check that
+ * every substitute exists and can be called with what the replaced operator's calls give: each
+ * of its required parameters is one of the replaced operator's, of the same type. */
+static int kernels_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag)
+{
+  if (m->kernels.load[0]) {
+    char shown[1024], path[2048];
+    if (!npu_cfg_resolve_path(cfg, "model.kernels.load", m->kernels.load, shown, sizeof shown, path, sizeof path))
+      return npu_cfg_fail(cfg, diag, "model.kernels.load", "the path is too long");
+    struct npu_diag d;
+    if (op_plugin_load(path, "model.kernels.load", &d))
+      return npu_cfg_fail(cfg, diag, "model.kernels.load", "%s: %s", shown, d.msg);
+  }
+  for (int i = 0; i < WL_NSUBST; i++) {
+    const char *to = m->kernels.sub[i];
+    if (!to[0]) continue;
+    char key[64];
+    snprintf(key, sizeof key, "model.kernels.%s", subst_names[i]);
+    const struct op_desc *d = op_find(to), *from = op_find(subst_names[i]);
+    NPU_ASSERT(from);
+    if (!d) {
+      size_t n;
+      const struct op_desc *const *all = op_all(&n);
+      const char **names = npu_xcalloc(n, sizeof *names);
+      for (size_t k = 0; k < n; k++) names[k] = all[k]->name;
+      const char *s = npu_suggest(to, names, n);
+      free(names);
+      if (s) return npu_cfg_fail(cfg, diag, key, "unknown operator '%s'; did you mean '%s'?", to, s);
+      return npu_cfg_fail(cfg, diag, key, "unknown operator '%s'%s (see 'npusim kernel list')", to,
+                          m->kernels.load[0] ? "" : "; a kernel plugin needs model.kernels.load");
+    }
+    for (int p = 0; p < d->nparams; p++) {
+      if (d->params[p].def) continue;
+      int q = op_param_index(from, d->params[p].name);
+      if (q < 0 || from->params[q].type != d->params[p].type)
+        return npu_cfg_fail(cfg, diag, key, "'%s' needs parameter '%s', which %s calls do not give%s", to,
+                            d->params[p].name, subst_names[i], q < 0 ? "" : " with that type");
+    }
+  }
+  return 0;
+}
+
 int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag)
 {
-  int rc = mla_finish(cfg, m, diag);
+  int rc = kernels_finish(cfg, m, diag);
+  if (rc) return rc;
+  rc = mla_finish(cfg, m, diag);
   if (rc) return rc;
   if (!m->kv_heads) m->kv_heads = m->heads;
   if (m->heads % m->kv_heads)

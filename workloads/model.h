@@ -27,6 +27,15 @@ enum wl_attn { WL_ATTN_FLASH, WL_ATTN_STANDARD };
  * (DeepSeek-V3, Pangu Ultra MoE). */
 enum wl_score { WL_SCORE_SOFTMAX, WL_SCORE_SIGMOID };
 
+/* The built-in operators a training step calls, which model.kernels.<op> can replace. */
+#define WL_SUBST_OPS(XX)                                                                    \
+  XX(gemm) XX(grouped_gemm) XX(rms_norm) XX(layer_norm) XX(swiglu) XX(rope) XX(flash_attention) \
+  XX(softmax) XX(dropout) XX(cross_entropy) XX(quantize) XX(moe_gating) XX(moe_permute)         \
+  XX(moe_unpermute) XX(adamw)
+
+#define WL__SUBST_COUNT(op) +1
+#define WL_NSUBST (0 WL_SUBST_OPS(WL__SUBST_COUNT))
+
 struct wl_model {
   char name[WL_NAME_MAX];
   char title[WL_NAME_MAX];
@@ -74,7 +83,17 @@ struct wl_model {
     int layer_freq;         /* after the dense layers, layer l is MoE when l % layer_freq == 0
                                (Megatron --moe-layer-freq, Hugging Face moe_layer_freq); 1: all */
   } moe;
+  /* operator substitution (operator fusion as a what-if): every call the step makes of built-in
+   * operator WL_SUBST_OPS[i] is costed by operator sub[i] instead ("" keeps it), with the
+   * parameters the two share by name and type; load names a kernel plugin (ops/plugin.h) */
+  struct {
+    char load[512];         /* model.kernels.load: a shared object; "" none */
+    char sub[WL_NSUBST][48];
+  } kernels;
 };
+
+/* The operator that costs calls of built-in operator op under m: op itself unless substituted. */
+const char *wl_model_kernel_for(const struct wl_model *m, const char *op);
 
 /* The "model" section's table (target: struct wl_model). */
 const struct npu_table *wl_model_table(void);

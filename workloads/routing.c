@@ -95,48 +95,6 @@ void wl_routing_release(struct wl_routing_cfg *c)
 
 /* ---------------------------------------------------------------- the profile file */
 
-static bool is_file(const char *path)
-{
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static void dir_of(const char *file, char *out, size_t n)
-{
-  const char *slash = strrchr(file, '/');
-  if (!slash) snprintf(out, n, ".");
-  else if (slash == file) snprintf(out, n, "/");
-  else snprintf(out, n, "%.*s", (int)(slash - file), file);
-}
-
-/*
- * Where routing.profile points: *shown* as messages name it, *path* the file to read. A
- * relative name is taken relative to the directory of the file that set the key. The loader
- * records that file as it displays it: relative to the working directory as given, or relative
- * to the source tree when it lay under it (npu_cfg_set_display_root(arch_source_root()), as
- * wl_job_load does); the source tree is tried when the file is not found as shown.
- */
-static bool resolve_profile(const struct npu_cfg *cfg, const char *name, char *shown, size_t nshown,
-                            char *path, size_t npath)
-{
-  const struct npu_origin *o = npu_cfg_origin(cfg, "routing.profile");
-  char dir[1024];
-  if (name[0] == '/' || !o || o->kind != NPU_ORIGIN_FILE) {
-    return snprintf(shown, nshown, "%s", name) < (int)nshown && snprintf(path, npath, "%s", name) < (int)npath;
-  }
-  dir_of(o->file, dir, sizeof dir);
-  int len = strcmp(dir, ".") == 0 ? snprintf(shown, nshown, "%s", name)
-                                  : snprintf(shown, nshown, "%s/%s", dir, name);
-  if (len >= (int)nshown || snprintf(path, npath, "%s", shown) >= (int)npath) return false;
-  if (o->file[0] != '/' && !is_file(o->file)) {
-    char rooted[2048];
-    if (snprintf(rooted, sizeof rooted, "%s/%s", arch_source_root(), o->file) < (int)sizeof rooted &&
-        is_file(rooted))
-      return snprintf(path, npath, "%s/%s", arch_source_root(), shown) < (int)npath;
-  }
-  return true;
-}
-
 /* Split a line into fields separated by blanks or commas, keeping the first 2; '#' starts a
  * comment. Returns how many fields there are. */
 static int split_fields(char *line, char *f[2])
@@ -183,7 +141,7 @@ static int read_profile(struct npu_cfg *cfg, struct wl_routing_cfg *c, const str
   if (!c->profile[0])
     return npu_cfg_fail(cfg, diag, PKEY, "routing.distribution \"profile\" needs routing.profile, a file of "
                         "the %d experts' relative loads", E);
-  if (!resolve_profile(cfg, c->profile, c->profile_path, sizeof c->profile_path, path, sizeof path))
+  if (!npu_cfg_resolve_path(cfg, "routing.profile", c->profile, c->profile_path, sizeof c->profile_path, path, sizeof path))
     return npu_cfg_fail(cfg, diag, PKEY, "the profile's path is too long");
   FILE *f = fopen(path, "r");
   if (!f)
