@@ -3,9 +3,12 @@
  * optionally functional with a reference check) and print time, achieved rates, pipe ratios
  * and the bottleneck.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "arch/arch.h"
@@ -14,8 +17,10 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "common/units.h"
+#include "formats/formats.h"
 #include "micro/micro.h"
 #include "ops/op.h"
+#include "ops/parity.h"
 #include "ops/plugin.h"
 #include "report/chrome.h"
 
@@ -24,7 +29,8 @@ static const char usage[] =
     "       npusim kernel OP --help [--load FILE]...\n"
     "       npusim kernel OP [--PARAM VALUE]... [--arch PRESET|FILE] [--set KEY=VALUE]...\n"
     "                        [--fidelity event|analytic] [--functional] [--seed N] [--json]\n"
-    "                        [--trace FILE] [--load FILE]...\n"
+    "                        [--trace FILE] [--load FILE]... [--dump DIR] [--golden TENSOR=FILE]\n"
+    "       npusim kernel OP [--PARAM VALUE]... --parity [--arch ...] [--seed N] [--json]\n"
     "\n"
     "Runs operator OP (see 'npusim kernel list' for the operators, 'npusim kernel OP --help' for\n"
     "one operator's parameters) on the chip model and prints its time, achieved FLOP/s and GM\n"
@@ -39,7 +45,16 @@ static const char usage[] =
     "  --json             print JSON: .time_s, .achieved_flops_per_s, .bottleneck, .pipes.<ratio>\n"
     "  --trace FILE       write a Chrome trace (Perfetto) of every instruction (event fidelity)\n"
     "  --load FILE        load the operators of a kernel plugin (a shared object built against\n"
-    "                     `pkg-config --cflags npusim-kernel`; see docs/KERNELS.md), repeatable\n";
+    "                     `pkg-config --cflags npusim-kernel`; see docs/KERNELS.md), repeatable\n"
+    "  --dump DIR         functional: write every tensor as the kernels left it, DIR/NAME.bin (raw\n"
+    "                     elements of its type) and DIR/tensors.txt (name, dtype, elements)\n"
+    "  --golden T=FILE    functional: compare tensor T with FILE (raw elements of T's type, as\n"
+    "                     --dump writes them): wrong / total beyond --atol A + --rtol R |golden|\n"
+    "                     (default 1e-3 each); any wrong element exits 1\n"
+    "  --parity           run the operator's parity cases (batch size, tiling, split-K, cores; see\n"
+    "                     docs/KERNELS.md) functionally and report which change the output bits\n"
+    "\n"
+    "Exit status: 0 done, 1 a functional or golden check failed (or an I/O error), 2 bad input.\n";
 
 /* Load the plugins named by --load FILE / --load=FILE and take those arguments out of argv
  * (argc shrinks). 0 or NPU_ECONFIG / NPU_EINVAL with diag. */
@@ -175,6 +190,118 @@ static int list(int argc, char **argv, struct npu_buf *out, struct npu_diag *dia
   return 0;
 }
 
+/* --parity, --dump, --golden and their tolerances. */
+struct extras {
+  bool parity, done;
+  const char *dump, *golden;   /* DIR; TENSOR=FILE */
+  double rtol, atol;
+  char tensor[64];             /* --golden's tensor */
+  void *golden_data;           /* --golden's file */
+  size_t golden_bytes;
+};
+
+/* Before anything runs: --dump's directory exists (or is made), --golden's file is read. */
+static int extras_prepare(struct extras *x, struct npu_diag *diag)
+{
+  if (x->dump && mkdir(x->dump, 0777) != 0 && errno != EEXIST)
+    return npu_diag_set(diag, x->dump, 0, "--dump", "cannot create the directory: %s", strerror(errno)), NPU_EIO;
+  if (!x->golden) return 0;
+  const char *eq = strchr(x->golden, '=');
+  if (!eq || eq == x->golden || !eq[1] || (size_t)(eq - x->golden) >= sizeof x->tensor)
+    return npu_diag_set(diag, "command line", 0, "--golden", "expected TENSOR=FILE, got '%s'", x->golden);
+  snprintf(x->tensor, sizeof x->tensor, "%.*s", (int)(eq - x->golden), x->golden);
+  FILE *f = fopen(eq + 1, "rb");
+  if (!f) return npu_diag_set(diag, eq + 1, 0, "--golden", "cannot open: %s", strerror(errno));
+  struct npu_buf b = {0};
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) npu_buf_append(&b, chunk, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    npu_buf_release(&b);
+    return npu_diag_set(diag, eq + 1, 0, "--golden", "cannot read"), NPU_EIO;
+  }
+  x->golden_bytes = b.len;
+  x->golden_data = npu_xmalloc(b.len ? b.len : 1);
+  memcpy(x->golden_data, npu_buf_str(&b), b.len);
+  npu_buf_release(&b);
+  return 0;
+}
+
+/* DIR/NAME.bin for every tensor (as the kernels left it) and DIR/tensors.txt. */
+static int extras_dump(const struct extras *x, const struct op_capture *cap, struct npu_buf *out, struct npu_diag *diag)
+{
+  struct npu_buf list = {0};
+  int rc = 0;
+  for (int i = 0; i < cap->n && !rc; i++) {
+    const struct op_captured *t = &cap->t[i];
+    if (t->scratch) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.bin", x->dump, t->name);
+    struct npu_buf b = {0};
+    npu_buf_append(&b, t->after, fmt_bytes(t->dtype, t->count));
+    rc = cli_write_file(path, &b, "--dump", diag);
+    npu_buf_release(&b);
+    npu_buf_printf(&list, "%s %s %llu\n", t->name, npu_dtype_name(t->dtype), (unsigned long long)t->count);
+  }
+  if (!rc) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tensors.txt", x->dump);
+    rc = cli_write_file(path, &list, "--dump", diag);
+  }
+  npu_buf_release(&list);
+  (void)out;
+  return rc;
+}
+
+/* Compare --golden's tensor: wrong / total beyond atol + rtol |golden|, as the CANN simulator's
+ * comparison reports; any wrong element is a failed check (exit 1). */
+static int extras_golden(const struct extras *x, const struct op_capture *cap, struct npu_buf *out,
+                         struct npu_diag *diag)
+{
+  const struct op_captured *t = NULL;
+  struct npu_buf names = {0};
+  for (int i = 0; i < cap->n; i++) {
+    if (!strcmp(cap->t[i].name, x->tensor)) t = &cap->t[i];
+    npu_buf_printf(&names, "%s%s", i ? ", " : "", cap->t[i].name);
+  }
+  if (!t) {
+    npu_diag_set(diag, "command line", 0, "--golden", "the operator has no tensor '%s' (it has: %s)", x->tensor,
+                 npu_buf_str(&names));
+    npu_buf_release(&names);
+    return NPU_EINVAL;
+  }
+  npu_buf_release(&names);
+  size_t want = fmt_bytes(t->dtype, t->count);
+  if (x->golden_bytes != want)
+    return npu_diag_set(diag, "command line", 0, "--golden", "%s holds %llu %s elements (%zu bytes); the file has %zu bytes",
+                        t->name, (unsigned long long)t->count, npu_dtype_name(t->dtype), want, x->golden_bytes);
+  uint64_t wrong = 0, worst_i = 0;
+  double worst = 0;
+  for (uint64_t i = 0; i < t->count; i++) {
+    double got = fmt_decode(t->dtype, t->after, i), ref = fmt_decode(t->dtype, x->golden_data, i);
+    double err = fabs(got - ref), tol = x->atol + x->rtol * fabs(ref);
+    bool bad = isnan(got) != isnan(ref) || (!isnan(ref) && err > tol);
+    if (bad) wrong++;
+    if (bad && (isnan(err) || err > worst || wrong == 1)) {
+      worst = err;
+      worst_i = i;
+    }
+  }
+  if (out)
+    npu_buf_printf(out, "  golden            %s: %llu of %llu wrong (%.4g%%) beyond atol %g + rtol %g x |golden|%s",
+                   t->name, (unsigned long long)wrong, (unsigned long long)t->count,
+                   t->count ? 100.0 * (double)wrong / (double)t->count : 0.0, x->atol, x->rtol, wrong ? "" : "\n");
+  if (out && wrong)
+    npu_buf_printf(out, "; worst %s[%llu]: %.9g vs golden %.9g\n", t->name, (unsigned long long)worst_i,
+                   fmt_decode(t->dtype, t->after, worst_i), fmt_decode(t->dtype, x->golden_data, worst_i));
+  if (wrong)
+    return npu_diag_set(diag, NULL, 0, "--golden", "%s: %llu of %llu elements differ from the golden file beyond the "
+                        "tolerance", t->name, (unsigned long long)wrong, (unsigned long long)t->count), NPU_EINTERNAL;
+  return 0;
+}
+
 /* Operator name, or NULL with diag saying what is close. */
 static const struct op_desc *find_op(const char *name, struct npu_diag *diag)
 {
@@ -197,6 +324,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   if (!d) return NPU_EINVAL;
   const char *arch = "ascend-910b2", *trace_path = NULL;
   bool json = false;
+  struct extras x = {.rtol = 1e-3, .atol = 1e-3};
   struct op_run_opts opts = {.fidelity = CORE_FIDELITY_EVENT, .seed = 1};
   struct cli_sets sets = {0};
   char **kv = npu_xcalloc((size_t)argc, sizeof *kv);
@@ -219,7 +347,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     for (char *p = name; *p; p++)
       if (*p == '-') *p = '_';
     const char *value = eq ? eq + 1 : NULL;
-    bool flag = !strcmp(name, "json") || !strcmp(name, "functional");
+    bool flag = !strcmp(name, "json") || !strcmp(name, "functional") || !strcmp(name, "parity");
     int pi = op_param_index(d, name);
     bool bool_param = pi >= 0 && d->params[pi].type == OP_P_BOOL;
     if (!value && !flag && !(bool_param && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))) {
@@ -231,6 +359,17 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     }
     if (!strcmp(name, "json")) json = true;
     else if (!strcmp(name, "functional")) opts.functional = true;
+    else if (!strcmp(name, "parity")) x.parity = true;
+    else if (!strcmp(name, "dump")) x.dump = value;
+    else if (!strcmp(name, "golden")) x.golden = value;
+    else if (!strcmp(name, "rtol") || !strcmp(name, "atol")) {
+      char *end;
+      double v = strtod(value, &end);
+      if (end == value || *end || !(v >= 0) || !isfinite(v))
+        rc = npu_diag_set(diag, "command line", 0, name[0] == 'r' ? "--rtol" : "--atol",
+                          "expected a number >= 0, got '%s'", value);
+      *(name[0] == 'r' ? &x.rtol : &x.atol) = v;
+    }
     else if (!strcmp(name, "arch")) arch = value;
     else if (!strcmp(name, "trace")) trace_path = value;
     else if (!strcmp(name, "seed")) {
@@ -255,7 +394,23 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   if (rc == 0) rc = cli_load_system(&cfg, &sys, arch, &sets, diag);
   if (rc == 0 && trace_path && opts.fidelity != CORE_FIDELITY_EVENT)
     rc = npu_diag_set(diag, "command line", 0, "--trace", "a trace needs --fidelity event");
-  if (rc == 0) {
+  if (rc == 0 && x.parity && (trace_path || x.dump || x.golden))
+    rc = npu_diag_set(diag, "command line", 0, "--parity", "runs cases of its own: not with --trace, --dump or --golden");
+  if (rc == 0 && x.parity) {
+    struct op_parity p;
+    rc = op_parity_run(d, &args, &sys.chip, opts.seed, &p, diag);
+    if (rc == 0) (json ? mc_parity_json : mc_parity_text)(d, &p, &sys, opts.seed, out);
+    op_parity_release(&p);
+    x.done = true;
+  }
+  struct op_capture cap;
+  memset(&cap, 0, sizeof cap);
+  if (rc == 0 && !x.done && (x.dump || x.golden)) {
+    opts.functional = true;
+    opts.capture = &cap;
+    rc = extras_prepare(&x, diag); /* paths checked before anything runs */
+  }
+  if (rc == 0 && !x.done) {
     if (trace_path) {
       tr.limit = 4000000;
       opts.trace = &tr;
@@ -275,6 +430,8 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
       if (rc == 0) {
         if (json) mc_kernel_json(d, text, &sys, fid, opts.seed, &res, out);
         else mc_kernel_text(d, text, &sys, fid, &res, out);
+        if (x.dump) rc = extras_dump(&x, &cap, out, diag);
+        if (!rc && x.golden) rc = extras_golden(&x, &cap, json ? NULL : out, diag);
         if (res.checked && !res.passed) {
           npu_diag_set(diag, NULL, 0, d->name, "functional check failed: %s", res.check_summary);
           rc = NPU_EINTERNAL;
@@ -283,6 +440,8 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     }
   }
   npu_trace_release(&tr);
+  op_capture_release(&cap);
+  free(x.golden_data);
   npu_cfg_destroy(cfg);
   for (int i = 0; i < nkv; i++) free(kv[i]);
   free(kv);

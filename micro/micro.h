@@ -29,6 +29,7 @@
 #include "common/strutil.h"
 #include "interconnect/coll.h"
 #include "ops/op.h"
+#include "ops/parity.h"
 
 /*
  * Register the kernel section (with the kernel.<param> keys) or the collective section with
@@ -105,6 +106,12 @@ void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch
                     const struct op_result *r, struct npu_buf *out);
 void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fidelity,
                     uint64_t seed, const struct op_result *r, struct npu_buf *out);
+
+/* The report of `npusim kernel OP --parity` (ops/parity.h): text, one line per case; JSON. */
+void mc_parity_text(const struct op_desc *d, const struct op_parity *p, const struct arch_system *sys, uint64_t seed,
+                    struct npu_buf *o);
+void mc_parity_json(const struct op_desc *d, const struct op_parity *p, const struct arch_system *sys, uint64_t seed,
+                    struct npu_buf *o);
 
 /* What a kernel scenario's columns read: the job and its result (both borrowed). */
 struct mc_kernel_report {

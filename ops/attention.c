@@ -1277,7 +1277,9 @@ static void setup(void *p, struct op_exec *x)
   a->o = o->addr;
   a->lse = lse->addr;
   a->mask = masks(x, a)->addr;
-  a->ws = op_tensor_bytes(x, "workspace", a->ws_bytes * (uint64_t)a->cores, NULL)->addr;
+  struct op_tensor *ws = op_tensor_bytes(x, "workspace", a->ws_bytes * (uint64_t)a->cores, NULL);
+  ws->scratch = true;
+  a->ws = ws->addr;
   if (!a->bwd) {
     struct core_kernel kf = {.name = "flash_attention_fwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
                              .nblocks = a->nblocks, .ctx = a, .unit_begin = fwd_begin, .unit_end = fwd_end,
@@ -1303,7 +1305,7 @@ static void setup(void *p, struct op_exec *x)
   a->dq = op_tensor(x, "dq", a->dt, qn, OP_INIT_NONE)->addr;
   a->dk = op_tensor(x, "dk", a->dt, kn, OP_INIT_NONE)->addr;
   a->dv = op_tensor(x, "dv", a->dt, kn, OP_INIT_NONE)->addr;
-  a->dd = op_tensor(x, "d", NPU_DT_FP32, ln, OP_INIT_NONE)->addr;
+  a->dd = op_tensor(x, "d", NPU_DT_FP32, ln, OP_INIT_SCRATCH)->addr; /* rowsum(dO o O), between the kernels */
   a->dq32 = op_tensor(x, "dq32", NPU_DT_FP32, qn, OP_INIT_NONE)->addr;
   ops_fill(x, a->dq32, NPU_DT_FP32, qn, 0.0);
   const struct arch_chip *chip = op_chip(x);

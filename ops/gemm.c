@@ -1083,7 +1083,7 @@ static void w4_setup(struct gemm *g, struct op_exec *x)
   if (op_functional(x)) w4_bias(g, x, bias);
   g->bias = bias->addr;
   g->a = op_tensor(x, "xs", NPU_DT_INT4, 2 * mk, OP_INIT_NONE)->addr;
-  g->ws = op_tensor(x, "ws", NPU_DT_FP32, (uint64_t)g->cores * 2 * g->mL1 * g->nL1, OP_INIT_NONE)->addr;
+  g->ws = op_tensor(x, "ws", NPU_DT_FP32, (uint64_t)g->cores * 2 * g->mL1 * g->nL1, OP_INIT_SCRATCH)->addr;
   g->c = op_tensor(x, "c", g->out, (uint64_t)g->mo * g->N, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "gemm_w4a8", .mode = CORE_MODE_MIX, .block_dim = g->cores,
                           .nblocks = g->nblocks, .ctx = g, .unit_begin = w4_begin,
@@ -1110,7 +1110,7 @@ static void setup(void *p, struct op_exec *x)
     if (g->fix_out == g->out)
       g->acc_ws = g->c;
     else
-      g->acc_ws = op_tensor(x, "acc", g->fix_out, mn, OP_INIT_NONE)->addr;
+      g->acc_ws = op_tensor(x, "acc", g->fix_out, mn, OP_INIT_SCRATCH)->addr;
     ops_fill(x, g->acc_ws, g->fix_out, mn, 0);
   }
   struct core_kernel k = {.name = "gemm", .mode = CORE_MODE_CUBE, .block_dim = g->cores,

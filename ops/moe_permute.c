@@ -617,7 +617,7 @@ static void setup(void *p, struct op_exec *x)
   m->row_map = op_tensor(x, "row_map", NPU_DT_INT32, slots, OP_INIT_NONE)->addr;
   m->dst_row = op_tensor(x, "dst_row", NPU_DT_INT32, slots, OP_INIT_NONE)->addr;
   m->counts = op_tensor(x, "counts", NPU_DT_INT32, m->E, OP_INIT_NONE)->addr;
-  m->ws = op_tensor(x, "hist_ws", NPU_DT_INT32, (uint64_t)m->C * m->E8, OP_INIT_NONE)->addr;
+  m->ws = op_tensor(x, "hist_ws", NPU_DT_INT32, (uint64_t)m->C * m->E8, OP_INIT_SCRATCH)->addr;
   if (op_functional(x)) moe_route(x, ids->host, m->T, m->k, m->E, m->skew);
   struct core_kernel k = {.name = "moe_permute", .mode = CORE_MODE_VECTOR, .block_dim = m->C,
                           .nblocks = m->nblocks, .ctx = m, .unit_begin = unit_begin, .unit_end = unit_end,

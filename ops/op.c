@@ -234,6 +234,7 @@ struct op_exec {
   const struct arch_chip *chip;
   struct mem_gm *gm;
   bool functional;
+  uint64_t seed;                /* the run's seed: each tensor's values are a stream of (seed, name) */
   uint64_t rng;
   struct op_tensor tensors[OP_MAX_TENSORS];
   int ntensors;
@@ -247,6 +248,21 @@ void *op_alloc(struct op_exec *x, size_t bytes)
 {
   NPU_ASSERT(x->nallocs < 32);
   return x->allocs[x->nallocs++] = npu_xcalloc(1, bytes);
+}
+
+/* The generator's start for tensor `name` of a run seeded `seed` (splitmix64 of the two): each
+ * tensor's values depend on its name and its elements' order only, so the first rows of a tensor
+ * are the same whatever the other tensors' sizes or the batch (what `--parity` compares on). */
+static uint64_t tensor_stream(uint64_t seed, const char *name)
+{
+  uint64_t h = 14695981039346656037ull;
+  for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  uint64_t z = seed ^ h;
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z ? z : 1;
 }
 
 double op_rand(struct op_exec *x)
@@ -274,7 +290,8 @@ struct op_tensor *op_tensor(struct op_exec *x, const char *name, enum npu_dtype 
   NPU_ASSERT(x->ntensors < OP_MAX_TENSORS);
   struct op_tensor *t = &x->tensors[x->ntensors++];
   uint64_t bytes = fmt_bytes(dtype, count);
-  *t = (struct op_tensor){.name = name, .dtype = dtype, .count = count};
+  x->rng = tensor_stream(x->seed, name);
+  *t = (struct op_tensor){.name = name, .dtype = dtype, .count = count, .scratch = init == OP_INIT_SCRATCH};
   if (x->functional) {
     t->host = npu_xcalloc(1, bytes ? bytes : 1);
     /* integers span their range; floating types [-1, 1) (or (0, 1)) */
@@ -340,6 +357,15 @@ double op_compare(const double *got, const double *ref, size_t n, double atol, d
 }
 
 /* ------------------------------------------------------------------ running */
+
+void op_capture_release(struct op_capture *c)
+{
+  for (int i = 0; i < c->n; i++) {
+    free(c->t[i].before);
+    free(c->t[i].after);
+  }
+  memset(c, 0, sizeof *c);
+}
 
 struct seq {
   struct op_exec *x;
@@ -426,9 +452,21 @@ int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_c
     free(plan);
     return rc;
   }
-  struct op_exec x = {.chip = chip, .gm = mem_gm_create(), .functional = opts->functional,
-                      .rng = opts->seed ? opts->seed : 0x9E3779B97F4A7C15ull};
+  uint64_t seed = opts->seed ? opts->seed : 0x9E3779B97F4A7C15ull;
+  struct op_exec x = {.chip = chip, .gm = mem_gm_create(), .functional = opts->functional, .seed = seed, .rng = seed};
   d->setup(plan, &x);
+  struct op_capture *cap = opts->functional ? opts->capture : NULL;
+  if (cap) {
+    memset(cap, 0, sizeof *cap);
+    for (int i = 0; i < x.ntensors; i++) {
+      const struct op_tensor *t = &x.tensors[i];
+      size_t bytes = fmt_bytes(t->dtype, t->count);
+      cap->t[i] = (struct op_captured){.name = t->name, .scratch = t->scratch, .dtype = t->dtype, .count = t->count,
+                                       .before = npu_xmalloc(bytes ? bytes : 1)};
+      memcpy(cap->t[i].before, t->host, bytes);
+    }
+    cap->n = x.ntensors;
+  }
   struct core_launch_opts lo = {.fidelity = opts->fidelity, .functional = opts->functional,
                                 .trace = opts->trace};
   struct seq s = {&x, &lo, res, diag, 0};
@@ -451,6 +489,12 @@ int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_c
     double t = res->total.time_s;
     res->achieved_flops_per_s = t > 0 ? res->flops / t : 0;
     res->gm_bytes_per_s = t > 0 ? (double)(res->total.gm_read_bytes + res->total.gm_write_bytes) / t : 0;
+    if (cap) /* before the check, which may not leave the tensors as the kernels did */
+      for (int i = 0; i < x.ntensors; i++) {
+        size_t bytes = fmt_bytes(x.tensors[i].dtype, x.tensors[i].count);
+        cap->t[i].after = npu_xmalloc(bytes ? bytes : 1);
+        memcpy(cap->t[i].after, x.tensors[i].host, bytes);
+      }
     if (opts->functional && d->check) {
       res->checked = true;
       res->passed = d->check(plan, &x, &res->max_err, res->check_summary, sizeof res->check_summary);

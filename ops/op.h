@@ -194,9 +194,12 @@ struct op_tensor {
   uint64_t count;               /* elements */
   uint64_t addr;                /* device address */
   void *host;                   /* functional storage (NULL in timing-only mode) */
+  bool scratch;                 /* a workspace (OP_INIT_SCRATCH), not a result: parity and --dump leave it out */
 };
 
-enum op_init { OP_INIT_ZERO, OP_INIT_UNIFORM, OP_INIT_POSITIVE, OP_INIT_NONE };
+/* OP_INIT_SCRATCH: zeroed like OP_INIT_ZERO, and marked as a workspace the kernels use between
+ * them (split-K partial sums, histograms), whose contents are no result of the operator. */
+enum op_init { OP_INIT_ZERO, OP_INIT_UNIFORM, OP_INIT_POSITIVE, OP_INIT_NONE, OP_INIT_SCRATCH };
 
 /* Register a GM tensor of count elements; in functional mode it gets host storage, filled per
  * init from the execution's seeded generator (uniform in [-1, 1), or (0, 1) for POSITIVE). */
@@ -226,11 +229,28 @@ struct op_result {
   char check_summary[256];
 };
 
+/* Every tensor of a functional run, as set up and as the kernels left it (op_run_opts.capture). */
+struct op_captured {
+  const char *name;             /* as the operator registered it */
+  bool scratch;                 /* a workspace (struct op_tensor) */
+  enum npu_dtype dtype;
+  uint64_t count;               /* elements; fmt_bytes(dtype, count) bytes each copy */
+  void *before, *after;         /* host data before the kernels ran and after (NULL when the run failed) */
+};
+
+struct op_capture {
+  struct op_captured t[OP_MAX_TENSORS];
+  int n;
+};
+
+void op_capture_release(struct op_capture *c);
+
 struct op_run_opts {
   enum core_fidelity fidelity;
   bool functional;
-  uint64_t seed;                /* input generator seed */
+  uint64_t seed;                /* input generator seed: a tensor's values are a stream of (seed, its name) */
   struct npu_trace *trace;      /* event fidelity: instruction timeline */
+  struct op_capture *capture;   /* functional: filled with every tensor's data (release it) */
 };
 
 /*

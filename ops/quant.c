@@ -617,7 +617,7 @@ static void q_setup(void *pp, struct op_exec *x)
   p->x = op_tensor(x, "x", p->hi, p->n, OP_INIT_UNIFORM)->addr;
   p->q = op_tensor(x, "q", p->mx ? NPU_DT_MXFP8 : NPU_DT_FP8_E4M3, p->n, OP_INIT_NONE)->addr;
   p->sc = op_tensor(x, "scales", p->mx ? NPU_DT_UINT8 : NPU_DT_FP32, scale_count(p), OP_INIT_NONE)->addr;
-  if (p->gran == G_TENSOR) p->ws = op_tensor(x, "amax_ws", NPU_DT_FP32, (uint64_t)p->dim * 8, OP_INIT_ZERO)->addr;
+  if (p->gran == G_TENSOR) p->ws = op_tensor(x, "amax_ws", NPU_DT_FP32, (uint64_t)p->dim * 8, OP_INIT_SCRATCH)->addr;
   kernels(p, x);
 }
 
