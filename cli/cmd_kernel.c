@@ -81,15 +81,6 @@ static int take_loads(int *argc, char **argv, struct npu_diag *diag)
   return 0;
 }
 
-/* The names of every operator (caller frees the array). */
-static const char **op_names(size_t *n)
-{
-  const struct op_desc *const *ops = op_all(n);
-  const char **names = npu_xcalloc(*n, sizeof *names);
-  for (size_t i = 0; i < *n; i++) names[i] = ops[i]->name;
-  return names;
-}
-
 static const char *ptype_name(enum op_ptype t)
 {
   switch (t) {
@@ -230,7 +221,7 @@ static int extras_prepare(struct extras *x, struct npu_diag *diag)
 }
 
 /* DIR/NAME.bin for every tensor (as the kernels left it) and DIR/tensors.txt. */
-static int extras_dump(const struct extras *x, const struct op_capture *cap, struct npu_buf *out, struct npu_diag *diag)
+static int extras_dump(const struct extras *x, const struct op_capture *cap, struct npu_diag *diag)
 {
   struct npu_buf list = {0};
   int rc = 0;
@@ -251,7 +242,6 @@ static int extras_dump(const struct extras *x, const struct op_capture *cap, str
     rc = cli_write_file(path, &list, "--dump", diag);
   }
   npu_buf_release(&list);
-  (void)out;
   return rc;
 }
 
@@ -307,14 +297,11 @@ static const struct op_desc *find_op(const char *name, struct npu_diag *diag)
 {
   const struct op_desc *d = op_find(name);
   if (d) return d;
-  size_t n;
-  const char **names = op_names(&n);
-  const char *s = npu_suggest(name, names, n);
+  const char *s = op_suggest(name);
   if (s)
     npu_diag_set(diag, "command line", 0, NULL, "unknown operator '%s'; did you mean '%s'?", name, s);
   else
     npu_diag_set(diag, "command line", 0, NULL, "unknown operator '%s' (see 'npusim kernel list')", name);
-  free(names);
   return NULL;
 }
 
@@ -430,7 +417,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
       if (rc == 0) {
         if (json) mc_kernel_json(d, text, &sys, fid, opts.seed, &res, out);
         else mc_kernel_text(d, text, &sys, fid, &res, out);
-        if (x.dump) rc = extras_dump(&x, &cap, out, diag);
+        if (x.dump) rc = extras_dump(&x, &cap, diag);
         if (!rc && x.golden) rc = extras_golden(&x, &cap, json ? NULL : out, diag);
         if (res.checked && !res.passed) {
           npu_diag_set(diag, NULL, 0, d->name, "functional check failed: %s", res.check_summary);

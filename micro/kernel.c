@@ -321,16 +321,11 @@ int mc_kernel_finish(struct mc_kernel_job *job, struct npu_diag *diag)
   }
   job->op = op_find(job->spec.op);
   if (!job->op) {
-    size_t n;
-    const struct op_desc *const *ops = op_all(&n);
-    const char **names = npu_xcalloc(n, sizeof *names);
-    for (size_t i = 0; i < n; i++) names[i] = ops[i]->name;
-    const char *s = npu_suggest(job->spec.op, names, n);
+    const char *s = op_suggest(job->spec.op);
     if (s)
       npu_cfg_fail(job->cfg, diag, "kernel.op", "unknown operator '%s'; did you mean '%s'?", job->spec.op, s);
     else
       npu_cfg_fail(job->cfg, diag, "kernel.op", "unknown operator '%s' (see 'npusim kernel list')", job->spec.op);
-    free(names);
     return NPU_ECONFIG;
   }
   return parse_args(job, diag);

@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -46,12 +45,7 @@ void op_call_init_at(struct op_call *c, const char *name, const char *file, int 
   c->line = line;
   c->desc = op_find(name);
   if (!c->desc) {
-    size_t n;
-    const struct op_desc *const *all = op_all(&n);
-    const char **names = npu_xcalloc(n, sizeof *names);
-    for (size_t i = 0; i < n; i++) names[i] = all[i]->name;
-    const char *s = npu_suggest(name, names, n);
-    free(names);
+    const char *s = op_suggest(name);
     if (s)
       fail(c, NULL, "unknown operator '%s'; did you mean '%s'?", name, s);
     else

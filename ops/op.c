@@ -47,6 +47,17 @@ const struct op_desc *op_find(const char *name)
   return NULL;
 }
 
+const char *op_suggest(const char *name)
+{
+  size_t n;
+  const struct op_desc *const *all = op_all(&n);
+  const char **names = npu_xcalloc(n, sizeof *names);
+  for (size_t i = 0; i < n; i++) names[i] = all[i]->name;
+  const char *s = npu_suggest(name, names, n); /* points at an operator's name, not into names */
+  free(names);
+  return s;
+}
+
 /* ------------------------------------------------------------------ arguments */
 
 int op_param_index(const struct op_desc *d, const char *name)

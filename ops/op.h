@@ -106,6 +106,8 @@ struct op_desc {
 const struct op_desc *op_find(const char *name);
 const struct op_desc *const *op_all(size_t *n);
 const struct op_desc *const *op_builtins(size_t *n);
+/* The registered operator name closest to an unknown name (for "did you mean"), or NULL. */
+const char *op_suggest(const char *name);
 
 /* Parameter lookup by name (-1 if none); typed access to parsed arguments by name. */
 int op_param_index(const struct op_desc *d, const char *name);

@@ -9,7 +9,6 @@
 
 #include "arch/arch.h"
 #include "common/err.h"
-#include "common/strutil.h"
 #include "ops/op.h"
 #include "ops/plugin.h"
 
@@ -140,6 +139,12 @@ static int mla_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *
   return 0;
 }
 
+const char *wl_model_subst_op(int i)
+{
+  NPU_ASSERT(i >= 0 && i < WL_NSUBST);
+  return subst_names[i];
+}
+
 const char *wl_model_kernel_for(const struct wl_model *m, const char *op)
 {
   for (int i = 0; i < WL_NSUBST; i++)
@@ -168,12 +173,7 @@ static int kernels_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_di
     const struct op_desc *d = op_find(to), *from = op_find(subst_names[i]);
     NPU_ASSERT(from);
     if (!d) {
-      size_t n;
-      const struct op_desc *const *all = op_all(&n);
-      const char **names = npu_xcalloc(n, sizeof *names);
-      for (size_t k = 0; k < n; k++) names[k] = all[k]->name;
-      const char *s = npu_suggest(to, names, n);
-      free(names);
+      const char *s = op_suggest(to);
       if (s) return npu_cfg_fail(cfg, diag, key, "unknown operator '%s'; did you mean '%s'?", to, s);
       return npu_cfg_fail(cfg, diag, key, "unknown operator '%s'%s (see 'npusim kernel list')", to,
                           m->kernels.load[0] ? "" : "; a kernel plugin needs model.kernels.load");

@@ -92,6 +92,8 @@ struct wl_model {
   } kernels;
 };
 
+/* The i-th operator of WL_SUBST_OPS (0 <= i < WL_NSUBST). */
+const char *wl_model_subst_op(int i);
 /* The operator that costs calls of built-in operator op under m: op itself unless substituted. */
 const char *wl_model_kernel_for(const struct wl_model *m, const char *op);
 

@@ -95,15 +95,10 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
   }
   npu_buf_printf(out, "  kernels        %d distinct (%zu costed by the chip model, %zu from the cost cache), %d "
                       "memoised collectives\n", r->nkernels, r->kernels_costed, r->kernel_cache_hits, r->ncolls);
-  static const char *const subst[] = {
-#define WL__SUBST_NAME(op) #op,
-      WL_SUBST_OPS(WL__SUBST_NAME)
-#undef WL__SUBST_NAME
-  };
-  for (size_t i = 0; i < sizeof subst / sizeof subst[0]; i++) {
-    const char *to = wl_model_kernel_for(&job->model, subst[i]);
-    if (strcmp(to, subst[i]))
-      npu_buf_printf(out, "  substituted    every %s call costed by %s%s%s\n", subst[i], to,
+  for (int i = 0; i < WL_NSUBST; i++) {
+    const char *op = wl_model_subst_op(i), *to = wl_model_kernel_for(&job->model, op);
+    if (strcmp(to, op))
+      npu_buf_printf(out, "  substituted    every %s call costed by %s%s%s\n", op, to,
                      op_origin(op_find(to)) ? ", loaded from " : "", op_origin(op_find(to)) ? op_origin(op_find(to)) : "");
   }
   npu_buf_printf(out, "  replay         %zu collectives simulated as flows, %.3g s wall\n", r->collectives, r->wall_s);
