@@ -19,10 +19,11 @@
 #include "common/units.h"
 #include "formats/formats.h"
 #include "micro/micro.h"
+#include "micro/msprof.h"
 #include "ops/op.h"
 #include "ops/parity.h"
 #include "ops/plugin.h"
-#include "report/chrome.h"
+#include "report/trace_file.h"
 
 static const char usage[] =
     "usage: npusim kernel list [--load FILE]... [--json]\n"
@@ -43,7 +44,11 @@ static const char usage[] =
     "  --functional       also compute real data and check it against the host reference\n"
     "  --seed N           seed of the generated inputs (default 1)\n"
     "  --json             print JSON: .time_s, .achieved_flops_per_s, .bottleneck, .pipes.<ratio>\n"
-    "  --trace FILE       write a Chrome trace (Perfetto) of every instruction (event fidelity)\n"
+    "  --trace FILE       write a Chrome trace (Perfetto) of every instruction (event fidelity),\n"
+    "                     streamed to disk, never cut; gzip-compressed when FILE ends in .gz\n"
+    "  --msprof DIR       write what the msprof op simulator writes (event fidelity): per-core\n"
+    "                     instruction tables and pipeline traces, PipeUtilization.csv,\n"
+    "                     OpBasicInfo.csv (docs/KERNELS.md); DIR new or empty\n"
     "  --load FILE        load the operators of a kernel plugin (a shared object built against\n"
     "                     `pkg-config --cflags npusim-kernel`; see docs/KERNELS.md), repeatable\n"
     "  --dump DIR         functional: write every tensor as the kernels left it, DIR/NAME.bin (raw\n"
@@ -189,6 +194,8 @@ struct extras {
   char tensor[64];             /* --golden's tensor */
   void *golden_data;           /* --golden's file */
   size_t golden_bytes;
+  size_t traced;               /* --trace: events written */
+  const char *msprof;          /* --msprof DIR */
 };
 
 /* Before anything runs: --dump's directory exists (or is made), --golden's file is read. */
@@ -359,6 +366,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     }
     else if (!strcmp(name, "arch")) arch = value;
     else if (!strcmp(name, "trace")) trace_path = value;
+    else if (!strcmp(name, "msprof")) x.msprof = value;
     else if (!strcmp(name, "seed")) {
       char *end;
       opts.seed = strtoull(value, &end, 10);
@@ -379,10 +387,10 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   struct npu_trace tr = {0};
   if (rc == 0) rc = op_args_parse(d, &args, (const char *const *)kv, nkv, diag);
   if (rc == 0) rc = cli_load_system(&cfg, &sys, arch, &sets, diag);
-  if (rc == 0 && trace_path && opts.fidelity != CORE_FIDELITY_EVENT)
-    rc = npu_diag_set(diag, "command line", 0, "--trace", "a trace needs --fidelity event");
-  if (rc == 0 && x.parity && (trace_path || x.dump || x.golden))
-    rc = npu_diag_set(diag, "command line", 0, "--parity", "runs cases of its own: not with --trace, --dump or --golden");
+  if (rc == 0 && (trace_path || x.msprof) && opts.fidelity != CORE_FIDELITY_EVENT)
+    rc = npu_diag_set(diag, "command line", 0, trace_path ? "--trace" : "--msprof", "an instruction timeline needs --fidelity event");
+  if (rc == 0 && x.parity && (trace_path || x.dump || x.golden || x.msprof))
+    rc = npu_diag_set(diag, "command line", 0, "--parity", "runs cases of its own: not with --trace, --msprof, --dump or --golden");
   if (rc == 0 && x.parity) {
     struct op_parity p;
     rc = op_parity_run(d, &args, &sys.chip, opts.seed, &p, diag);
@@ -397,26 +405,41 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     opts.capture = &cap;
     rc = extras_prepare(&x, diag); /* paths checked before anything runs */
   }
-  if (rc == 0 && !x.done) {
-    if (trace_path) {
-      tr.limit = 4000000;
+  struct rpt_trace_file *tf = NULL;
+  if (rc == 0 && !x.done && trace_path) { /* opened first: an unwritable path fails before the run */
+    rc = rpt_trace_file_open(&tf, trace_path, "--trace", diag);
+    if (rc == 0) {
+      rpt_trace_file_attach(tf, &tr);
       opts.trace = &tr;
     }
+  }
+  struct mc_msprof *mp = NULL;
+  if (rc == 0 && !x.done && x.msprof) {
+    rc = mc_msprof_open(&mp, x.msprof, &sys.chip, diag);
+    if (rc == 0) opts.observe = mc_msprof_observer(mp);
+  }
+  if (rc == 0 && !x.done) {
     struct op_result res;
     rc = op_run(d, &args, &sys.chip, &opts, &res, diag);
     if (rc == 0) {
       char text[1024];
       op_args_format(d, &args, text, sizeof text);
       const char *fid = opts.fidelity == CORE_FIDELITY_EVENT ? "event" : "analytic";
-      if (trace_path) {
-        struct npu_buf tb = {0};
-        rpt_chrome_write(&tr, &tb);
-        rc = cli_write_file(trace_path, &tb, "--trace", diag);
-        npu_buf_release(&tb);
+      if (tf) {
+        size_t events = npu_trace_events(&tr);
+        rc = rpt_trace_file_close(tf, &tr, diag);
+        tf = NULL;
+        if (rc == 0) x.traced = events;
+      }
+      if (rc == 0 && mp) {
+        rc = mc_msprof_close(mp, d->name, diag);
+        mp = NULL;
       }
       if (rc == 0) {
         if (json) mc_kernel_json(d, text, &sys, fid, opts.seed, &res, out);
         else mc_kernel_text(d, text, &sys, fid, &res, out);
+        if (!json && trace_path) npu_buf_printf(out, "trace          %s: every instruction, %zu events\n", trace_path, x.traced);
+        if (!json && x.msprof) npu_buf_printf(out, "msprof         %s: simulator/core*/, PipeUtilization.csv, OpBasicInfo.csv\n", x.msprof);
         if (x.dump) rc = extras_dump(&x, &cap, diag);
         if (!rc && x.golden) rc = extras_golden(&x, &cap, json ? NULL : out, diag);
         if (res.checked && !res.passed) {
@@ -426,6 +449,8 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
       }
     }
   }
+  rpt_trace_file_abort(tf);
+  mc_msprof_abort(mp);
   npu_trace_release(&tr);
   op_capture_release(&cap);
   free(x.golden_data);

@@ -4,17 +4,19 @@
  * its report.
  *
  * With -o DIR: DIR/summary.json, DIR/summary.csv (a header and one row) and, with --trace,
- * DIR/trace.json (Chrome trace). Files are written whole or not at all.
+ * DIR/trace.json (Chrome trace; --trace=gz: trace.json.gz), streamed while the scenario runs.
+ * Files are written whole or not at all.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
-#include "report/chrome.h"
+#include "report/trace_file.h"
 #include "scenario/scenario.h"
 
 static const char usage[] =
@@ -29,7 +31,9 @@ static const char usage[] =
     "collective on the cluster, and prints what 'npusim kernel' or 'npusim collective' prints.\n"
     "\n"
     "  -o DIR       also write DIR/summary.json and DIR/summary.csv\n"
-    "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream)\n"
+    "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream),\n"
+    "               streamed to disk while the scenario runs, never cut\n"
+    "  --trace=gz   the same, gzip-compressed: DIR/trace.json.gz\n"
     "  --set K=V    override a scenario key (repeatable), e.g. --set plan.tp=4\n"
     "\n"
     "npusim run A.cfg B.cfg ... --csv OUT.csv [-j N] [--timeout S] [--set K=V]...: a batch, one\n"
@@ -39,26 +43,25 @@ static const char usage[] =
 
 static int ensure_dir(const char *dir, struct npu_diag *diag)
 {
-  if (mkdir(dir, 0777) == 0 || errno == EEXIST) return 0;
-  return npu_diag_set(diag, dir, 0, "-o", "cannot create the directory: %s", strerror(errno)), NPU_EIO;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return npu_diag_set(diag, dir, 0, "-o", "cannot create the directory: %s", strerror(errno)), NPU_EIO;
+  if (access(dir, W_OK | X_OK) != 0)
+    return npu_diag_set(diag, dir, 0, "-o", "cannot write into the directory: %s", strerror(errno)), NPU_EIO;
+  return 0;
 }
 
-/* DIR/summary.json, DIR/summary.csv and, when traced, DIR/trace.json: all built first, then
- * each written whole (cli_write_file). */
+/* DIR/summary.json and DIR/summary.csv: built first, then each written whole (cli_write_file).
+ * The trace was streamed into place while the scenario ran. */
 static int write_outputs(const char *dir, const struct scn_scenario *s, struct npu_diag *diag)
 {
-  struct npu_buf js = {0}, csv = {0}, tr = {0};
+  struct npu_buf js = {0}, csv = {0};
   scn_json(s, &js);
   scn_csv(s, &csv);
-  if (s->traced) rpt_chrome_write(&s->trace, &tr);
-  int rc = ensure_dir(dir, diag);
   char p[4096];
-  if (!rc) rc = (snprintf(p, sizeof p, "%s/summary.json", dir), cli_write_file(p, &js, "-o", diag));
+  int rc = (snprintf(p, sizeof p, "%s/summary.json", dir), cli_write_file(p, &js, "-o", diag));
   if (!rc) rc = (snprintf(p, sizeof p, "%s/summary.csv", dir), cli_write_file(p, &csv, "-o", diag));
-  if (!rc && s->traced) rc = (snprintf(p, sizeof p, "%s/trace.json", dir), cli_write_file(p, &tr, "--trace", diag));
   npu_buf_release(&js);
   npu_buf_release(&csv);
-  npu_buf_release(&tr);
   return rc;
 }
 
@@ -67,7 +70,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   /* several scenarios, or --csv: a batch run, one CSV row per scenario (cli/cmd_sweep.c) */
   if (cli_run_is_batch(argc, argv)) return cli_run_batch(argc, argv, out, diag);
   const char *path = NULL, *dir = NULL;
-  bool want_trace = false;
+  bool want_trace = false, gzip = false;
   struct cli_sets sets = {0};
   int rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
@@ -77,8 +80,9 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     else if (!strcmp(argv[i], "-o")) {
       if (i + 1 >= argc) rc = npu_diag_set(diag, "command line", 0, "-o", "needs a directory");
       else dir = argv[++i];
-    } else if (!strcmp(argv[i], "--trace")) {
+    } else if (!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace=gz")) {
       want_trace = true;
+      gzip = argv[i][7] == '=';
     } else if (argv[i][0] != '-' && !path) {
       path = argv[i];
     } else {
@@ -90,10 +94,21 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     rc = npu_diag_set(diag, "command line", 0, "--trace", "the trace is written into the -o directory");
   /* the kind (training, rl, kernel, collective) from the sections present: scenario/ */
   struct scn_scenario *s = NULL;
+  struct rpt_trace_file *tf = NULL;
+  char tpath[4096];
   if (!rc) rc = scn_load(&s, NULL, path, (const char *const *)sets.items, sets.n, diag);
+  /* the directory and the trace before the run: an unwritable -o fails before any simulation */
+  if (!rc && dir) rc = ensure_dir(dir, diag);
+  if (!rc && want_trace) {
+    snprintf(tpath, sizeof tpath, "%s/%s", dir, gzip ? "trace.json.gz" : "trace.json");
+    rc = rpt_trace_file_open(&tf, tpath, "--trace", diag);
+    if (!rc) rpt_trace_file_attach(tf, &s->trace);
+  }
   if (!rc) rc = scn_run(s, want_trace, diag);
+  if (!rc && tf) rc = rpt_trace_file_close(tf, &s->trace, diag), tf = NULL;
   if (!rc && dir) rc = write_outputs(dir, s, diag);
   if (!rc) scn_text(s, out);
+  rpt_trace_file_abort(tf);
   scn_destroy(s);
   free(sets.items);
   return rc;

@@ -10,8 +10,10 @@
 void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
                    double dur_s)
 {
-  if (t->limit && t->n >= t->limit) {
-    t->dropped++;
+  if (t->sink) {
+    struct npu_trace_event e = {start_s, dur_s, pid, tid, name};
+    t->sink(t->sink_ctx, &e);
+    t->streamed++;
     return;
   }
   if (t->n == t->cap) {
@@ -37,6 +39,11 @@ void npu_trace_name(struct npu_trace *t, int pid, int tid, const char *name)
   k->pid = pid;
   k->tid = tid;
   npu_strlcpy(k->name, name, sizeof k->name);
+}
+
+size_t npu_trace_events(const struct npu_trace *t)
+{
+  return t->n + t->streamed;
 }
 
 void npu_trace_release(struct npu_trace *t)

@@ -1,6 +1,10 @@
 /*
  * trace.h - a timeline of named intervals on tracks, as models record it. Plain data: the
- * Chrome trace writer (report/) turns it into a file Perfetto and chrome://tracing load.
+ * Chrome trace writers (report/) turn it into a file Perfetto and chrome://tracing load.
+ *
+ * Events are kept in memory, or, with a sink, handed to it as they are added and not kept (a
+ * trace streamed to disk: report/trace_file.h); track names are always kept. Nothing is ever
+ * dropped: a trace is whole or the command that wanted it fails.
  */
 #ifndef NPUSIM_COMMON_TRACE_H
 #define NPUSIM_COMMON_TRACE_H
@@ -23,14 +27,18 @@ struct npu_trace {
   size_t n, cap;
   struct npu_trace_track *tracks;
   size_t ntracks, tracks_cap;
-  size_t limit;          /* stop recording after this many events (0: no limit) */
-  size_t dropped;
+  /* if set, each event goes to sink(sink_ctx, event) instead of ev; streamed counts them */
+  void (*sink)(void *ctx, const struct npu_trace_event *e);
+  void *sink_ctx;
+  size_t streamed;
 };
 
 void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
                    double dur_s);
 /* Name a track (pid, tid); tid -1 names the process. Later names replace earlier ones. */
 void npu_trace_name(struct npu_trace *t, int pid, int tid, const char *name);
+/* Events recorded so far, kept or streamed. */
+size_t npu_trace_events(const struct npu_trace *t);
 void npu_trace_release(struct npu_trace *t);
 
 #endif

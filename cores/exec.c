@@ -35,24 +35,32 @@
 
 /* ------------------------------------------------------------------ time queues */
 
-static void tq_push(struct core__tq *q, double t)
+static void tq_push(struct core__tq *q, double t, uint64_t flow)
 {
   if (q->n == q->cap) {
     uint32_t cap = q->cap ? 2 * q->cap : 4;
     double *x = npu_xmalloc(cap * sizeof *x);
-    for (uint32_t i = 0; i < q->n; i++) x[i] = q->t[(q->head + i) % q->cap];
+    uint64_t *f = npu_xmalloc(cap * sizeof *f);
+    for (uint32_t i = 0; i < q->n; i++) {
+      x[i] = q->t[(q->head + i) % q->cap];
+      f[i] = q->flow[(q->head + i) % q->cap];
+    }
     free(q->t);
+    free(q->flow);
     q->t = x;
+    q->flow = f;
     q->head = 0;
     q->cap = cap;
   }
   q->t[(q->head + q->n) % q->cap] = t;
+  q->flow[(q->head + q->n) % q->cap] = flow;
   q->n++;
 }
 
-static double tq_pop(struct core__tq *q)
+static double tq_pop(struct core__tq *q, uint64_t *flow)
 {
   double t = q->t[q->head];
+  *flow = q->flow[q->head];
   q->head = (q->head + 1) % q->cap;
   q->n--;
   return t;
@@ -87,6 +95,7 @@ void core__run_init(struct core__run *r, const struct arch_chip *chip, struct me
   r->k = k;
   r->opts = *opts;
   r->trace = opts->trace;
+  r->observe = opts->fidelity == CORE_FIDELITY_EVENT && opts->observe && opts->observe->instr ? opts->observe : NULL;
   r->host_prefix = opts->host_prefix ? opts->host_prefix : "";
   r->pending_limit = 4096;
   bool split = chip->org == ARCH_ORG_SPLIT;
@@ -143,14 +152,19 @@ void core__run_release(struct core__run *r)
     struct core__core *c = &r->cores[i];
     for (int p = 0; p < CORE_PIPE_COUNT; p++) free(c->pipe[p].q);
     if (c->flags)
-      for (size_t f = 0; f < CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS; f++) free(c->flags[f].t);
+      for (size_t f = 0; f < CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS; f++) {
+        free(c->flags[f].t);
+        free(c->flags[f].flow);
+      }
     free(c->flags);
     for (int s = 0; s < MEM_SPACE_COUNT; s++) free(c->buf[s]);
     free(c->scalar_t);
   }
   for (int u = 0; u < r->nunits; u++)
-    for (size_t f = 0; f < sizeof r->units[u].xflags / sizeof r->units[u].xflags[0]; f++)
+    for (size_t f = 0; f < sizeof r->units[u].xflags / sizeof r->units[u].xflags[0]; f++) {
       free(r->units[u].xflags[f].t);
+      free(r->units[u].xflags[f].flow);
+    }
   free(r->cores);
   free(r->units);
   free(r->tps);
@@ -336,7 +350,9 @@ static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
     }
     case CORE_OP_SET_FLAG: {
       double ts = (t > p->data_ready ? t : p->data_ready) + chip->sync.flag_cycles / chip->clock_hz;
-      tq_push(flag_q(c, in), ts);
+      uint64_t flow = r->observe ? ++r->flows : 0;
+      tq_push(flag_q(c, in), ts, flow);
+      if (r->observe) core__observe(r, c, pipe, in, ts, ts, flow);
       p->free_at = t;
       if (c->pipe[in->dst_pipe].st == P_FLAG) core__wake(r, c, in->dst_pipe);
       break;
@@ -347,13 +363,17 @@ static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
         p->st = P_FLAG;
         return;
       }
-      double ts = tq_pop(q);
+      uint64_t flow;
+      double ts = tq_pop(q, &flow);
       p->free_at = ts > t ? ts : t;
+      if (r->observe) core__observe(r, c, pipe, in, t, p->free_at, flow);
       break;
     }
     case CORE_OP_XSET: {
       double ts = (t > p->data_ready ? t : p->data_ready) + chip->sync.cross_core_s;
-      tq_push(xflag_q(r, c, in->src_pipe, in->dst_pipe, in->id), ts);
+      uint64_t flow = r->observe ? ++r->flows : 0;
+      tq_push(xflag_q(r, c, in->src_pipe, in->dst_pipe, in->id), ts, flow);
+      if (r->observe) core__observe(r, c, pipe, in, ts, ts, flow);
       p->free_at = t;
       struct core__unit *u = &r->units[c->unit];
       struct core__core *peer = &r->cores[u->phys[in->dst_pipe]];
@@ -368,12 +388,15 @@ static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
         p->st = P_XFLAG;
         return;
       }
-      double ts = tq_pop(q);
+      uint64_t flow;
+      double ts = tq_pop(q, &flow);
       p->free_at = ts > t ? ts : t;
+      if (r->observe) core__observe(r, c, pipe, in, t, p->free_at, flow);
       break;
     }
     case CORE_OP_BARRIER:
       p->free_at = t > p->data_ready ? t : p->data_ready;
+      if (r->observe) core__observe(r, c, pipe, in, t, p->free_at, 0);
       break;
     case CORE_OP_FENCE: {
       double ta = t > p->data_ready ? t : p->data_ready;

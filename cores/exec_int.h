@@ -29,6 +29,7 @@ enum {
 /* FIFO of times (set flags not yet consumed). */
 struct core__tq {
   double *t;
+  uint64_t *flow;  /* the flow id of each set (observed launches) */
   uint32_t head, n, cap;
 };
 
@@ -127,6 +128,8 @@ struct core__run {
   struct core__ixlog *ixlog;
   struct core_result res;
   struct npu_trace *trace;
+  const struct core_observer *observe;
+  uint64_t flows;        /* flow ids given so far (observed launches) */
   const char *host_prefix;
 };
 
@@ -134,6 +137,10 @@ struct core__run {
 void core__emit_reset(struct core__run *r);
 bool core__generate(struct core__run *r, struct core__unit *u); /* false if nothing left */
 uint64_t core__unit_pending(const struct core__run *r, const struct core__unit *u);
+
+/* stats.c: tell the launch's observer of an instruction (absolute times) */
+void core__observe(struct core__run *r, const struct core__core *c, int pipe, const struct core_instr *in,
+                   double start, double end, uint64_t flow);
 
 /* exec.c */
 void core__wake(struct core__run *r, struct core__core *c, int pipe);

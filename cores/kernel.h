@@ -102,10 +102,37 @@ struct core_result {
   const char *bottleneck;        /* cube_bound, vec_bound, mte2_bound, ... */
 };
 
+/*
+ * One instruction as it ran (event fidelity), for profilers' formats (micro/msprof.c writes
+ * msprof's). Flags and barriers are reported too: a set as a zero-length event when its flag
+ * lands, a wait from when it reached the head of its pipe until the flag it waited for landed.
+ * Each set starts a flow (an id from 1 up, unique in the launch) and the wait that consumes its
+ * flag ends it: the arrows of msprof's pipeline view, within a core and across cores.
+ */
+struct core_obs_instr {
+  int core;                     /* core id: cube (AIC) or coupled cores 0..aic_count-1, vector
+                                   (AIV) cores aic_count.. */
+  int unit, sub;                /* launch unit (block) and the core's sub-core in it */
+  int pipe;                     /* enum core_pipe it ran on */
+  const struct core_instr *in;  /* valid during the call */
+  double start_s, end_s;        /* from the start of the kernel body (after the launch) */
+  double body_t0_s;             /* when that body started on the engine's clock (a sequence of
+                                   launches: each its own) */
+  uint64_t bytes;               /* copies: bytes moved; 0 otherwise */
+  uint64_t flow;                /* set / cross-core set: the flow it starts; wait: the one it
+                                   ends; 0 otherwise */
+};
+
+struct core_observer {
+  void (*instr)(void *ctx, const struct core_obs_instr *e);
+  void *ctx;
+};
+
 struct core_launch_opts {
   enum core_fidelity fidelity;
   bool functional;         /* really move and compute data */
   struct npu_trace *trace; /* if not NULL, one event per instruction is recorded (event only) */
+  const struct core_observer *observe; /* if not NULL, told of every instruction (event only) */
   const char *host_prefix; /* engine host names of this chip's memory platform ("" if NULL) */
 };
 

@@ -64,6 +64,19 @@ void core__account(struct core__run *r, struct core__core *c, int pipe,
   default: break;
   }
   if (r->trace) npu_trace_add(r->trace, c->id, pipe, op_name(r, in), start - r->t0, end - start);
+  if (r->observe) core__observe(r, c, pipe, in, start, end, 0);
+}
+
+void core__observe(struct core__run *r, const struct core__core *c, int pipe, const struct core_instr *in,
+                   double start, double end, uint64_t flow)
+{
+  struct core_obs_instr e = {.core = c->id, .unit = c->unit, .sub = c->sub, .pipe = pipe, .in = in,
+                             .start_s = start - r->t0, .end_s = end - r->t0, .body_t0_s = r->t0, .flow = flow};
+  if (in->op == CORE_OP_COPY) {
+    bool gm = in->u.copy.src.space == MEM_GM || in->u.copy.dst.space == MEM_GM;
+    e.bytes = gm ? core__gm_bytes(r->chip, in) : core__copy_bytes(in);
+  }
+  r->observe->instr(r->observe->ctx, &e);
 }
 
 static double ratio(double busy, double t, int cores)

@@ -252,6 +252,7 @@ struct op_run_opts {
   bool functional;
   uint64_t seed;                /* input generator seed: a tensor's values are a stream of (seed, its name) */
   struct npu_trace *trace;      /* event fidelity: instruction timeline */
+  const struct core_observer *observe; /* event fidelity: told of every instruction */
   struct op_capture *capture;   /* functional: filled with every tensor's data (release it) */
 };
 

@@ -1,59 +1,76 @@
-/* chrome.c - Chrome trace JSON writer; see chrome.h. */
+/* chrome.c - Chrome trace JSON formatting; see chrome.h. */
 #include "report/chrome.h"
 
-#include "common/json.h"
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void rpt_chrome_us(struct npu_buf *b, double seconds)
+{
+  double ps = seconds * 1e12;
+  if (!(fabs(ps) < 9e18)) { /* beyond int64 picoseconds (about 100 days), or not a number */
+    npu_buf_puts(b, ps == ps ? (ps > 0 ? "1e300" : "-1e300") : "0");
+    return;
+  }
+  int64_t v = llround(ps);
+  char s[32];
+  const char *sign = v < 0 ? "-" : "";
+  uint64_t a = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+  int n = snprintf(s, sizeof s, "%s%" PRIu64 ".%06" PRIu64, sign, a / 1000000, a % 1000000);
+  npu_buf_append(b, s, (size_t)n);
+}
+
+void rpt_chrome_quote(struct npu_buf *b, const char *s)
+{
+  size_t plain = strcspn(s, "\"\\\n\r\t\001\002\003\004\005\006\007\010\013\014\016\017\020\021\022"
+                             "\023\024\025\026\027\030\031\032\033\034\035\036\037");
+  if (!s[plain]) { /* the common case: nothing to escape */
+    npu_buf_append(b, "\"", 1);
+    npu_buf_append(b, s, plain);
+    npu_buf_append(b, "\"", 1);
+    return;
+  }
+  npu_buf_puts(b, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') npu_buf_printf(b, "\\%c", *p);
+    else if (*p < 0x20) npu_buf_printf(b, "\\u%04x", *p);
+    else npu_buf_append(b, p, 1);
+  }
+  npu_buf_puts(b, "\"");
+}
+
+void rpt_chrome_event(struct npu_buf *b, const struct npu_trace_event *e)
+{
+  npu_buf_puts(b, "{\"name\":");
+  rpt_chrome_quote(b, e->name);
+  npu_buf_puts(b, ",\"ph\":\"X\",\"ts\":");
+  rpt_chrome_us(b, e->start_s);
+  npu_buf_puts(b, ",\"dur\":");
+  rpt_chrome_us(b, e->dur_s);
+  npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d}", e->pid, e->tid);
+}
+
+void rpt_chrome_track(struct npu_buf *b, const struct npu_trace_track *k)
+{
+  npu_buf_printf(b, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d", k->tid < 0 ? "process_name" : "thread_name", k->pid);
+  if (k->tid >= 0) npu_buf_printf(b, ",\"tid\":%d", k->tid);
+  npu_buf_puts(b, ",\"args\":{\"name\":");
+  rpt_chrome_quote(b, k->name);
+  npu_buf_puts(b, "}}");
+}
 
 void rpt_chrome_write(const struct npu_trace *t, struct npu_buf *out)
 {
-  struct npu_json j;
-  npu_json_init(&j, out);
-  npu_json_object_begin(&j);
-  npu_json_key(&j, "displayTimeUnit");
-  npu_json_string(&j, "ns");
-  npu_json_key(&j, "traceEvents");
-  npu_json_array_begin(&j);
-  for (size_t i = 0; i < t->ntracks; i++) {
-    const struct npu_trace_track *k = &t->tracks[i];
-    npu_json_object_begin(&j);
-    npu_json_key(&j, "name");
-    npu_json_string(&j, k->tid < 0 ? "process_name" : "thread_name");
-    npu_json_key(&j, "ph");
-    npu_json_string(&j, "M");
-    npu_json_key(&j, "pid");
-    npu_json_int(&j, k->pid);
-    if (k->tid >= 0) {
-      npu_json_key(&j, "tid");
-      npu_json_int(&j, k->tid);
-    }
-    npu_json_key(&j, "args");
-    npu_json_object_begin(&j);
-    npu_json_key(&j, "name");
-    npu_json_string(&j, k->name);
-    npu_json_object_end(&j);
-    npu_json_object_end(&j);
+  npu_buf_puts(out, RPT_CHROME_HEAD);
+  size_t n = 0;
+  for (size_t i = 0; i < t->ntracks; i++, n++) {
+    if (n) npu_buf_puts(out, ",\n");
+    rpt_chrome_track(out, &t->tracks[i]);
   }
-  for (size_t i = 0; i < t->n; i++) {
-    const struct npu_trace_event *e = &t->ev[i];
-    npu_json_object_begin(&j);
-    npu_json_key(&j, "name");
-    npu_json_string(&j, e->name);
-    npu_json_key(&j, "ph");
-    npu_json_string(&j, "X");
-    npu_json_key(&j, "ts");
-    npu_json_number(&j, e->start_s * 1e6);
-    npu_json_key(&j, "dur");
-    npu_json_number(&j, e->dur_s * 1e6);
-    npu_json_key(&j, "pid");
-    npu_json_int(&j, e->pid);
-    npu_json_key(&j, "tid");
-    npu_json_int(&j, e->tid);
-    npu_json_object_end(&j);
+  for (size_t i = 0; i < t->n; i++, n++) {
+    if (n) npu_buf_puts(out, ",\n");
+    rpt_chrome_event(out, &t->ev[i]);
   }
-  npu_json_array_end(&j);
-  if (t->dropped) {
-    npu_json_key(&j, "droppedEvents");
-    npu_json_int(&j, (int64_t)t->dropped);
-  }
-  npu_json_object_end(&j);
-  npu_json_finish(&j);
+  npu_buf_puts(out, RPT_CHROME_TAIL);
 }

@@ -10,6 +10,7 @@ packages=(
   libgsl-dev          # GSL: seeded random generators, statistics
   libconfig-dev       # libconfig: scenario and preset files
   libcriterion-dev    # Criterion: the test framework
+  zlib1g-dev          # zlib: traces written gzip-compressed (--trace FILE.gz)
   libopenmpi-dev      # Open MPI: sweeps spread over ranks (mpirun -n K npusim sweep); optional to build
   openmpi-bin         # mpirun, for the MPI sweep test
 )
