@@ -11,7 +11,8 @@
   XX(op_cross_entropy)      \
   XX(op_adamw)              \
   XX(op_quantize)           \
-  XX(op_dequantize)           \
+  XX(op_dequantize)         \
+  XX(op_quantize_int8)      \
   XX(op_dropout)
 
 #endif

@@ -18,9 +18,10 @@
   OPS_LIST_VECTOR(XX)    \
   OPS_LIST_MOE(XX)
 
-/* GEMM variants (grouped, MX and W4A8 all in gemm.c) and attention (attention.c). */
+/* GEMM variants (grouped, MX and W4A8 all in gemm.c) and attention (attention.c; decode over a
+ * paged KV cache: paged_attention.c). */
 #define OPS_LIST_GEMM(XX) XX(op_grouped_gemm)
-#define OPS_LIST_ATTENTION(XX) XX(op_flash_attention)
+#define OPS_LIST_ATTENTION(XX) XX(op_flash_attention) XX(op_paged_attention)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;
 OPS_LIST(OP__DECLARE)

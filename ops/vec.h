@@ -110,6 +110,18 @@ static inline void vx_sc(struct core_tp *t, enum core_vec_op op, uint64_t dst, u
   vx_issue(t, v, n, VX_REP);
 }
 
+/* dst = a op (the fp32 scalar at UB address ub, read when the instruction runs: Ascend C's
+ * GetValue after a V -> S sync, then Muls / Adds) over n dense fp32 elements (adds muls maxs mins). */
+static inline void vx_sc_ub(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t a, uint64_t ub, uint64_t n)
+{
+  struct core_vec v = vx_v(op, NPU_DT_FP32);
+  v.dst = dst;
+  v.src0 = a;
+  v.scalar_from_ub = true;
+  v.scalar_ub = ub;
+  vx_issue(t, v, n, VX_REP);
+}
+
 /* dst = op(a) over n dense fp32 elements (exp ln recip sqrt rsqrt abs neg copy). */
 static inline void vx_un(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t a, uint64_t n)
 {

@@ -344,3 +344,46 @@ Test(vector_quant, quantize_streams_at_hbm_bandwidth)
   cr_assert(s > 0.7 && s < 1.3, "dequantize: achieved %.3f of HBM", s);
   cr_assert(streaming_bound(r.total.bottleneck), "%s", r.total.bottleneck);
 }
+
+/* ------------------------------------------------------------------ int8 quantization */
+
+TestSuite(vector_quant_int8, .init = setup, .timeout = 60);
+
+Test(vector_quant_int8, per_token_and_per_channel_match_the_reference)
+{
+  ts_op(&b2.chip, "quantize_int8", AN, true, ARGS("rows=37", "cols=1024"));
+  ts_op(&b2.chip, "quantize_int8", AN, true, ARGS("rows=77", "cols=640", "in=fp16"));
+  ts_op(&b2.chip, "quantize_int8", AN, true, ARGS("rows=300", "cols=4096", "per=channel"));
+  ts_op(&b2.chip, "quantize_int8", AN, true, ARGS("rows=5", "cols=192", "per=channel", "in=fp32"));
+}
+
+/* one engine per process: one event run per test */
+Test(vector_quant_int8, per_channel_at_event_fidelity)
+{
+  ts_op(&b2.chip, "quantize_int8", EV, true, ARGS("rows=65", "cols=512", "per=channel"));
+}
+
+Test(vector_quant_int8, per_token_at_event_fidelity)
+{
+  ts_op(&b2.chip, "quantize_int8", EV, true, ARGS("rows=65", "cols=512"));
+}
+
+Test(vector_quant_int8, streams_at_hbm_bandwidth_and_per_channel_reads_twice)
+{
+  struct op_result t = ts_op(&b2.chip, "quantize_int8", AN, false, ARGS("rows=4096", "cols=8192"));
+  struct op_result c = ts_op(&b2.chip, "quantize_int8", AN, false, ARGS("rows=4096", "cols=8192", "per=channel"));
+  double x = 4096.0 * 8192 * 2, q = 4096.0 * 8192;
+  double st = hbm_share(&b2.chip, &t, x + q), sc = hbm_share(&b2.chip, &c, 2 * x + q);
+  cr_assert(st > 0.8 && st <= 1.0, "per token: %.2f of HBM bandwidth", st);
+  cr_assert(sc > 0.7 && sc <= 1.0, "per channel: %.2f of HBM bandwidth (x read for the amax, then again)", sc);
+  cr_assert(streaming_bound(t.total.bottleneck), "%s", t.total.bottleneck);
+  cr_assert_eq(c.nkernels, 2, "per channel: the column amax, then the quantization");
+}
+
+Test(vector_quant_int8, refuses_rows_it_cannot_hold)
+{
+  expect_error(&b2.chip, "quantize_int8", ARGS("rows=4", "cols=1000"), NPU_EINVAL,
+               "command line: --cols: a multiple of 64 up to 65536, got 1000");
+  expect_error(&b2.chip, "quantize_int8", ARGS("rows=4", "cols=64", "in=int8"), NPU_EINVAL,
+               "command line: --in: bf16, fp16 or fp32, got int8");
+}
