@@ -1,8 +1,10 @@
 /* trace.c - recording timeline intervals; see trace.h. */
 #include "common/trace.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "common/strutil.h"
@@ -46,8 +48,40 @@ size_t npu_trace_events(const struct npu_trace *t)
   return t->n + t->streamed;
 }
 
+static uint64_t fnv(const char *s)
+{
+  uint64_t h = 14695981039346656037ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+const char *npu_trace_intern(struct npu_trace *t, const char *name)
+{
+  if (2 * (t->nnames + 1) > t->names_cap) { /* grow: at most half full */
+    size_t cap = t->names_cap ? 2 * t->names_cap : 64;
+    char **v = npu_xcalloc(cap, sizeof *v);
+    for (size_t i = 0; i < t->names_cap; i++) {
+      if (!t->names[i]) continue;
+      size_t k = fnv(t->names[i]) & (cap - 1);
+      while (v[k]) k = (k + 1) & (cap - 1);
+      v[k] = t->names[i];
+    }
+    free(t->names);
+    t->names = v;
+    t->names_cap = cap;
+  }
+  size_t k = fnv(name) & (t->names_cap - 1);
+  for (; t->names[k]; k = (k + 1) & (t->names_cap - 1))
+    if (!strcmp(t->names[k], name)) return t->names[k];
+  t->names[k] = npu_xstrdup(name);
+  t->nnames++;
+  return t->names[k];
+}
+
 void npu_trace_release(struct npu_trace *t)
 {
+  for (size_t i = 0; i < t->names_cap; i++) free(t->names[i]);
+  free(t->names);
   free(t->ev);
   free(t->tracks);
   *t = (struct npu_trace){0};

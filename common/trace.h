@@ -31,12 +31,17 @@ struct npu_trace {
   void (*sink)(void *ctx, const struct npu_trace_event *e);
   void *sink_ctx;
   size_t streamed;
+  char **names;          /* interned event names (npu_trace_intern), a hash set */
+  size_t nnames, names_cap;
 };
 
 void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
                    double dur_s);
 /* Name a track (pid, tid); tid -1 names the process. Later names replace earlier ones. */
 void npu_trace_name(struct npu_trace *t, int pid, int tid, const char *name);
+/* A copy of name that lives as long as t, for event names built at run time ("F mb 3"); the
+ * same text gives the same pointer. */
+const char *npu_trace_intern(struct npu_trace *t, const char *name);
 /* Events recorded so far, kept or streamed. */
 size_t npu_trace_events(const struct npu_trace *t);
 void npu_trace_release(struct npu_trace *t);

@@ -108,6 +108,43 @@ double wl__overlap_time(enum wl_ovl m, int n, double g, double gr, double comm, 
   }
 }
 
+/* Item i's time on the compute stream: a kernel's time; a collective's, less what hides it
+ * (CP's ring beside its attention); an overlapped TP collective's interference (*lost) plus its
+ * exposed part (*exposed), *hidden what its GEMM covered. */
+static double item_time(const struct wl_program *j, int i, double *lost, double *exposed, double *hidden)
+{
+  const struct wl_item *it = &j->items[i];
+  *lost = *hidden = 0;
+  if (it->coll && it->ovl != WL_OVL_NONE) {
+    /* with its GEMM (summed as it runs alone): what the pair adds, interference then exposed */
+    double comm = j->colls[it->index].time_s, chunk = it->chunk >= 0 ? j->colls[it->chunk].time_s : 0;
+    double g = j->kernels[j->items[it->hide].index].time_s, gr = j->kernels[it->slowed].time_s;
+    double pair = wl__overlap_time((enum wl_ovl)it->ovl, it->nchunks, g, gr, comm, chunk, lost);
+    *exposed = fmax(0, pair - g - *lost);
+    *hidden = fmax(0, (it->ovl == WL_OVL_PIPE ? it->nchunks * chunk : comm) - *exposed);
+    return *lost + *exposed;
+  }
+  double t;
+  if (it->coll) {
+    t = j->colls[it->index].time_s;
+    if (it->hide >= 0) {
+      const struct wl_item *h = &j->items[it->hide];
+      double under = h->coll ? j->colls[h->index].time_s : j->kernels[h->index].time_s;
+      t = t > under ? t - under : 0;
+    }
+  } else {
+    t = j->kernels[it->index].time_s;
+  }
+  *exposed = t;
+  return t;
+}
+
+double wl__item_time(const struct wl_program *j, int i)
+{
+  double lost, exposed, hidden;
+  return item_time(j, i, &lost, &exposed, &hidden);
+}
+
 static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
 {
   int first = sg->first_item, n = sg->nitems, launches = sg->launches;
@@ -117,36 +154,17 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
   double *item_s = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *item_s);
   for (int i = first; i < first + n; i++) {
     const struct wl_item *it = &j->items[i];
-    double t, f = 0;
-    if (it->coll && it->ovl != WL_OVL_NONE) {
-      /* with its GEMM (summed as it runs alone): what the pair adds, interference then exposed */
-      double comm = j->colls[it->index].time_s, chunk = it->chunk >= 0 ? j->colls[it->chunk].time_s : 0;
-      double g = j->kernels[j->items[it->hide].index].time_s, gr = j->kernels[it->slowed].time_s, lost;
-      double pair = wl__overlap_time((enum wl_ovl)it->ovl, it->nchunks, g, gr, comm, chunk, &lost);
-      double exposed = fmax(0, pair - g - lost);
-      t = lost + exposed;
-      sg->cat_s[WL_CAT_INTERFERE] += lost;
-      sg->tp_hidden_s += fmax(0, (it->ovl == WL_OVL_PIPE ? it->nchunks * chunk : comm) - exposed);
-      item_s[i - first] = t;
-      sg->time_s += t;
-      sg->cat_s[it->cat] += exposed;
-      continue;
-    } else if (it->coll) {
-      t = j->colls[it->index].time_s;
-      if (it->hide >= 0) {
-        const struct wl_item *h = &j->items[it->hide];
-        double under = h->coll ? j->colls[h->index].time_s : j->kernels[h->index].time_s;
-        t = t > under ? t - under : 0;
-      }
-    } else {
-      t = j->kernels[it->index].time_s;
-      f = j->kernels[it->index].flops;
-    }
+    double lost, exposed, hidden, t = item_time(j, i, &lost, &exposed, &hidden);
     item_s[i - first] = t;
     sg->time_s += t;
-    sg->cat_s[it->cat] += t;
-    sg->flops += f;
-    if (!it->recompute) sg->model_flops += f;
+    sg->cat_s[WL_CAT_INTERFERE] += lost;
+    sg->cat_s[it->cat] += exposed;
+    sg->tp_hidden_s += hidden;
+    if (!it->coll) {
+      double f = j->kernels[it->index].flops;
+      sg->flops += f;
+      if (!it->recompute) sg->model_flops += f;
+    }
   }
   /* each item one dispatch, unless the builder counted the launches itself (the optimizer) */
   double d = wl__host_dispatch_s(j);

@@ -148,21 +148,63 @@ static void wait_on(struct wl__rank *rk, int h, enum wl_cat cat, double now)
 }
 
 /* Start the slot at pc (and its F&B partner): its steps from the program. */
-static void start_slot(struct wl__replay *r, struct wl__rank *rk, double now)
+static void start_slot(struct wl__rank *rk, double now)
 {
   const struct wl_prog_slot *ps = &rk->ps->slots[rk->pc];
   const struct wl_step_list *l = &rk->ps->lists[ps->list];
   rk->steps = &rk->ps->steps[l->first];
   rk->nsteps = l->n;
   rk->sk = rk->npaired = 0;
-  if (r->trace) npu_trace_add(r->trace, rk->idx, 0, (const char *[]){"F", "B", "Bi", "W"}[ps->slot.phase], now, 0);
+  rk->slot_t0 = now;
   rk->st = WL__ST_STEP;
+}
+
+/* The slot (and its DualPipe partner) as one slice on the micro-batch track: "F mb 3". */
+static void trace_slot(struct wl__replay *r, const struct wl__rank *rk, bool pair, double now)
+{
+  static const char *const phase[] = {"F", "B", "Bi", "W"};
+  const struct wl_slot *a = &rk->ps->slots[rk->pc].slot;
+  char name[64];
+  int n = snprintf(name, sizeof name, "%s mb %d", phase[a->phase], (int)a->mb);
+  if (pair) {
+    const struct wl_slot *b = &rk->ps->slots[rk->pc + 1].slot;
+    snprintf(name + n, sizeof name - (size_t)n, " + %s mb %d", phase[b->phase], (int)b->mb);
+  }
+  npu_trace_add(r->trace, rk->idx, 3, npu_trace_intern(r->trace, name), rk->slot_t0, now - rk->slot_t0);
+}
+
+/* A segment's kernels and collectives, in order, on the compute track, ending when the stream
+ * does (a host-bound segment leaves the stream idle before them); an overlapped collective
+ * shows the time it adds (interference and exposed part). */
+static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const struct wl_seg *sg, double end)
+{
+  const struct wl_program *j = r->prog;
+  double t = end - sg->time_s;
+  for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
+    const struct wl_item *it = &j->items[i];
+    double d = wl__item_time(j, i);
+    if (d <= 0) continue;
+    const char *name;
+    if (it->coll) {
+      static const char *const dims[] = {"TP", "CP", "EP", "DP", "PP"};
+      const struct wl_coll *c = &j->colls[it->index];
+      char buf[64];
+      snprintf(buf, sizeof buf, "%s %s%s", dims[c->dim], ic_op_name(c->op),
+               it->ovl != WL_OVL_NONE || it->hide >= 0 ? " (exposed)" : "");
+      name = npu_trace_intern(r->trace, buf);
+    } else {
+      name = j->kernels[it->index].op;
+    }
+    npu_trace_add(r->trace, rk->idx, 0, name, t, d);
+    t += d;
+  }
 }
 
 /* The end of the current slot (and its partner): post the outputs, go to the next slot. */
 static void end_slot(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   bool pair = rk->ps->slots[rk->pc].slot.overlap && rk->pc + 1 < rk->ps->nslots;
+  if (r->trace) trace_slot(r, rk, pair, now);
   for (int q = 0; q <= (pair ? 1 : 0); q++) {
     int send = rk->ps->slots[rk->pc].send;
     if (send >= 0) {
@@ -204,6 +246,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         const struct wl_seg *sg = s->u.seg.seg;
         end = stream_end(r, rk, now, sg->time_s, sg->host_lead_s, sg->launches);
         add_seg(rk, sg);
+        if (r->trace) trace_seg(r, rk, sg, end);
       } else { /* the experts' FLOPs are not counted per rank (the model's formula has them) */
         double dev = wl_program_expert_s(r->prog, s->u.experts.layer, step_mb(rk, s), rk->e,
                                          (enum wl_expert_pass)s->u.experts.pass);
@@ -212,7 +255,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         end = stream_end(r, rk, now, dev, wl__host_lead_equal(dev, 3, r->host_d), 3);
       }
       double d = end - now;
-      if (r->trace && d > 0) npu_trace_add(r->trace, rk->idx, 0, "compute", now, d);
+      if (r->trace && d > 0 && s->kind == WL_STEP_EXPERTS) npu_trace_add(r->trace, rk->idx, 0, "experts", now, d);
       rk->run_end = now + d;
       rk->sk++;
       rk->st = WL__ST_RUN;
@@ -336,7 +379,7 @@ static bool on_ready(struct wl__replay *r, struct wl__rank *rk, double now)
     for (int q = 0; q <= (pair ? 1 : 0); q++) /* the receives' launches */
       if (rk->ps->slots[rk->pc + (size_t)q].recv >= 0) host_dispatch(r, rk, 1);
   }
-  start_slot(r, rk, now);
+  start_slot(rk, now);
   return true;
 }
 
@@ -588,6 +631,7 @@ static void trace_tracks(const struct wl__replay *r)
     npu_trace_name(r->trace, i, 0, "compute");
     npu_trace_name(r->trace, i, 1, "waits");
     npu_trace_name(r->trace, i, 2, "data parallel");
+    npu_trace_name(r->trace, i, 3, "micro-batches");
   }
 }
 

@@ -28,6 +28,8 @@ struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
  * (comm: the collective alone; chunk: one chunk's collective, WL_OVL_PIPE): the pair's time,
  * and in *lost what the GEMM loses to the communication (docs/TRAINING.md). */
 double wl__overlap_time(enum wl_ovl m, int n, double g, double gr, double comm, double chunk, double *lost);
+/* Item i's time on its compute stream, as a segment's time_s sums it (cost.c). */
+double wl__item_time(const struct wl_program *j, int i);
 
 /* Cost every kernel of p not costed yet through cache (the chip model at the run's fidelity).
  * Returns 0, or an error with diag naming the kernel (a shape the chip cannot run). */
@@ -143,6 +145,7 @@ struct wl__rank {
   size_t pc;             /* current slot */
   enum wl__state st;
   double since;          /* when the current wait began */
+  double slot_t0;        /* when the current slot started (traced as one slice) */
   double run_end;
   int wait;              /* p2p index waited on */
   int waitsh;            /* shared collective waited on */

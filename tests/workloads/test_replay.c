@@ -346,3 +346,49 @@ Test(replay, many_collectives_keep_their_handles, .timeout = 120)
   cr_assert_eq(o.status, 0, "%s", o.message);
   cr_expect_gt(o.step_time_s, 0);
 }
+
+/* The trace shows what the compute stream ran: each segment's kernels and TP collectives in
+ * order (not one opaque block), every slot as a slice named by phase and micro-batch, and the
+ * compute track's busy time is the time the step's categories put on it. */
+Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  const char *const *sets = SETS("plan.tp=4", "plan.pp=2", "plan.dp=1", "plan.global_batch=4");
+  char msg[1024];
+  int rc = wl_job_load(&job, SCN "tiny.cfg", sets, nsets(sets), &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  struct npu_trace tr = {0};
+  rc = wl_replay(&job, &tr, &res, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  int tp = 0, gemm = 0, slots = 0, compute_named = 0;
+  double tp0 = 0;
+  for (size_t i = 0; i < tr.n; i++) {
+    const struct npu_trace_event *e = &tr.ev[i];
+    if (!strncmp(e->name, "TP ", 3)) {
+      tp++;
+      if (e->pid == 0) tp0 += e->dur_s;
+    }
+    if (!strcmp(e->name, "gemm")) gemm++;
+    if (!strcmp(e->name, "compute")) compute_named++;
+    if (e->tid == 3) {
+      slots++;
+      cr_assert(!strncmp(e->name, "F mb ", 5) || !strncmp(e->name, "B mb ", 5), "%s", e->name);
+      cr_assert_gt(e->dur_s, 0, "a slot is a slice, not a marker");
+    }
+  }
+  cr_assert_gt(tp, 0, "TP collectives are on the compute track");
+  cr_assert_gt(gemm, 0);
+  cr_assert_eq(compute_named, 0, "no opaque compute blocks");
+  cr_assert_eq(slots, 2 * 2 * 4, "F and B of 4 micro-batches on 2 stages: %d", slots);
+  /* stage 0's TP events add up to the TP time its step breakdown reports */
+  double want = res.stages[0].cat_s[WL_CAT_TP];
+  cr_assert(want > 0 && fabs(tp0 - want) <= 1e-9 * want, "TP on stage 0's track %.9g s, in its breakdown %.9g s", tp0, want);
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
