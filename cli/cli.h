@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "common/diag.h"
+#include "common/progress.h"
 #include "common/strutil.h"
 
 struct npu_cmd {
@@ -64,6 +65,18 @@ struct arch_system;
 struct npu_cfg;
 int cli_load_system(struct npu_cfg **cfg, struct arch_system *sys, const char *spec, const struct cli_sets *sets,
                     struct npu_diag *diag);
+
+/* One progress line on stderr while a command works (progress.c): on when stderr is a terminal
+ * (enabled < 0), or as --progress / --no-progress say (1 / 0); the line is cleared at the end. */
+struct cli_progress {
+  struct npu_progress sink;
+  bool on, shown;
+  double t0, last;
+};
+void cli_progress_init(struct cli_progress *p, int enabled);
+/* The sink to hand down: NULL when off. */
+const struct npu_progress *cli_progress_sink(struct cli_progress *p);
+void cli_progress_end(struct cli_progress *p);
 
 /* Write a file completely or not at all (a temporary next to it, renamed into place); errors
  * name path and key. 0 or NPU_EIO. */

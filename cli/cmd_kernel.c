@@ -46,6 +46,8 @@ static const char usage[] =
     "  --json             print JSON: .time_s, .achieved_flops_per_s, .bottleneck, .pipes.<ratio>\n"
     "  --trace FILE       write a Chrome trace (Perfetto) of every instruction (event fidelity),\n"
     "                     streamed to disk, never cut; gzip-compressed when FILE ends in .gz\n"
+    "  --progress         a progress line on stderr while an event-fidelity kernel runs (blocks\n"
+    "                     issued); the default when stderr is a terminal; --no-progress: off\n"
     "  --msprof DIR       write what the msprof op simulator writes (event fidelity): per-core\n"
     "                     instruction tables and pipeline traces, PipeUtilization.csv,\n"
     "                     OpBasicInfo.csv (docs/KERNELS.md); DIR new or empty\n"
@@ -196,6 +198,7 @@ struct extras {
   size_t golden_bytes;
   size_t traced;               /* --trace: events written */
   const char *msprof;          /* --msprof DIR */
+  int progress;                /* --progress 1, --no-progress 0, else -1: when stderr is a terminal */
 };
 
 /* Before anything runs: --dump's directory exists (or is made), --golden's file is read. */
@@ -318,7 +321,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   if (!d) return NPU_EINVAL;
   const char *arch = "ascend-910b2", *trace_path = NULL;
   bool json = false;
-  struct extras x = {.rtol = 1e-3, .atol = 1e-3};
+  struct extras x = {.rtol = 1e-3, .atol = 1e-3, .progress = -1};
   struct op_run_opts opts = {.fidelity = CORE_FIDELITY_EVENT, .seed = 1};
   struct cli_sets sets = {0};
   char **kv = npu_xcalloc((size_t)argc, sizeof *kv);
@@ -341,7 +344,8 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     for (char *p = name; *p; p++)
       if (*p == '-') *p = '_';
     const char *value = eq ? eq + 1 : NULL;
-    bool flag = !strcmp(name, "json") || !strcmp(name, "functional") || !strcmp(name, "parity");
+    bool flag = !strcmp(name, "json") || !strcmp(name, "functional") || !strcmp(name, "parity") ||
+                !strcmp(name, "progress") || !strcmp(name, "no_progress");
     int pi = op_param_index(d, name);
     bool bool_param = pi >= 0 && d->params[pi].type == OP_P_BOOL;
     if (!value && !flag && !(bool_param && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))) {
@@ -354,6 +358,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
     if (!strcmp(name, "json")) json = true;
     else if (!strcmp(name, "functional")) opts.functional = true;
     else if (!strcmp(name, "parity")) x.parity = true;
+    else if (!strcmp(name, "progress") || !strcmp(name, "no_progress")) x.progress = name[0] == 'p';
     else if (!strcmp(name, "dump")) x.dump = value;
     else if (!strcmp(name, "golden")) x.golden = value;
     else if (!strcmp(name, "rtol") || !strcmp(name, "atol")) {
@@ -420,7 +425,11 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   }
   if (rc == 0 && !x.done) {
     struct op_result res;
+    struct cli_progress pg;
+    cli_progress_init(&pg, x.progress);
+    opts.progress = cli_progress_sink(&pg);
     rc = op_run(d, &args, &sys.chip, &opts, &res, diag);
+    cli_progress_end(&pg);
     if (rc == 0) {
       char text[1024];
       op_args_format(d, &args, text, sizeof text);

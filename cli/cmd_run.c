@@ -20,7 +20,7 @@
 #include "scenario/scenario.h"
 
 static const char usage[] =
-    "usage: npusim run SCENARIO.cfg [-o DIR] [--trace] [--set KEY=VALUE]...\n"
+    "usage: npusim run SCENARIO.cfg [-o DIR] [--trace[=gz]] [--progress|--no-progress] [--set KEY=VALUE]...\n"
     "\n"
     "Simulate one training step of a scenario: the system (chip, node, cluster), the model\n"
     "and the parallel plan. Prints step time, tokens/s, MFU and HFU (with the formula and the\n"
@@ -34,6 +34,9 @@ static const char usage[] =
     "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream),\n"
     "               streamed to disk while the scenario runs, never cut\n"
     "  --trace=gz   the same, gzip-compressed: DIR/trace.json.gz\n"
+    "  --progress   a progress line on stderr (kernels costed, schedule slots replayed, blocks of\n"
+    "               an event-fidelity kernel); the default when stderr is a terminal;\n"
+    "               --no-progress turns it off\n"
     "  --set K=V    override a scenario key (repeatable), e.g. --set plan.tp=4\n"
     "\n"
     "npusim run A.cfg B.cfg ... --csv OUT.csv [-j N] [--timeout S] [--set K=V]...: a batch, one\n"
@@ -71,6 +74,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (cli_run_is_batch(argc, argv)) return cli_run_batch(argc, argv, out, diag);
   const char *path = NULL, *dir = NULL;
   bool want_trace = false, gzip = false;
+  int progress = -1; /* on when stderr is a terminal */
   struct cli_sets sets = {0};
   int rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
@@ -80,6 +84,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     else if (!strcmp(argv[i], "-o")) {
       if (i + 1 >= argc) rc = npu_diag_set(diag, "command line", 0, "-o", "needs a directory");
       else dir = argv[++i];
+    } else if (!strcmp(argv[i], "--progress") || !strcmp(argv[i], "--no-progress")) {
+      progress = argv[i][2] == 'p';
     } else if (!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace=gz")) {
       want_trace = true;
       gzip = argv[i][7] == '=';
@@ -104,7 +110,13 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     rc = rpt_trace_file_open(&tf, tpath, "--trace", diag);
     if (!rc) rpt_trace_file_attach(tf, &s->trace);
   }
-  if (!rc) rc = scn_run(s, want_trace, diag);
+  struct cli_progress pg;
+  cli_progress_init(&pg, progress);
+  if (!rc) {
+    s->progress = cli_progress_sink(&pg);
+    rc = scn_run(s, want_trace, diag);
+    cli_progress_end(&pg);
+  }
   if (!rc && tf) rc = rpt_trace_file_close(tf, &s->trace, diag), tf = NULL;
   if (!rc && dir) rc = write_outputs(dir, s, diag);
   if (!rc) scn_text(s, out);

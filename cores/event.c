@@ -203,9 +203,14 @@ int core__run_event(struct core__run *r)
   for (int i = 0; i < r->ncores; i++)
     for (int p = 0; p < CORE_PIPE_COUNT; p++) r->cores[i].pipe[p].free_at = r->t0;
   for (int u = 0; u < r->nunits; u++) core__generate(r, &r->units[u]);
-  for (;;) {
+  for (uint64_t iter = 0;; iter++) {
     core__drain(r);
     if (r->err) break;
+    if (r->opts.progress && iter % 4096 == 0) { /* blocks handed to the units so far */
+      uint64_t issued = 0;
+      for (int u = 0; u < r->nunits; u++) issued += r->units[u].next;
+      npu_progress_note(r->opts.progress, r->k->name, (double)issued, (double)r->k->nblocks);
+    }
     double now = npu_engine_clock();
     while (r->nheap && r->heap[0].t <= now) {
       struct core__heap_item it = heap_pop(r);

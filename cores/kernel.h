@@ -36,6 +36,7 @@
 #include "arch/arch.h"
 #include "common/diag.h"
 #include "common/strutil.h"
+#include "common/progress.h"
 #include "common/trace.h"
 #include "cores/isa.h"
 #include "memory/gm.h"
@@ -133,6 +134,7 @@ struct core_launch_opts {
   bool functional;         /* really move and compute data */
   struct npu_trace *trace; /* if not NULL, one event per instruction is recorded (event only) */
   const struct core_observer *observe; /* if not NULL, told of every instruction (event only) */
+  const struct npu_progress *progress; /* if not NULL, told of the blocks issued (event only) */
   const char *host_prefix; /* engine host names of this chip's memory platform ("" if NULL) */
 };
 

@@ -367,7 +367,8 @@ int mc_kernel_run(struct mc_kernel_job *job, struct npu_trace *trace, struct op_
   struct op_run_opts opts = {.fidelity = (enum core_fidelity)job->spec.fidelity,
                              .functional = job->spec.functional,
                              .seed = (uint64_t)job->spec.seed,
-                             .trace = trace};
+                             .trace = trace,
+                             .progress = job->progress};
   int rc = op_run(job->op, &job->args, &job->sys.chip, &opts, res, diag);
   if (rc == NPU_EINVAL || rc == NPU_EUNSUPPORTED || rc == NPU_ENOFIT) return relocate(job, rc, diag);
   if (!rc && res->checked && !res->passed)

@@ -64,6 +64,7 @@ struct mc_kernel_job {
   struct op_args args;          /* after load: defaults, kernel.args, then kernel.<param> keys */
   char args_text[1024];         /* canonical arguments (op_args_format) */
   uint8_t arg_src[OP_MAX_PARAMS]; /* where each argument came from, to locate messages (kernel.c) */
+  const struct npu_progress *progress; /* event fidelity: told of the blocks issued (may be NULL) */
 };
 
 /*

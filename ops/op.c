@@ -479,7 +479,7 @@ int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_c
     cap->n = x.ntensors;
   }
   struct core_launch_opts lo = {.fidelity = opts->fidelity, .functional = opts->functional,
-                                .trace = opts->trace, .observe = opts->observe};
+                                .trace = opts->trace, .observe = opts->observe, .progress = opts->progress};
   struct seq s = {&x, &lo, res, diag, 0};
   if (opts->fidelity == CORE_FIDELITY_EVENT) {
     struct npu_buf xml = {0};

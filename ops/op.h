@@ -253,6 +253,7 @@ struct op_run_opts {
   uint64_t seed;                /* input generator seed: a tensor's values are a stream of (seed, its name) */
   struct npu_trace *trace;      /* event fidelity: instruction timeline */
   const struct core_observer *observe; /* event fidelity: told of every instruction */
+  const struct npu_progress *progress; /* event fidelity: told of the blocks issued */
   struct op_capture *capture;   /* functional: filled with every tensor's data (release it) */
 };
 

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "ops/ops_int.h"
+#include "ops/op.h"
 #include "ops/queue.h"
 #include "ops/vec.h"
 

@@ -64,6 +64,7 @@ static int run(struct scn_scenario *s, bool want_trace, struct npu_diag *diag)
   struct mc_kernel_job *job = &K(s)->job;
   if (want_trace && job->spec.fidelity != CORE_FIDELITY_EVENT)
     return npu_cfg_fail(job->cfg, diag, "kernel.fidelity", "a trace needs kernel.fidelity = \"event\"");
+  job->progress = s->progress;
   return mc_kernel_run(job, want_trace ? &s->trace : NULL, &K(s)->res, diag);
 }
 

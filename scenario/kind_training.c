@@ -51,6 +51,7 @@ static int load(struct scn_scenario **out, const char *path, const char *const *
 
 static int run(struct scn_scenario *s, bool want_trace, struct npu_diag *diag)
 {
+  T(s)->job.progress = s->progress;
   return wl_replay(&T(s)->job, want_trace ? &s->trace : NULL, &T(s)->res, diag);
 }
 

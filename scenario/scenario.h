@@ -29,6 +29,7 @@
 #include "common/cfg.h"
 #include "common/diag.h"
 #include "common/strutil.h"
+#include "common/progress.h"
 #include "common/trace.h"
 #include "report/columns.h"
 
@@ -40,6 +41,7 @@ struct scn_scenario {
   bool ran;                 /* scn_run succeeded: the result is there */
   bool traced;              /* run with a trace: trace holds it */
   struct npu_trace trace;   /* the run's timeline (with want_trace) */
+  const struct npu_progress *progress; /* set before scn_run to be told how far it got (may be NULL) */
 };
 
 /* A scenario loaded with its kind's sections, not finished, not run; kinds embed it first. */

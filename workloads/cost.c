@@ -45,6 +45,7 @@ int wl__cost_kernels(struct wl_program *j, struct op_cache *cache, struct npu_di
 {
   for (int i = 0; i < j->nkernels; i++) {
     if (j->kernels[i].costed) continue;
+    npu_progress_note(j->job->progress, "costing kernels", i, j->nkernels);
     int rc = cost_kernel(j, cache, &j->kernels[i], diag);
     if (rc) return rc;
   }

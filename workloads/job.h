@@ -20,6 +20,7 @@
 
 #include "arch/arch.h"
 #include "common/cfg.h"
+#include "common/progress.h"
 #include "common/diag.h"
 #include "common/trace.h"
 #include "cores/kernel.h"
@@ -69,7 +70,6 @@ struct wl_run {
   int network;              /* enum wl_network */
   int seed;                 /* for anything random (reported) */
   char cost_cache[256];     /* persistent kernel cost cache file; "" none */
-  bool kernel_trace;        /* trace: one event per kernel instead of per layer */
 };
 
 /* A stretch of one rank's compute stream: a layer's forward, its backward, the head, ... */
@@ -163,6 +163,7 @@ struct wl_job {
   struct wl_run run;
   struct wl_routing_cfg routing;  /* MoE token routing (the "routing" section) */
   int devices, microbatches;
+  const struct npu_progress *progress; /* told of kernels costed and slots replayed (may be NULL) */
 };
 
 /* Register the "run" section's table (target: struct wl_run), zeroing it first. */

@@ -609,7 +609,14 @@ static void drive(void *arg)
   if ((r->rc = wl__build_comms(r))) return;
   init_ranks(r);
   for (int i = 0; i < r->nr; i++) step_rank(r, &r->rk[i], t0);
-  while (!r->rc && r->ndone < r->nr) {
+  size_t slots = 0;
+  for (int i = 0; i < r->nr; i++) slots += r->rk[i].ps->nslots;
+  for (uint64_t iter = 0; !r->rc && r->ndone < r->nr; iter++) {
+    if (r->job->progress && iter % 1024 == 0) { /* schedule slots started over every rank */
+      size_t done = 0;
+      for (int i = 0; i < r->nr; i++) done += r->rk[i].pc;
+      npu_progress_note(r->job->progress, "replay", (double)done, (double)slots);
+    }
     double now = npu_engine_clock();
     bool event = poll_network(r, &now);
     if (r->rc) break;

@@ -228,3 +228,15 @@ Test(profiles, run_trace_gz_streams_the_training_timeline)
   ts_rmtree(dir);
   free(dir);
 }
+
+/* --progress: a line on stderr while an event-fidelity kernel runs (blocks issued of the
+ * kernel's), cleared at the end; the result on stdout is unchanged. */
+Test(profiles, progress_line_counts_the_blocks_of_a_long_kernel)
+{
+  struct run_result r = ts_npusim("kernel", "gemm", "--m", "8192", "--n", "8192", "--k", "8192", "--progress", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "\rgemm: ") && strstr(r.err, "% (") && strstr(r.err, " of 2048), "), "%s", r.err);
+  cr_assert(strstr(r.err, "\r\033[K"), "the line is cleared at the end");
+  cr_assert(r.out[0] == '{' && !strchr(r.out, '\r'), "stdout holds the result only");
+  ts_run_free(&r);
+}
