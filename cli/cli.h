@@ -34,6 +34,7 @@ extern const struct npu_cmd npu_cmd_run;
 extern const struct npu_cmd npu_cmd_validate;
 extern const struct npu_cmd npu_cmd_sweep;
 extern const struct npu_cmd npu_cmd_merge;
+extern const struct npu_cmd npu_cmd_compare;
 extern const struct npu_cmd npu_cmd_report;
 extern const struct npu_cmd npu_cmd_plot;
 extern const struct npu_cmd npu_cmd_calibrate;

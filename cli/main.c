@@ -29,6 +29,7 @@ static const struct npu_cmd *const commands[] = {
     &npu_cmd_sweep,
     &npu_cmd_plan,
     &npu_cmd_merge,
+    &npu_cmd_compare,
     &npu_cmd_report,
     &npu_cmd_plot,
     &npu_cmd_calibrate,

@@ -1,0 +1,184 @@
+/*
+ * cmd_compare.c - `npusim compare A B [--tolerance PCT]`: two results side by side, column by
+ * column: two runs (what changed between two plans, chips or versions), or a measurement next
+ * to a simulation (a CSV of measured figures under npusim's column names: step_time_s,
+ * tokens_per_s, mfu, ...).
+ *
+ * A and B are results CSVs (summary.csv, a sweep's or a batch's rows) or directories holding
+ * summary.csv; PATH:N takes data row N (1-based; the first by default). Columns are matched by
+ * name; numbers are shown with B - A and B / A, texts when they differ, and the columns only
+ * one side has are listed. With --tolerance PCT a shared number that differs by more than PCT
+ * percent of A's fails the command (exit 1, the message naming each: a regression check).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "sweep/table.h"
+
+static const char usage[] =
+    "usage: npusim compare A B [--tolerance PCT]\n"
+    "\n"
+    "Show two results column by column: B - A and B / A for every number both have, the texts\n"
+    "that differ, and the columns only one has. A and B are results CSVs (a run's summary.csv,\n"
+    "a sweep's or a batch's CSV) or directories holding summary.csv; PATH:N takes data row N\n"
+    "(1-based, default 1). A measurement compares with a simulation when its CSV names its\n"
+    "figures as npusim does (step_time_s, tokens_per_s, mfu, memory_peak_bytes, ...; docs/OUTPUTS.md).\n"
+    "\n"
+    "  --tolerance PCT   fail (exit 1, naming them) when shared numbers differ from A's by more\n"
+    "                    than PCT percent\n";
+
+struct side {
+  char path[1100];
+  int row;          /* 0-based data row */
+  struct sw_table t;
+};
+
+/* PATH[:N] -> the CSV file and the row. */
+static int open_side(const char *arg, struct side *s, struct npu_diag *diag)
+{
+  memset(s, 0, sizeof *s);
+  char p[1024];
+  npu_strlcpy(p, arg, sizeof p);
+  char *colon = strrchr(p, ':');
+  if (colon && colon[1]) {
+    char *end;
+    long n = strtol(colon + 1, &end, 10);
+    if (!*end) {
+      if (n < 1) return npu_diag_set(diag, "command line", 0, NULL, "'%s': rows count from 1", arg), NPU_EINVAL;
+      s->row = (int)n - 1;
+      *colon = '\0';
+    }
+  }
+  struct stat st;
+  if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(s->path, sizeof s->path, "%s/summary.csv", p);
+  else npu_strlcpy(s->path, p, sizeof s->path);
+  int rc = sw_table_read(s->path, &s->t, diag);
+  if (rc) return rc;
+  if (s->row >= s->t.nrows)
+    return npu_diag_set(diag, s->path, 0, NULL, "has %d data row%s, not %d", s->t.nrows, s->t.nrows == 1 ? "" : "s",
+                        s->row + 1),
+           NPU_EINVAL;
+  return 0;
+}
+
+static bool number(const char *s, double *v)
+{
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  return !*end && errno == 0 && isfinite(*v);
+}
+
+static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
+{
+  const char *args[2] = {NULL, NULL};
+  int nargs = 0, rc = 0;
+  double tol = -1;
+  for (int i = 1; i < argc && !rc; i++) {
+    if (!strcmp(argv[i], "--tolerance")) {
+      char *end;
+      double v = i + 1 < argc ? strtod(argv[i + 1], &end) : -1;
+      if (i + 1 >= argc || end == argv[i + 1] || *end || !(v >= 0) || !isfinite(v))
+        rc = npu_diag_set(diag, "command line", 0, "--tolerance", "expected a percentage >= 0, got '%s'",
+                          i + 1 < argc ? argv[i + 1] : "");
+      tol = v;
+      i++;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      rc = cli_bad_arg(diag, "compare", argv[i]);
+    } else if (nargs < 2) {
+      args[nargs++] = argv[i];
+    } else {
+      rc = npu_diag_set(diag, "command line", 0, NULL, "compare takes two results, got a third: '%s'", argv[i]);
+    }
+  }
+  if (!rc && nargs < 2) rc = npu_diag_set(diag, "command line", 0, NULL, "compare needs two results: A B");
+  struct side a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  if (!rc) rc = open_side(args[0], &a, diag);
+  if (!rc) rc = open_side(args[1], &b, diag);
+  if (rc) {
+    sw_table_free(&a.t);
+    sw_table_free(&b.t);
+    return rc;
+  }
+  char **ra = a.t.rows[a.row], **rb = b.t.rows[b.row];
+  npu_buf_printf(out, "A  %s (row %d)\nB  %s (row %d)\n\n", a.path, a.row + 1, b.path, b.row + 1);
+  npu_buf_printf(out, "  %-34s %16s %16s %14s %10s\n", "column", "A", "B", "B - A", "B / A");
+  int shared = 0, rated = 0, beyond = 0;
+  double worst = 0, sum_rel = 0;
+  const char *worst_col = NULL;
+  struct npu_buf texts = {0}, only_a = {0}, only_b = {0}, bad = {0};
+  for (int i = 0; i < a.t.ncols; i++) {
+    int j = -1;
+    for (int k = 0; k < b.t.ncols && j < 0; k++)
+      if (!strcmp(a.t.cols[i], b.t.cols[k])) j = k;
+    if (j < 0) {
+      npu_buf_printf(&only_a, "%s%s", only_a.len ? ", " : "", a.t.cols[i]);
+      continue;
+    }
+    double x, y;
+    if (number(ra[i], &x) && number(rb[j], &y)) {
+      char ratio[32] = "-";
+      double rel = x != 0 ? fabs(y - x) / fabs(x) : (y != 0 ? INFINITY : 0);
+      if (x != 0) snprintf(ratio, sizeof ratio, "%.4f", y / x);
+      npu_buf_printf(out, "  %-34s %16.6g %16.6g %14.6g %10s%s\n", a.t.cols[i], x, y, y - x, ratio,
+                     tol >= 0 && rel * 100 > tol ? "  beyond tolerance" : "");
+      shared++;
+      if (isfinite(rel)) { /* A = 0 and B not: no ratio, left out of the mean */
+        sum_rel += rel;
+        rated++;
+        if (rel > worst || !worst_col) {
+          worst = rel;
+          worst_col = a.t.cols[i];
+        }
+      }
+      if (tol >= 0 && rel * 100 > tol && beyond++ < 6)
+        npu_buf_printf(&bad, "%s%s %.6g -> %.6g (%+.2f%%)", bad.len ? "; " : "", a.t.cols[i], x, y,
+                       x != 0 ? 100 * (y - x) / fabs(x) : INFINITY);
+    } else if (strcmp(ra[i], rb[j])) {
+      npu_buf_printf(&texts, "  %-34s %s | %s\n", a.t.cols[i], ra[i], rb[j]);
+    }
+  }
+  for (int k = 0; k < b.t.ncols; k++) {
+    bool found = false;
+    for (int i = 0; i < a.t.ncols && !found; i++) found = !strcmp(a.t.cols[i], b.t.cols[k]);
+    if (!found) npu_buf_printf(&only_b, "%s%s", only_b.len ? ", " : "", b.t.cols[k]);
+  }
+  if (texts.len) npu_buf_printf(out, "\ntexts that differ (A | B)\n%s", npu_buf_str(&texts));
+  if (only_a.len) npu_buf_printf(out, "\nonly in A: %s\n", npu_buf_str(&only_a));
+  if (only_b.len) npu_buf_printf(out, "\nonly in B: %s\n", npu_buf_str(&only_b));
+  if (rated) {
+    npu_buf_printf(out, "\n%d numbers shared", shared);
+    if (rated < shared) npu_buf_printf(out, " (%d left out: A is 0, B is not)", shared - rated);
+    npu_buf_printf(out, ": mean |B / A - 1| %.2f%%, largest %s %.2f%%", 100 * sum_rel / rated, worst_col, 100 * worst);
+    if (tol >= 0) npu_buf_printf(out, "; %d beyond %g%%", beyond, tol);
+    npu_buf_puts(out, "\n");
+  } else {
+    npu_buf_printf(out, "\n%d numbers shared, none with a ratio (A is 0)\n", shared);
+  }
+  npu_buf_release(&texts);
+  npu_buf_release(&only_a);
+  npu_buf_release(&only_b);
+  sw_table_free(&a.t);
+  sw_table_free(&b.t);
+  if (beyond) /* a failed check: its message says what (the table is printed when it passes) */
+    rc = (npu_diag_set(diag, NULL, 0, "--tolerance", "%d number%s beyond %g%%: %s%s", beyond, beyond == 1 ? "" : "s", tol,
+                       npu_buf_str(&bad), beyond > 6 ? "; ..." : ""),
+          NPU_EINTERNAL);
+  npu_buf_release(&bad);
+  return rc;
+}
+
+const struct npu_cmd npu_cmd_compare = {
+    .name = "compare",
+    .summary = "two results side by side: runs, or a measurement and a simulation",
+    .usage = usage,
+    .run = run};
