@@ -2,18 +2,21 @@
 #   make run    install what is missing, build, run the default scenario
 #   make test   install what is missing, build, run every test through ctest
 # Also: make install [PREFIX=/usr/local] (the executable and the kernel API for out-of-tree
-# kernels, with pkg-config's npusim-kernel.pc: docs/KERNELS.md), make test-sanitize (the suite under ASan + UBSan), make golden (rewrite the golden
+# kernels, with pkg-config's npusim-kernel.pc: docs/KERNELS.md), make test-sanitize (the suite under ASan + UBSan),
+# make fuzz [FUZZ_SECONDS=60] (the libFuzzer targets of tests/fuzz/, clang), make golden (rewrite the golden
 # figures beside every scenario from what the code computes now: review the diff), make build,
 # make clean.
 
 BUILD ?= build
 BUILD_SAN ?= build-sanitize
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
 PREFIX ?= /usr/local
 
-.PHONY: all deps build run test test-sanitize golden bench clean install
+.PHONY: all deps build run test test-sanitize golden bench clean install fuzz
 
 all: build
 
@@ -42,8 +45,15 @@ golden: build
 	NPUSIM_GOLDEN_UPDATE=1 ctest --test-dir $(BUILD) -R '^(cli|sweep)$$' -j$(JOBS)
 	@git status --short -- scenarios
 
+# The libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; needs clang.
+fuzz: deps
+	@command -v clang >/dev/null || { echo "fuzz: needs clang (libFuzzer)"; exit 1; }
+	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_FUZZ=ON -DNPUSIM_WERROR=OFF >/dev/null
+	@cmake --build $(BUILD_FUZZ) -j$(JOBS) --target npusim fuzz_units fuzz_set fuzz_scenario fuzz_csv
+	@scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
 bench: build
 	@for b in $(BUILD)/bench/*/bench_*; do echo "== $$b"; $$b || exit 1; done
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)
