@@ -39,6 +39,8 @@ struct section {
 struct npu_cfg {
   struct entry *entries;
   size_t nentries;
+  size_t *ix;         /* key -> entry index + 1 (0: empty), open addressing, at most half full */
+  size_t ix_cap;
   struct section *sections;
   size_t nsections;
   char **dirs; /* preset directories */
@@ -81,6 +83,7 @@ void npu_cfg_destroy(struct npu_cfg *cfg)
   free(cfg->pool);
   free(cfg->display_root);
   free(cfg->entries);
+  free(cfg->ix);
   free(cfg->sections);
   free(cfg);
 }
@@ -101,10 +104,38 @@ static int find_section(const struct npu_cfg *cfg, const char *name, size_t len)
   return -1;
 }
 
+static size_t key_hash(const char *s)
+{
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+
+/* The key index: a scenario loader registers several hundred keys (every kind's tables when
+ * the kind is detected) and looks each setting up; a scan per lookup made loading quadratic. */
+static void index_put(struct npu_cfg *cfg, size_t i)
+{
+  size_t k = key_hash(cfg->entries[i].p->name) & (cfg->ix_cap - 1);
+  while (cfg->ix[k]) k = (k + 1) & (cfg->ix_cap - 1);
+  cfg->ix[k] = i + 1;
+}
+
+static void index_reserve(struct npu_cfg *cfg, size_t n)
+{
+  if (2 * n <= cfg->ix_cap) return;
+  size_t cap = cfg->ix_cap ? cfg->ix_cap : 64;
+  while (2 * n > cap) cap *= 2;
+  free(cfg->ix);
+  cfg->ix = npu_xcalloc(cap, sizeof *cfg->ix);
+  cfg->ix_cap = cap;
+  for (size_t i = 0; i < cfg->nentries; i++) index_put(cfg, i);
+}
+
 static struct entry *find_entry(const struct npu_cfg *cfg, const char *key)
 {
-  for (size_t i = 0; i < cfg->nentries; i++)
-    if (strcmp(cfg->entries[i].p->name, key) == 0) return &cfg->entries[i];
+  if (!cfg->ix_cap) return NULL;
+  for (size_t k = key_hash(key) & (cfg->ix_cap - 1); cfg->ix[k]; k = (k + 1) & (cfg->ix_cap - 1))
+    if (strcmp(cfg->entries[cfg->ix[k] - 1].p->name, key) == 0) return &cfg->entries[cfg->ix[k] - 1];
   return NULL;
 }
 
@@ -176,8 +207,10 @@ void npu_cfg_add_table(struct npu_cfg *cfg, const struct npu_table *t, void *tar
     if (sec < 0) NPU_PANIC("parameter %s outside its table's sections", p->name);
     if (find_entry(cfg, p->name)) NPU_PANIC("parameter %s declared twice", p->name);
     NPU_ASSERT(p->type != NPU_PT_STRING || p->size > 0);
+    index_reserve(cfg, cfg->nentries + 1); /* rebuilt over the entries so far */
     struct entry *e = &cfg->entries[cfg->nentries++];
     *e = (struct entry){.p = p, .field = (char *)target + p->offset, .section = sec};
+    index_put(cfg, cfg->nentries - 1);
     reset_entry(e);
   }
 }
