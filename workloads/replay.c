@@ -396,11 +396,32 @@ static bool on_wait_recv(struct wl__replay *r, struct wl__rank *rk, double now)
   return true;
 }
 
+/* Waited-for collective i of rk, posted to finished, on the first data-parallel lane it does
+ * not overlap (tid 2, then 4, 5, 6: buckets in flight together side by side, as slices on one
+ * thread must nest). */
+static void trace_dp(struct wl__replay *r, struct wl__rank *rk, int i)
+{
+  double end = wl__shared_end_s(&r->sh, rk->ids[i], r->x), t0 = rk->ids_t[i];
+  if (end != end) return;
+  int lane = 0, nl = (int)(sizeof rk->dp_lane_end / sizeof rk->dp_lane_end[0]);
+  while (lane + 1 < nl && rk->dp_lane_end[lane] > t0) lane++;
+  if (rk->dp_lane_end[lane] > t0) lane = 0; /* more in flight than lanes: nest on the first */
+  int tid = lane ? 3 + lane : 2;
+  if (lane) {
+    char name[32];
+    snprintf(name, sizeof name, "data parallel %d", lane + 1);
+    npu_trace_name(r->trace, rk->idx, tid, name);
+  }
+  if (end > rk->dp_lane_end[lane]) rk->dp_lane_end[lane] = end;
+  npu_trace_add(r->trace, rk->idx, tid, rk->ids_name[i], t0, fmax(0, end - t0));
+}
+
 /* Whether every collective in rk->ids is done; if so they are dropped. */
 static bool ids_done(struct wl__replay *r, struct wl__rank *rk)
 {
   for (int i = 0; i < rk->nids; i++)
     if (!sh_done(r, rk->ids[i])) return false;
+  for (int i = 0; r->trace && i < rk->nids; i++) trace_dp(r, rk, i);
   for (int i = 0; i < rk->nids; i++) sh_drop(r, rk->ids[i]);
   rk->nids = 0;
   return true;
@@ -647,6 +668,8 @@ static void rp_release(struct wl__replay *r)
   if (r->x) ic_exec_destroy(r->x);
   for (int i = 0; r->rk && i < r->nr; i++) {
     free(r->rk[i].ids);
+    free(r->rk[i].ids_t);
+    free(r->rk[i].ids_name);
     free(r->rk[i].paired);
   }
   free(r->rk);

@@ -124,12 +124,16 @@ static int join_shared(struct wl__replay *r, struct wl__rank *rk, uint64_t key, 
 }
 
 /* Wait for shared collective h before the optimizer (or, after it, before the step's end). */
-static void wait_later(struct wl__rank *rk, int h)
+static void wait_later(struct wl__rank *rk, int h, const char *name, double t)
 {
   if (rk->nids == rk->capids) {
     rk->capids = rk->capids ? 2 * rk->capids : 16;
     rk->ids = npu_xrealloc(rk->ids, (size_t)rk->capids * sizeof *rk->ids);
+    rk->ids_t = npu_xrealloc(rk->ids_t, (size_t)rk->capids * sizeof *rk->ids_t);
+    rk->ids_name = npu_xrealloc(rk->ids_name, (size_t)rk->capids * sizeof *rk->ids_name);
   }
+  rk->ids_t[rk->nids] = t;
+  rk->ids_name[rk->nids] = name;
   rk->ids[rk->nids++] = h;
 }
 
@@ -142,8 +146,7 @@ void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double
   enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_BUCKET, (uint64_t)rk->s, 0, (uint64_t)rk->buckets++), op, n * 4,
                       &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
-  wait_later(rk, h);
-  if (r->trace) npu_trace_add(r->trace, rk->idx, 2, "grad bucket", t, 0);
+  wait_later(rk, h, "grad bucket", t);
 }
 
 /* An expert gradient bucket over this rank's expert data-parallel groups. */
@@ -154,7 +157,7 @@ void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, doubl
   enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_EBUCKET, (uint64_t)rk->s, (uint64_t)rk->e, (uint64_t)rk->buckets++),
                       op, n * 4, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp, 1, JOIN_ALL, t, NULL);
-  wait_later(rk, h);
+  wait_later(rk, h, "expert grad bucket", t);
 }
 
 /* ZeRO-3: the all-gather of `params` parameters of one piece of this rank's current slot. */
@@ -173,12 +176,12 @@ void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t)
   const struct wl_program *pg = r->prog;
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, 0, 0), IC_OP_ALLGATHER,
                       pg->stage_params[rk->s] * 2, &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
-  wait_later(rk, h);
+  wait_later(rk, h, "param gather", t);
   if (r->edp > 1 && pg->stage_eparams[rk->s] > 0) { /* experts: over their data-parallel group */
     h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, (uint64_t)rk->e, 1), IC_OP_ALLGATHER,
                     pg->stage_eparams[rk->s] * 2, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp,
                     1, JOIN_ALL, t, NULL);
-    wait_later(rk, h);
+    wait_later(rk, h, "expert param gather", t);
   }
 }
 

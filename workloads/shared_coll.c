@@ -5,6 +5,7 @@
  */
 #include "workloads/workloads_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,19 @@ bool wl__shared_done(const struct wl__shared_table *t, int h, struct ic_exec *x)
   for (int i = 0; i < s->n; i++)
     if (!ic_exec_done(x, s->first + i)) return false;
   return true;
+}
+
+double wl__shared_end_s(const struct wl__shared_table *t, int h, const struct ic_exec *x)
+{
+  const struct wl__shared *s = &t->v[h];
+  if (s->formula_s >= 0 && s->n == 0 && s->members) return s->last_join + s->formula_s;
+  double end = NAN;
+  for (int i = 0; i < s->n && s->first >= 0; i++) {
+    struct ic_result res;
+    ic_exec_result(x, s->first + i, &res);
+    if (!(res.end_s <= end)) end = res.end_s; /* NAN-safe max */
+  }
+  return end;
 }
 
 void wl__shared_drop(struct wl__shared_table *t, int h, struct ic_exec *x)

@@ -93,6 +93,9 @@ int wl__shared_find(const struct wl__shared_table *t, uint64_t key);
 /* A new entry for key (not there yet): its handle. Entries are never removed. */
 int wl__shared_add(struct wl__shared_table *t, uint64_t key);
 
+/* When shared collective h finished (its last rank), NAN while it runs. */
+double wl__shared_end_s(const struct wl__shared_table *t, int h, const struct ic_exec *x);
+
 /* Whether shared collective h has finished at the engine's clock (x: its executor). */
 bool wl__shared_done(const struct wl__shared_table *t, int h, struct ic_exec *x);
 
@@ -155,6 +158,9 @@ struct wl__rank {
   int nsteps, sk;
   int *ids;              /* shared collectives to wait for before the optimizer */
   int nids, capids;
+  double *ids_t;         /* ... when each was posted, and its name, for the trace */
+  const char **ids_name;
+  double dp_lane_end[4]; /* trace: data-parallel lanes (concurrent buckets side by side) */
   int buckets;           /* gradient buckets posted (the shared key's sequence number) */
   int gathers;           /* ZeRO-3 gathers posted */
   int next_gather;       /* ZeRO-3: the next piece's gather, posted ahead */

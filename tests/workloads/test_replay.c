@@ -392,3 +392,39 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
   wl_result_release(&res);
   wl_job_release(&job);
 }
+
+/* Gradient buckets are slices from when they were posted to when their reduction finished, on
+ * data-parallel lanes where slices never partly overlap (concurrent buckets take another lane). */
+Test(replay, trace_shows_gradient_buckets_from_post_to_finish)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  char msg[1024];
+  int rc = wl_job_load(&job, SCN "tiny.cfg", NULL, 0, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  struct npu_trace tr = {0};
+  rc = wl_replay(&job, &tr, &res, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  int buckets = 0;
+  for (size_t i = 0; i < tr.n; i++) {
+    const struct npu_trace_event *e = &tr.ev[i];
+    if (strcmp(e->name, "grad bucket")) continue;
+    buckets++;
+    cr_assert_gt(e->dur_s, 0, "a bucket takes time");
+    cr_assert(e->tid == 2 || e->tid >= 4, "on a data-parallel lane: tid %d", e->tid);
+    for (size_t k = 0; k < tr.n; k++) { /* no partial overlap with another slice of its lane */
+      const struct npu_trace_event *f = &tr.ev[k];
+      if (k == i || f->pid != e->pid || f->tid != e->tid) continue;
+      bool starts_inside = f->start_s > e->start_s + 1e-12 && f->start_s < e->start_s + e->dur_s - 1e-12;
+      cr_assert(!starts_inside || f->start_s + f->dur_s <= e->start_s + e->dur_s + 1e-12, "buckets %zu and %zu partly overlap", i, k);
+    }
+  }
+  cr_assert_gt(buckets, 0, "DP 4 with ZeRO-1 reduce-scatters its gradients in buckets");
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
