@@ -113,7 +113,7 @@ struct core_result {
 struct core_obs_instr {
   int core;                     /* core id: cube (AIC) or coupled cores 0..aic_count-1, vector
                                    (AIV) cores aic_count.. */
-  int unit, sub;                /* launch unit (block) and the core's sub-core in it */
+  int unit;                     /* launch unit (block) */
   int pipe;                     /* enum core_pipe it ran on */
   const struct core_instr *in;  /* valid during the call */
   double start_s, end_s;        /* from the start of the kernel body (after the launch) */

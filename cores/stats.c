@@ -70,7 +70,7 @@ void core__account(struct core__run *r, struct core__core *c, int pipe,
 void core__observe(struct core__run *r, const struct core__core *c, int pipe, const struct core_instr *in,
                    double start, double end, uint64_t flow)
 {
-  struct core_obs_instr e = {.core = c->id, .unit = c->unit, .sub = c->sub, .pipe = pipe, .in = in,
+  struct core_obs_instr e = {.core = c->id, .unit = c->unit, .pipe = pipe, .in = in,
                              .start_s = start - r->t0, .end_s = end - r->t0, .body_t0_s = r->t0, .flow = flow};
   if (in->op == CORE_OP_COPY) {
     bool gm = in->u.copy.src.space == MEM_GM || in->u.copy.dst.space == MEM_GM;

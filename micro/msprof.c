@@ -13,6 +13,7 @@
 
 #include "common/dtype.h"
 #include "common/err.h"
+#include "common/json.h"
 #include "memory/dma.h"
 #include "report/chrome.h"
 #include "report/trace_file.h"
@@ -228,14 +229,14 @@ static void emit(struct mc_msprof *m, struct core_out *c, const struct core_obs_
   struct npu_buf *b = &m->ev;
   b->len = 0;
   npu_buf_puts(b, "{\"name\":");
-  rpt_chrome_quote(b, name);
+  npu_json_quote(b, name);
   npu_buf_puts(b, ",\"ph\":\"X\",\"ts\":");
   rpt_chrome_us(b, ts);
   npu_buf_puts(b, ",\"dur\":");
   rpt_chrome_us(b, e->end_s - e->start_s);
   npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d,\"args\":{\"bytes\":%" PRIu64 ",\"repeat\":%" PRIu64 ",\"detail\":", e->core,
                  e->pipe, e->bytes, repeat);
-  rpt_chrome_quote(b, detail);
+  npu_json_quote(b, detail);
   npu_buf_puts(b, "}}");
   bool set = e->in->op == CORE_OP_SET_FLAG || e->in->op == CORE_OP_XSET;
   if (e->flow) {

@@ -38,7 +38,6 @@ static const struct op_param params[] = {
 #define ID_LBL VX_ID_AUX       /* MTE2 -> S: the tile's labels are in the UB */
 #define ID_G (VX_ID_AUX + 1)   /* MTE2 -> V: gathered; V -> MTE2: gather slots free */
 #define ID_LO (VX_ID_AUX + 2)  /* V -> MTE3: losses ready; MTE3 -> V: stored */
-#define ADDR_CYCLES 4.0        /* [A] scalar cycles per gathered row: label read, offset, issue */
 
 struct ce {
   const struct arch_chip *chip;
@@ -143,7 +142,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
       /* gather x[r][label[r]] into a 32-byte slot per row, behind the first chunk: the labels land
        * with it, and the gathered logits are in the UB long before the row's last chunk */
       core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_S, ID_LBL);
-      core_scalar(t, ADDR_CYCLES * nr);
+      core_scalar(t, VX_GATHER_ADDR_CYCLES * nr);
       core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ID_G);
       for (uint32_t r = 0; r < nr; r++) {
         struct core_copy cp = {.scale = 1.0f, .fb_scale = UINT64_MAX, .indexed = true,

@@ -51,7 +51,6 @@
 
 #define CHUNK 64u        /* cache rows widened and multiplied at a time */
 #define ID_BT 0          /* MTE2 -> S: the partition's block-table entries are in the UB */
-#define ADDR_CYCLES 4.0  /* [A] scalar cycles per gathered block: entry read, offset, issue (as cross_entropy.c) */
 
 static const struct op_param params[] = {
     {"batch", OP_P_DIM, "16", "sequences, one new token each", NULL},
@@ -110,15 +109,20 @@ static void rows_v(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_
   core_vec(t, &v);
 }
 
-/* Row 0 of a dense [rows x cols] fp32 matrix at m becomes the column sums (rows folded pairwise). */
-static void fold_rows(struct core_tp *t, uint64_t m, uint32_t rows, uint32_t cols)
+/* dst row r = src row r x the value broadcast in 32-byte block r of pb (Brcb's output), over
+ * rows dense fp32 rows of D (64 or 128): a row's one block serves its whole repeat. */
+static void scale_rows(struct core_tp *t, uint64_t dst, uint64_t src, uint64_t pb, uint32_t rows, uint32_t D)
 {
-  uint64_t rb = (uint64_t)cols * 4;
-  while (rows > 1) {
-    uint32_t half = rows / 2;
-    vx_bin(t, CORE_VEC_ADD, m, m, m + half * rb, (uint64_t)half * cols);
-    if (rows % 2) vx_bin(t, CORE_VEC_ADD, m, m, m + (rows - 1) * rb, cols);
-    rows = half;
+  for (uint32_t h = 0; h < D / VX_REP; h++) {
+    struct core_vec v = vx_v(CORE_VEC_MUL, NPU_DT_FP32);
+    v.dst = dst + h * VX_REP_BYTES;
+    v.src0 = src + h * VX_REP_BYTES;
+    v.src1 = pb;
+    v.src1_blk = 0;
+    v.dst_rep = v.src0_rep = (uint16_t)(D * 4 / 32);
+    v.src1_rep = 1;
+    v.repeat = (uint16_t)rows;
+    core_vec(t, &v);
   }
 }
 
@@ -158,7 +162,7 @@ static void block(struct core_tp *t, void *ctx, uint64_t w)
   npk_free(t, &u->qin);
   vx_sc(t, CORE_VEC_MULS, p->qf, p->qf, p->scale, (uint64_t)g * D);
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_S, ID_BT);
-  core_scalar(t, ADDR_CYCLES * nb);
+  core_scalar(t, VX_GATHER_ADDR_CYCLES * nb);
 
   /* pass 1: scores */
   for (uint32_t j = 0; j < nb; j++) {
@@ -205,18 +209,8 @@ static void block(struct core_tp *t, void *ctx, uint64_t w)
       vx_cast(t, p->F, NPU_DT_FP32, vb + (uint64_t)c * D * p->es, p->dt, (uint64_t)cn * D);
       for (uint32_t i = 0; i < g; i++) {
         vx_brcb(t, p->PB, p->S + ((uint64_t)i * p->PT + (uint64_t)j * p->bs + c) * 4, cn);
-        for (uint32_t h = 0; h < halves; h++) {
-          struct core_vec v = vx_v(CORE_VEC_MUL, NPU_DT_FP32);
-          v.dst = p->W + h * VX_REP_BYTES;
-          v.src0 = p->F + h * VX_REP_BYTES;
-          v.src1 = p->PB;
-          v.src1_blk = 0; /* one 32-byte block of the row's probability for the whole repeat */
-          v.dst_rep = v.src0_rep = (uint16_t)(rowb / 32);
-          v.src1_rep = 1;
-          v.repeat = (uint16_t)cn;
-          core_vec(t, &v);
-        }
-        fold_rows(t, p->W, cn, D);
+        scale_rows(t, p->W, p->F, p->PB, cn, D);
+        vx_fold_rows(t, CORE_VEC_ADD, p->W, cn, D);
         vx_bin(t, CORE_VEC_ADD, p->O + (uint64_t)i * rowb, p->O + (uint64_t)i * rowb, p->W, D);
       }
     }
@@ -292,19 +286,9 @@ static void r_block(struct core_tp *t, void *ctx, uint64_t row)
   vx_reduce_n(t, CORE_VEC_REDUCE_SUM, p->rred + 64, p->rm, P);
   /* O = sum w_p O_p / L */
   vx_brcb(t, p->rPB, p->rw, P);
-  for (uint32_t h = 0; h < D / VX_REP; h++) {
-    struct core_vec v = vx_v(CORE_VEC_MUL, NPU_DT_FP32);
-    v.dst = p->rW + h * VX_REP_BYTES;
-    v.src0 = in + h * VX_REP_BYTES;
-    v.src1 = p->rPB;
-    v.src1_blk = 0;
-    v.dst_rep = v.src0_rep = (uint16_t)(D * 4 / 32);
-    v.src1_rep = 1;
-    v.repeat = (uint16_t)P;
-    core_vec(t, &v);
-  }
+  scale_rows(t, p->rW, in, p->rPB, P, D);
   npk_free(t, &u->rin);
-  fold_rows(t, p->rW, P, D);
+  vx_fold_rows(t, CORE_VEC_ADD, p->rW, P, D);
   vx_un(t, CORE_VEC_RECIP, p->rred + 32, p->rred + 64, 1);
   vx_sc_ub(t, CORE_VEC_MULS, p->rW, p->rW, p->rred + 32, D);
   uint64_t ob = npk_alloc(t, &u->rout);

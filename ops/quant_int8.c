@@ -140,13 +140,7 @@ static void strip_block(struct core_tp *t, void *ctx, uint64_t s)
     vx_cast(t, p->cf, NPU_DT_FP32, b, p->dt, (uint64_t)n * w);
     npk_free(t, &u->cin);
     vx_un(t, CORE_VEC_ABS, p->cf, p->cf, (uint64_t)n * w);
-    uint64_t rb = (uint64_t)w * 4;
-    for (uint32_t m = n; m > 1;) { /* rows folded pairwise: row 0 holds the chunk's column maxima */
-      uint32_t half = m / 2;
-      vx_bin(t, CORE_VEC_MAX, p->cf, p->cf, p->cf + half * rb, (uint64_t)half * w);
-      if (m % 2) vx_bin(t, CORE_VEC_MAX, p->cf, p->cf, p->cf + (m - 1) * rb, w);
-      m = half;
-    }
+    vx_fold_rows(t, CORE_VEC_MAX, p->cf, n, w); /* row 0: the chunk's column maxima */
     vx_bin(t, CORE_VEC_MAX, p->acc, p->acc, p->cf, w);
   }
   vx_sc(t, CORE_VEC_MAXS, p->acc, p->acc, AMAX_MIN, w);

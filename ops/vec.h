@@ -41,6 +41,9 @@ static inline int vx_dim(const struct arch_chip *chip, uint64_t nblocks)
 /* ------------------------------------------------------------------ instructions */
 
 #define VX_REP 64u        /* fp32 elements per repeat */
+/* [A] scalar cycles to read one index from the UB, form the address and issue the indexed copy
+ * it feeds (a gathered row, a cache block): an assumption, no microbenchmark yet. */
+#define VX_GATHER_ADDR_CYCLES 4.0
 #define VX_REP_BYTES 256u /* bytes per repeat */
 
 /* Bytes per element of a type of at least 8 bits. */
@@ -179,6 +182,19 @@ static inline void vx_reduce_n(struct core_tp *t, enum core_vec_op op, uint64_t 
   v.src0 = n >= VX_REP ? src : src + n / VX_REP * VX_REP_BYTES;
   vx_mask(&v, (uint32_t)(n >= VX_REP ? VX_REP : rem));
   core_vec(t, &v);
+}
+
+/* Row 0 of a dense [rows x cols] fp32 matrix at m becomes the column sums (fold CORE_VEC_ADD)
+ * or maxima (CORE_VEC_MAX): rows folded pairwise, in place, ceil(log2 rows) passes. */
+static inline void vx_fold_rows(struct core_tp *t, enum core_vec_op fold, uint64_t m, uint32_t rows, uint32_t cols)
+{
+  uint64_t rb = (uint64_t)cols * 4;
+  while (rows > 1) {
+    uint32_t half = rows / 2;
+    vx_bin(t, fold, m, m, m + half * rb, (uint64_t)half * cols);
+    if (rows % 2) vx_bin(t, fold, m, m, m + (rows - 1) * rb, cols);
+    rows = half;
+  }
 }
 
 /* Per-row statistics (dense fp32, 8 per block) broadcast to one 32-byte block per row. */

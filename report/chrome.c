@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
+
 void rpt_chrome_us(struct npu_buf *b, double seconds)
 {
   double ps = seconds * 1e12;
@@ -21,29 +23,10 @@ void rpt_chrome_us(struct npu_buf *b, double seconds)
   npu_buf_append(b, s, (size_t)n);
 }
 
-void rpt_chrome_quote(struct npu_buf *b, const char *s)
-{
-  size_t plain = strcspn(s, "\"\\\n\r\t\001\002\003\004\005\006\007\010\013\014\016\017\020\021\022"
-                             "\023\024\025\026\027\030\031\032\033\034\035\036\037");
-  if (!s[plain]) { /* the common case: nothing to escape */
-    npu_buf_append(b, "\"", 1);
-    npu_buf_append(b, s, plain);
-    npu_buf_append(b, "\"", 1);
-    return;
-  }
-  npu_buf_puts(b, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') npu_buf_printf(b, "\\%c", *p);
-    else if (*p < 0x20) npu_buf_printf(b, "\\u%04x", *p);
-    else npu_buf_append(b, p, 1);
-  }
-  npu_buf_puts(b, "\"");
-}
-
 void rpt_chrome_event(struct npu_buf *b, const struct npu_trace_event *e)
 {
   npu_buf_puts(b, "{\"name\":");
-  rpt_chrome_quote(b, e->name);
+  npu_json_quote(b, e->name);
   npu_buf_puts(b, ",\"ph\":\"X\",\"ts\":");
   rpt_chrome_us(b, e->start_s);
   npu_buf_puts(b, ",\"dur\":");
@@ -56,7 +39,7 @@ void rpt_chrome_track(struct npu_buf *b, const struct npu_trace_track *k)
   npu_buf_printf(b, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d", k->tid < 0 ? "process_name" : "thread_name", k->pid);
   if (k->tid >= 0) npu_buf_printf(b, ",\"tid\":%d", k->tid);
   npu_buf_puts(b, ",\"args\":{\"name\":");
-  rpt_chrome_quote(b, k->name);
+  npu_json_quote(b, k->name);
   npu_buf_puts(b, "}}");
 }
 

@@ -21,8 +21,6 @@
 
 /* Append seconds as microseconds with six decimals ("12.345678"). */
 void rpt_chrome_us(struct npu_buf *b, double seconds);
-/* Append s as a JSON string literal. */
-void rpt_chrome_quote(struct npu_buf *b, const char *s);
 /* Append one event object (no separator). */
 void rpt_chrome_event(struct npu_buf *b, const struct npu_trace_event *e);
 /* Append one track-name metadata object (no separator). */

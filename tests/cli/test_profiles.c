@@ -14,19 +14,6 @@
 
 TestSuite(profiles, .timeout = 120);
 
-/* Occurrences of needle in s, in one pass (strstr in a loop is quadratic under ASan, whose
- * interceptor measures the whole haystack on every call). */
-static size_t count(const char *s, const char *needle)
-{
-  size_t n = 0, m = strlen(needle), len = strlen(s);
-  for (size_t i = 0; i + m <= len; i++)
-    if (s[i] == needle[0] && !memcmp(s + i, needle, m)) {
-      n++;
-      i += m - 1;
-    }
-  return n;
-}
-
 static double json_num(const char *js, const char *key)
 {
   char k[128];
@@ -149,10 +136,10 @@ Test(profiles, msprof_writes_a_folder_per_core_with_every_instruction)
   char *tr = read_in(sim, "trace.json");
   const char *tracks[] = {"\"SCALAR\"", "\"MTE2\"", "\"MTE3\"", "\"CUBE\"", "\"VECTOR\"", "\"FIXP\""};
   for (size_t i = 0; i < sizeof tracks / sizeof *tracks; i++) cr_assert(strstr(tr, tracks[i]), "a %s track", tracks[i]);
-  size_t starts = count(tr, "\"ph\":\"s\""), ends = count(tr, "\"ph\":\"f\"");
+  size_t starts = ts_count(tr, "\"ph\":\"s\""), ends = ts_count(tr, "\"ph\":\"f\"");
   cr_assert(starts > 0 && starts == ends, "every flag set starts a flow a wait ends: %zu starts, %zu ends", starts, ends);
   cr_assert(strstr(tr, "\"cat\":\"cross_core_flag\""), "cross-core flags are flows too");
-  cr_assert_geq((double)count(tr, "\"ph\":\"X\""), instructions + (double)starts, "every instruction and flag is an event");
+  cr_assert_geq((double)ts_count(tr, "\"ph\":\"X\""), instructions + (double)starts, "every instruction and flag is an event");
   free(tr);
   ts_run_free(&r);
   ts_rmtree(dir);
@@ -197,11 +184,11 @@ Test(profiles, kernel_trace_gz_holds_every_instruction_it_reports)
     chunk[k] = '\0';
     char both[65536 + 16];
     snprintf(both, sizeof both, "%s%s", carry, chunk);
-    events += count(both, "\"ph\":\"X\"");
+    events += ts_count(both, "\"ph\":\"X\"");
     size_t len = strlen(chunk), keep = len < 8 ? len : 8; /* a marker cut between chunks */
     memcpy(carry, chunk + len - keep, keep);
     carry[keep] = '\0';
-    events -= count(carry, "\"ph\":\"X\"");
+    events -= ts_count(carry, "\"ph\":\"X\"");
   }
   gzclose(g);
   cr_assert(n > 100 && (long)events == n, "%zu events in the file, %ld reported", events, n);

@@ -15,19 +15,6 @@
 
 TestSuite(trace_file, .timeout = 30);
 
-/* Occurrences of needle in s, in one pass (strstr in a loop is quadratic under ASan, whose
- * interceptor measures the whole haystack on every call). */
-static size_t count(const char *s, const char *needle)
-{
-  size_t n = 0, m = strlen(needle), len = strlen(s);
-  for (size_t i = 0; i + m <= len; i++)
-    if (s[i] == needle[0] && !memcmp(s + i, needle, m)) {
-      n++;
-      i += m - 1;
-    }
-  return n;
-}
-
 static char *gunzip(const char *path)
 {
   gzFile g = gzopen(path, "rb");
@@ -67,12 +54,12 @@ Test(trace_file, streams_every_event_and_keeps_none_in_memory)
   cr_assert(s);
   cr_assert(!strncmp(s, RPT_CHROME_HEAD, strlen(RPT_CHROME_HEAD)));
   cr_assert(strstr(s, RPT_CHROME_TAIL) && !strcmp(strstr(s, RPT_CHROME_TAIL), RPT_CHROME_TAIL), "ends with the tail");
-  cr_assert_eq(count(s, "\"ph\":\"X\""), 100000, "every event written");
-  cr_assert_eq(count(s, "\"ph\":\"M\""), 2, "both track names written");
+  cr_assert_eq(ts_count(s, "\"ph\":\"X\""), 100000, "every event written");
+  cr_assert_eq(ts_count(s, "\"ph\":\"M\""), 2, "both track names written");
   cr_assert(strstr(s, "\"name\":\"core \\\"7\\\"\""), "track names are escaped");
   cr_assert(strstr(s, "{\"name\":\"mmad\",\"ph\":\"X\",\"ts\":0.001000,\"dur\":0.000500,\"pid\":7,\"tid\":3}"),
             "compact, times in us with picoseconds");
-  cr_assert_eq(count(s, "\n"), 100000 + 2 + 2, "one event per line, no indentation");
+  cr_assert_eq(ts_count(s, "\n"), 100000 + 2 + 2, "one event per line, no indentation");
   free(s);
   npu_trace_release(&t);
   ts_rmtree(dir);

@@ -132,3 +132,14 @@ void ts_rmtree(const char *dir)
 {
   nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+size_t ts_count(const char *s, const char *needle)
+{
+  size_t n = 0, m = strlen(needle), len = strlen(s);
+  for (size_t i = 0; i + m <= len; i++)
+    if (s[i] == needle[0] && !memcmp(s + i, needle, m)) {
+      n++;
+      i += m - 1;
+    }
+  return n;
+}

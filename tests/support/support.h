@@ -33,6 +33,10 @@ struct run_result ts_npusim(const char *arg, ...);
 
 void ts_run_free(struct run_result *r);
 
+/* Occurrences of needle in s, in one pass (strstr in a loop is quadratic under ASan, whose
+ * interceptor measures the whole haystack on every call). */
+size_t ts_count(const char *s, const char *needle);
+
 /* Remove a directory tree made by ts_tmpdir. */
 void ts_rmtree(const char *dir);
 
