@@ -1,0 +1,392 @@
+/*
+ * engine.c - continuous batching with a paged KV cache, replicas side by side (engine.h).
+ *
+ * Per replica: a running list in admission order (the preemption victim is its last), a
+ * waiting queue (preempted sequences go back to its front), free KV blocks, and the prefix
+ * groups it has cached (pinned blocks, never evicted). Steps are simulated one by one; a step
+ * of B running sequences costs what sv_step_s says for its tokens, rows and context.
+ */
+#include "serve/engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+
+/* ------------------------------------------------------------------ gaps */
+
+static void gaps_add(struct sv_gaps *g, double v)
+{
+  int b = v <= 1e-6 ? 0 : (int)(log10(v / 1e-6) * 1000.0);
+  if (b >= SV_GAP_BINS) b = SV_GAP_BINS - 1;
+  g->count[b] += 1;
+  g->n += 1;
+  g->sum += v;
+}
+
+double sv_gaps_quantile(const struct sv_gaps *g, double q)
+{
+  if (!g || g->n <= 0) return 0;
+  double want = q * g->n, acc = 0;
+  for (int b = 0; b < SV_GAP_BINS; b++) {
+    if (g->count[b] <= 0) continue;
+    if (acc + g->count[b] >= want) {
+      double f = (want - acc) / g->count[b];
+      return 1e-6 * pow(10.0, (b + f) / 1000.0);
+    }
+    acc += g->count[b];
+  }
+  return 1e-6 * pow(10.0, SV_GAP_BINS / 1000.0);
+}
+
+/* ------------------------------------------------------------------ replicas */
+
+struct seq {
+  int req;
+  int computed;      /* tokens whose KV is in the cache (prefix cache hits included) */
+  int target;        /* tokens to prefill: the prompt, plus what was generated before a preemption */
+  int cached;        /* of computed, blocks-worth served by a cached prefix (not its own blocks) */
+  long blocks;       /* its own blocks */
+  double last_s;     /* its last token */
+  int chunk;         /* tokens scheduled this step (0: none) */
+};
+
+struct deque {
+  int *v;
+  size_t head, n, cap; /* cap a power of two */
+};
+
+static void dq_push(struct deque *d, int x, bool front)
+{
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? 2 * d->cap : 64;
+    int *v = npu_xmalloc(cap * sizeof *v);
+    for (size_t i = 0; i < d->n; i++) v[i] = d->v[(d->head + i) & (d->cap - 1)];
+    free(d->v);
+    d->v = v;
+    d->head = 0;
+    d->cap = cap;
+  }
+  if (front) {
+    d->head = (d->head + d->cap - 1) & (d->cap - 1);
+    d->v[d->head] = x;
+  } else {
+    d->v[(d->head + d->n) & (d->cap - 1)] = x;
+  }
+  d->n++;
+}
+
+static int dq_front(const struct deque *d)
+{
+  return d->v[d->head];
+}
+
+static void dq_pop(struct deque *d)
+{
+  d->head = (d->head + 1) & (d->cap - 1);
+  d->n--;
+}
+
+struct replica {
+  double t;
+  struct seq *run;
+  int nrun;
+  struct deque wait;
+  long free_blocks;
+  unsigned char *cached;  /* per prefix group: its blocks are pinned here */
+  long pinned;            /* blocks the cached prefixes hold */
+};
+
+struct engine {
+  const struct sv_engine_cfg *cfg;
+  sv_step_fn step;
+  const void *ctx;
+  struct sv_request *req;
+  struct sv_req_out *out;
+  int *generated;         /* per request: tokens generated so far */
+  int groups;             /* prefix groups */
+  struct replica *rep;
+  struct sv_engine_stats *st;
+  bool record;
+};
+
+static long blocks_for(const struct engine *e, long tokens)
+{
+  return (tokens + e->cfg->block_tokens - 1) / e->cfg->block_tokens;
+}
+
+/* Own blocks a sequence needs to hold `tokens` of context, its cached prefix blocks aside. */
+static long need_blocks(const struct engine *e, const struct seq *s, long tokens)
+{
+  long b = blocks_for(e, tokens) - s->cached / e->cfg->block_tokens;
+  return b > 0 ? b : 0;
+}
+
+/* Preempt the last running sequence: free its blocks, queue it again at the front. */
+static void preempt_last(struct engine *e, struct replica *r)
+{
+  struct seq *s = &r->run[--r->nrun];
+  r->free_blocks += s->blocks;
+  e->out[s->req].preemptions++;
+  e->st->preemptions++;
+  dq_push(&r->wait, s->req, true);
+}
+
+/* A waiting request as a sequence to admit: recompute what it had, reuse a cached prefix. */
+static struct seq admit_seq(const struct engine *e, const struct replica *r, int q)
+{
+  const struct sv_request *rq = &e->req[q];
+  struct seq s = {q, 0, rq->prompt + e->generated[q], 0, 0, 0, 0};
+  if (e->cfg->prefix_caching && rq->prefix >= 0 && r->cached[rq->prefix]) {
+    int c = rq->prefix_tokens / e->cfg->block_tokens * e->cfg->block_tokens;
+    if (c >= s.target) c = (s.target - 1) / e->cfg->block_tokens * e->cfg->block_tokens; /* one token to compute */
+    s.computed = s.cached = c;
+  }
+  s.last_s = e->out[q].finish_s; /* its last token before a preemption (0: none yet) */
+  return s;
+}
+
+static int outstanding(const struct replica *r)
+{
+  return r->nrun + (int)r->wait.n;
+}
+
+static int route(struct engine *e, int q, int *rr)
+{
+  const struct sv_engine_cfg *c = e->cfg;
+  const struct sv_request *rq = &e->req[q];
+  if (c->route == SV_ROUTE_FIXED) return rq->replica;
+  if (c->route == SV_ROUTE_ROUND_ROBIN) return (*rr)++ % c->replicas;
+  int best = -1;
+  if (c->route == SV_ROUTE_PREFIX && rq->prefix >= 0)
+    for (int i = 0; i < c->replicas; i++)
+      if (e->rep[i].cached[rq->prefix] && (best < 0 || outstanding(&e->rep[i]) < outstanding(&e->rep[best])))
+        best = i;
+  if (best >= 0) return best;
+  best = 0;
+  for (int i = 1; i < c->replicas; i++)
+    if (outstanding(&e->rep[i]) < outstanding(&e->rep[best])) best = i;
+  return best;
+}
+
+/* Pin the blocks of q's prefix on r once its prefill has passed them (when the cache has room). */
+static void cache_prefix(struct engine *e, struct replica *r, const struct seq *s)
+{
+  const struct sv_request *rq = &e->req[s->req];
+  if (!e->cfg->prefix_caching || rq->prefix < 0 || r->cached[rq->prefix] || s->computed < rq->prefix_tokens) return;
+  long b = rq->prefix_tokens / e->cfg->block_tokens;
+  if (b <= 0 || b > r->free_blocks) return;
+  r->free_blocks -= b;
+  r->pinned += b;
+  r->cached[rq->prefix] = 1;
+}
+
+/* The token count a decode-only step runs at (graph capture sizes). */
+static int padded(const struct sv_engine_cfg *c, int tokens)
+{
+  for (int i = 0; i < c->ngraph; i++)
+    if (c->graph_sizes[i] >= tokens) return c->graph_sizes[i];
+  return tokens;
+}
+
+/* Schedule and run one step of replica ri. Returns false when nothing could be scheduled. */
+static bool step_replica(struct engine *e, int ri)
+{
+  const struct sv_engine_cfg *c = e->cfg;
+  struct replica *r = &e->rep[ri];
+  int budget = c->token_budget;
+  bool preempted = false, prefill_step = false;
+  /* v0 (no chunking): a step of whole new prompts when the first waiting one can be admitted */
+  if (!c->chunked && r->wait.n && r->nrun < c->max_seqs) {
+    struct seq s = admit_seq(e, r, dq_front(&r->wait));
+    long want = c->reserve_full ? need_blocks(e, &s, e->req[s.req].prompt + e->req[s.req].output)
+                                : need_blocks(e, &s, s.target);
+    prefill_step = want <= r->free_blocks;
+  }
+  for (int i = 0; i < r->nrun; i++) r->run[i].chunk = 0;
+  if (!prefill_step) {
+    for (int i = 0; i < r->nrun && budget > 0; i++) {
+      struct seq *s = &r->run[i];
+      int tok = s->computed < s->target ? s->target - s->computed : 1;
+      if (!c->chunked && s->computed < s->target) continue; /* v0: partial prefills do not exist */
+      if (tok > budget) tok = budget;
+      long need = need_blocks(e, s, (long)s->computed + tok) - s->blocks;
+      while (need > r->free_blocks && r->nrun > i) { /* free blocks by preempting the newest */
+        preempt_last(e, r);
+        preempted = true;
+      }
+      if (i >= r->nrun) break; /* it preempted itself */
+      if (need > 0) {
+        r->free_blocks -= need;
+        s->blocks += need;
+      }
+      s->chunk = tok;
+      budget -= tok;
+    }
+  }
+  /* admit waiting requests into what the budget leaves (not in a step that preempted) */
+  if (!preempted && (c->chunked || prefill_step)) {
+    int admitted = 0;
+    while (r->wait.n && r->nrun < c->max_seqs && budget > 0) {
+      struct seq s = admit_seq(e, r, dq_front(&r->wait));
+      int tok = s.target - s.computed;
+      if (c->chunked && tok > budget) tok = budget;
+      if (!c->chunked && tok > budget && admitted) break; /* v0: whole prompts, at least one */
+      long full = c->reserve_full ? need_blocks(e, &s, e->req[s.req].prompt + e->req[s.req].output)
+                                  : need_blocks(e, &s, (long)s.computed + tok);
+      if (full > r->free_blocks) break;
+      r->free_blocks -= full;
+      s.blocks = full;
+      s.chunk = tok;
+      budget -= tok;
+      dq_pop(&r->wait);
+      e->out[s.req].cached_tokens += s.cached;
+      e->st->cached_tokens += s.cached;
+      r->run[r->nrun++] = s;
+      admitted++;
+    }
+  }
+  /* the step */
+  struct sv_step sp = {0};
+  int prefill_tokens = 0;
+  for (int i = 0; i < r->nrun; i++) {
+    const struct seq *s = &r->run[i];
+    if (!s->chunk) continue;
+    sp.seqs++;
+    sp.tokens += s->chunk;
+    if (s->computed >= s->target) {
+      sp.decode++;
+      sp.rows++;
+      sp.decode_context += s->computed + 1;
+    } else {
+      prefill_tokens += s->chunk;
+      sp.prefill_pairs += (double)s->chunk * (s->computed + s->chunk / 2.0);
+      if (s->computed + s->chunk > sp.prefill_context) sp.prefill_context = s->computed + s->chunk;
+      if (s->computed + s->chunk >= s->target) sp.rows++;
+    }
+  }
+  if (!sp.seqs) {
+    if (r->nrun || !r->pinned) return false;
+    /* an idle replica whose cached prefixes leave too little for the next request: drop them */
+    r->free_blocks += r->pinned;
+    r->pinned = 0;
+    memset(r->cached, 0, (size_t)(e->groups > 0 ? e->groups : 1));
+    return step_replica(e, ri);
+  }
+  if (!prefill_tokens) sp.tokens = padded(c, sp.tokens);
+  double parts[SV_PART_COUNT];
+  double dt = e->step(e->ctx, &sp, parts);
+  struct sv_engine_stats *st = e->st;
+  st->steps++;
+  st->busy_s += dt;
+  for (int i = 0; i < SV_PART_COUNT; i++) st->parts_s[i] += parts[i];
+  if (!prefill_tokens) st->decode_s += dt;
+  else if (sp.decode) st->mixed_s += dt;
+  else st->prefill_s += dt;
+  st->prefill_tokens += prefill_tokens;
+  st->decode_tokens += sp.decode;
+  st->batch_steps += sp.seqs;
+  if (r->nrun > st->running_peak) st->running_peak = r->nrun;
+  double start = r->t;
+  r->t += dt;
+  double t = r->t;
+  /* tokens out, sequences done */
+  int w = 0;
+  for (int i = 0; i < r->nrun; i++) {
+    struct seq s = r->run[i];
+    bool token = false;
+    if (s.chunk) {
+      bool decoding = s.computed >= s.target;
+      s.computed += s.chunk;
+      if (decoding || s.computed >= s.target) token = true;
+      if (!decoding) {
+        if (e->generated[s.req]) st->recomputed_tokens += s.chunk;
+        cache_prefix(e, r, &s);
+      }
+      if (decoding) s.target = s.computed; /* the context grows with each token */
+    }
+    if (token) {
+      struct sv_req_out *o = &e->out[s.req];
+      if (e->generated[s.req] == 0) o->first_s = t;
+      else {
+        double gap = t - s.last_s;
+        gaps_add(st->gaps, gap);
+        if (gap > o->max_gap_s) o->max_gap_s = gap;
+      }
+      s.last_s = t;
+      o->finish_s = t;
+      if (++e->generated[s.req] >= e->req[s.req].output) {
+        r->free_blocks += s.blocks;
+        continue;
+      }
+    }
+    r->run[w++] = s;
+  }
+  r->nrun = w;
+  long used = c->kv_blocks - r->free_blocks;
+  st->kv_block_s += (double)used * dt;
+  if (used > st->kv_peak) st->kv_peak = used;
+  if (t > st->end_s) st->end_s = t;
+  if (e->record) {
+    if (st->nrec == st->caprec) {
+      st->caprec = st->caprec ? 2 * st->caprec : 1024;
+      st->rec = npu_xrealloc(st->rec, st->caprec * sizeof *st->rec);
+    }
+    st->rec[st->nrec++] = (struct sv_step_rec){start, dt, ri, sp.decode, prefill_tokens, r->nrun, (int)r->wait.n, used};
+  }
+  return true;
+}
+
+void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void *ctx, struct sv_request *req, int n,
+                   struct sv_req_out *out, bool record, struct sv_engine_stats *st)
+{
+  NPU_ASSERT(cfg->replicas >= 1 && cfg->max_seqs >= 1 && cfg->token_budget >= 1 && cfg->block_tokens >= 1);
+  memset(st, 0, sizeof *st);
+  memset(out, 0, (size_t)(n > 0 ? n : 0) * sizeof *out);
+  st->gaps = npu_xcalloc(1, sizeof *st->gaps);
+  struct engine e = {cfg, step, ctx, req, out, NULL, 0, NULL, st, record};
+  e.generated = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *e.generated);
+  for (int i = 0; i < n; i++)
+    if (req[i].prefix + 1 > e.groups) e.groups = req[i].prefix + 1;
+  e.rep = npu_xcalloc((size_t)cfg->replicas, sizeof *e.rep);
+  for (int i = 0; i < cfg->replicas; i++) {
+    e.rep[i].run = npu_xmalloc((size_t)cfg->max_seqs * sizeof *e.rep[i].run);
+    e.rep[i].free_blocks = cfg->kv_blocks;
+    e.rep[i].cached = npu_xcalloc((size_t)(e.groups > 0 ? e.groups : 1), 1);
+  }
+  int next = 0, rr = 0;
+  for (;;) {
+    double a = next < n ? req[next].arrival_s : INFINITY;
+    int r = -1;
+    for (int i = 0; i < cfg->replicas; i++)
+      if (outstanding(&e.rep[i]) && (r < 0 || e.rep[i].t < e.rep[r].t)) r = i;
+    if (r >= 0 && e.rep[r].t < a) {
+      bool ok = step_replica(&e, r);
+      NPU_ASSERT(ok); /* the caller checked that every request fits alone */
+      continue;
+    }
+    if (next == n) break;
+    int to = route(&e, next, &rr);
+    NPU_ASSERT(to >= 0 && to < cfg->replicas);
+    req[next].replica = to;
+    struct replica *rp = &e.rep[to];
+    if (!outstanding(rp) && rp->t < a) rp->t = a;
+    dq_push(&rp->wait, next, false);
+    next++;
+  }
+  for (int i = 0; i < cfg->replicas; i++) {
+    free(e.rep[i].run);
+    free(e.rep[i].wait.v);
+    free(e.rep[i].cached);
+  }
+  free(e.rep);
+  free(e.generated);
+}
+
+void sv_engine_stats_release(struct sv_engine_stats *st)
+{
+  free(st->gaps);
+  free(st->rec);
+  memset(st, 0, sizeof *st);
+}

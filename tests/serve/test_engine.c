@@ -1,0 +1,101 @@
+/* test_engine.c - the shared inference engine's scheduler against closed forms (serve/engine.c). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "serve/engine.h"
+#include "serve/workload.h"
+#include "../support/support.h"
+
+/* Every step costs 1 ms, whatever it holds. */
+static double fixed_step(const void *ctx, const struct sv_step *s, double parts[SV_PART_COUNT])
+{
+  (void)ctx;
+  (void)s;
+  memset(parts, 0, SV_PART_COUNT * sizeof parts[0]);
+  parts[SV_PART_ENGINE] = 1e-3;
+  return 1e-3;
+}
+
+static struct sv_engine_cfg cfg_of(long blocks, bool reserve)
+{
+  struct sv_engine_cfg c = {.max_seqs = 8, .token_budget = 512, .kv_blocks = blocks, .block_tokens = 16,
+                            .chunked = true, .reserve_full = reserve, .replicas = 1, .route = SV_ROUTE_ROUND_ROBIN};
+  return c;
+}
+
+Test(engine, one_request_prefills_then_decodes_one_token_per_step)
+{
+  struct sv_request r = {0, 100, 10, -1, 0, 0};
+  struct sv_req_out o;
+  struct sv_engine_stats st;
+  struct sv_engine_cfg c = cfg_of(1000, false);
+  sv_engine_run(&c, fixed_step, NULL, &r, 1, &o, false, &st);
+  cr_expect_float_eq(o.first_s, 1e-3, 1e-12, "the prefill step samples the first token");
+  cr_expect_float_eq(o.finish_s, 10e-3, 1e-12, "then 9 decode steps");
+  cr_expect_eq(st.steps, 10);
+  cr_expect_float_eq(st.gaps->n, 9, 1e-12);
+  cr_expect_float_eq(sv_gaps_quantile(st.gaps, 0.5), 1e-3, 1e-5);
+  cr_expect_eq(st.preemptions, 0);
+  sv_engine_stats_release(&st);
+}
+
+Test(engine, a_full_cache_preempts_by_recompute_and_every_request_finishes)
+{
+  struct sv_request r[2] = {{0, 16, 40, -1, 0, 0}, {0, 16, 40, -1, 0, 0}};
+  struct sv_req_out o[2];
+  struct sv_engine_stats st;
+  struct sv_engine_cfg c = cfg_of(4, false); /* each needs 4 blocks of 16 at its end: both cannot stay */
+  sv_engine_run(&c, fixed_step, NULL, r, 2, o, false, &st);
+  cr_expect_gt(st.preemptions, 0);
+  cr_expect_gt(st.recomputed_tokens, 0);
+  cr_expect_gt(o[0].finish_s, 0);
+  cr_expect_gt(o[1].finish_s, 0);
+  sv_engine_stats_release(&st);
+  c.reserve_full = true;
+  sv_engine_run(&c, fixed_step, NULL, r, 2, o, false, &st);
+  cr_expect_eq(st.preemptions, 0, "reserving whole sequences never preempts");
+  cr_expect_float_eq(o[1].first_s, o[0].finish_s + 1e-3, 1e-12, "the second waits for the first's blocks");
+  sv_engine_stats_release(&st);
+}
+
+Test(engine, round_robin_alternates_replicas_and_late_arrivals_wait_for_the_step)
+{
+  struct sv_request r[3] = {{0, 16, 2, -1, 0, 0}, {0.0005, 16, 2, -1, 0, 0}, {0.0005, 16, 2, -1, 0, 0}};
+  struct sv_req_out o[3];
+  struct sv_engine_stats st;
+  struct sv_engine_cfg c = cfg_of(100, false);
+  c.replicas = 2;
+  sv_engine_run(&c, fixed_step, NULL, r, 3, o, false, &st);
+  cr_expect_eq(r[0].replica, 0);
+  cr_expect_eq(r[1].replica, 1);
+  cr_expect_eq(r[2].replica, 0);
+  cr_expect_float_eq(o[1].first_s, 1.5e-3, 1e-12, "an idle replica starts at the arrival");
+  cr_expect_float_eq(o[2].first_s, 2e-3, 1e-12, "a busy one after its running step");
+  sv_engine_stats_release(&st);
+}
+
+Test(engine, a_malformed_trace_names_its_line)
+{
+  char *dir = ts_tmpdir();
+  char *path = ts_write(dir, "t.csv", "arrival_s,prompt_tokens,output_tokens\n0.5,100,20\n0.25,10,x\n");
+  struct sv_request *v;
+  int n;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_expect_eq(sv_trace_load(path, &v, &n, &d), NPU_ECONFIG);
+  cr_expect_eq(d.line, 3);
+  cr_expect(strstr(d.msg, "must not decrease") != NULL, "%s", d.msg);
+  free(path);
+  path = ts_write(dir, "t.csv", "arrival_s,prompt_tokens,output_tokens\n0.5,100,20\n0.75,10,3,-1\n");
+  cr_expect_eq(sv_trace_load(path, &v, &n, &d), 0);
+  cr_expect_eq(n, 2);
+  cr_expect_eq(v[1].output, 3);
+  free(v);
+  free(path);
+  ts_rmtree(dir);
+  free(dir);
+}
