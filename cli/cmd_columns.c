@@ -14,7 +14,7 @@
 static const char usage[] =
     "usage: npusim columns [KIND]\n"
     "\n"
-    "Print the output columns of each kind of scenario (or of KIND: training, rl, kernel,\n"
+    "Print the output columns of each kind of scenario (or of KIND: training, rl, serve, kernel,\n"
     "collective): the columns of summary.csv (`npusim run -o DIR`), of a sweep's or a batch's\n"
     "rows after their own columns, with type, unit and meaning, as Markdown: a section per\n"
     "kind, a table row per column. docs/OUTPUTS.md lists the same columns.\n";

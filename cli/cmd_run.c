@@ -98,7 +98,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (!rc && !path) rc = npu_diag_set(diag, "command line", 0, NULL, "run needs a scenario file");
   if (!rc && want_trace && !dir)
     rc = npu_diag_set(diag, "command line", 0, "--trace", "the trace is written into the -o directory");
-  /* the kind (training, rl, kernel, collective) from the sections present: scenario/ */
+  /* the kind (training, rl, serve, kernel, collective) from the sections present: scenario/ */
   struct scn_scenario *s = NULL;
   struct rpt_trace_file *tf = NULL;
   char tpath[4096];

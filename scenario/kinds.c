@@ -18,6 +18,7 @@
  */
 static const struct scn_kind *const kinds[] = {
     &scn__kind_rl,
+    &scn__kind_serve,
     &scn__kind_training,
     &scn__kind_kernel,
     &scn__kind_collective,

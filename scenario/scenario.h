@@ -95,7 +95,7 @@ struct scn_kind {
 const struct scn_kind *const *scn_kinds(int *n);
 /* The kind called name, or NULL. */
 const struct scn_kind *scn_kind_find(const char *name);
-/* Names of the kinds, comma-separated, for messages ("rl, training, kernel, collective"). */
+/* Names of the kinds, comma-separated, for messages ("rl, serve, training, kernel, collective"). */
 const char *scn_kind_names(void);
 
 /*

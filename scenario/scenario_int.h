@@ -4,9 +4,10 @@
 
 #include "scenario/scenario.h"
 
-/* The kinds (one file each: kind_training.c, kind_rl.c, kind_kernel.c, kind_collective.c). */
+/* The kinds (one file each: kind_training.c, kind_rl.c, kind_serve.c, kind_kernel.c, kind_collective.c). */
 extern const struct scn_kind scn__kind_training;
 extern const struct scn_kind scn__kind_rl;
+extern const struct scn_kind scn__kind_serve;
 extern const struct scn_kind scn__kind_kernel;
 extern const struct scn_kind scn__kind_collective;
 

@@ -40,6 +40,27 @@ double sv_gaps_quantile(const struct sv_gaps *g, double q)
   return 1e-6 * pow(10.0, SV_GAP_BINS / 1000.0);
 }
 
+/* ------------------------------------------------------------------ timeline */
+
+/* The bin of time t, merging pairs of bins until t falls inside the last. */
+static int tl_bin(struct sv_tl *tl, double t)
+{
+  if (tl->width_s <= 0) tl->width_s = 1e-3;
+  while (t >= tl->width_s * SV_TL_BINS) {
+    double *v[] = {tl->busy_s, tl->running_s, tl->waiting_s, tl->kv_s, tl->preemptions, tl->tokens, tl->arrivals};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+      for (int i = 0; i < SV_TL_BINS / 2; i++) v[k][i] = v[k][2 * i] + v[k][2 * i + 1];
+      memset(v[k] + SV_TL_BINS / 2, 0, SV_TL_BINS / 2 * sizeof *v[k]);
+    }
+    tl->width_s *= 2;
+    tl->n = (tl->n + 1) / 2;
+  }
+  int b = t > 0 ? (int)(t / tl->width_s) : 0;
+  if (b >= SV_TL_BINS) b = SV_TL_BINS - 1;
+  if (b + 1 > tl->n) tl->n = b + 1;
+  return b;
+}
+
 /* ------------------------------------------------------------------ replicas */
 
 struct seq {
@@ -130,6 +151,7 @@ static void preempt_last(struct engine *e, struct replica *r)
   r->free_blocks += s->blocks;
   e->out[s->req].preemptions++;
   e->st->preemptions++;
+  e->st->tl.preemptions[tl_bin(&e->st->tl, r->t)] += 1;
   dq_push(&r->wait, s->req, true);
 }
 
@@ -280,9 +302,13 @@ static bool step_replica(struct engine *e, int ri)
   struct sv_engine_stats *st = e->st;
   st->steps++;
   st->busy_s += dt;
-  for (int i = 0; i < SV_PART_COUNT; i++) st->parts_s[i] += parts[i];
-  if (!prefill_tokens) st->decode_s += dt;
-  else if (sp.decode) st->mixed_s += dt;
+  int kind = !prefill_tokens ? SV_STEP_DECODE : sp.decode ? SV_STEP_MIXED : SV_STEP_PREFILL;
+  for (int i = 0; i < SV_PART_COUNT; i++) {
+    st->parts_s[i] += parts[i];
+    st->kind_parts_s[kind][i] += parts[i];
+  }
+  if (kind == SV_STEP_DECODE) st->decode_s += dt;
+  else if (kind == SV_STEP_MIXED) st->mixed_s += dt;
   else st->prefill_s += dt;
   st->prefill_tokens += prefill_tokens;
   st->decode_tokens += sp.decode;
@@ -291,6 +317,10 @@ static bool step_replica(struct engine *e, int ri)
   double start = r->t;
   r->t += dt;
   double t = r->t;
+  int bin = tl_bin(&st->tl, start);
+  st->tl.busy_s[bin] += dt;
+  st->tl.running_s[bin] += (double)r->nrun * dt;
+  st->tl.waiting_s[bin] += (double)r->wait.n * dt;
   /* tokens out, sequences done */
   int w = 0;
   for (int i = 0; i < r->nrun; i++) {
@@ -316,6 +346,7 @@ static bool step_replica(struct engine *e, int ri)
       }
       s.last_s = t;
       o->finish_s = t;
+      st->tl.tokens[bin] += 1;
       if (++e->generated[s.req] >= e->req[s.req].output) {
         r->free_blocks += s.blocks;
         continue;
@@ -326,6 +357,7 @@ static bool step_replica(struct engine *e, int ri)
   r->nrun = w;
   long used = c->kv_blocks - r->free_blocks;
   st->kv_block_s += (double)used * dt;
+  st->tl.kv_s[bin] += (double)used * dt;
   if (used > st->kv_peak) st->kv_peak = used;
   if (t > st->end_s) st->end_s = t;
   if (e->record) {
@@ -372,6 +404,7 @@ void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void 
     req[next].replica = to;
     struct replica *rp = &e.rep[to];
     if (!outstanding(rp) && rp->t < a) rp->t = a;
+    st->tl.arrivals[tl_bin(&st->tl, a)] += 1;
     dq_push(&rp->wait, next, false);
     next++;
   }

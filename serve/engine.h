@@ -78,11 +78,34 @@ struct sv_step_rec {
   long kv_used;            /* blocks in use after the step */
 };
 
+/* Kinds of step: whole or chunked prompts only, decodes only, both. */
+enum sv_step_kind { SV_STEP_PREFILL, SV_STEP_DECODE, SV_STEP_MIXED, SV_STEP_KINDS };
+
+/*
+ * The run over time in SV_TL_BINS bins of width_s, starting at 0: each step is counted in the
+ * bin of its start. The width starts at 1 ms and doubles (pairs of bins merge) whenever a step
+ * starts beyond the last bin, so a run of any length ends in at most SV_TL_BINS bins.
+ */
+#define SV_TL_BINS 64
+struct sv_tl {
+  double width_s;
+  int n;                          /* bins in use */
+  double busy_s[SV_TL_BINS];      /* replica time stepping */
+  double running_s[SV_TL_BINS];   /* running sequences x step time */
+  double waiting_s[SV_TL_BINS];   /* queued requests x step time */
+  double kv_s[SV_TL_BINS];        /* KV blocks in use x step time */
+  double preemptions[SV_TL_BINS];
+  double tokens[SV_TL_BINS];      /* output tokens */
+  double arrivals[SV_TL_BINS];
+};
+
 struct sv_engine_stats {
   long steps, preemptions;
   double busy_s;                  /* summed over replicas */
   double parts_s[SV_PART_COUNT];  /* how busy_s splits */
   double prefill_s, decode_s, mixed_s; /* busy_s by kind of step */
+  double kind_parts_s[SV_STEP_KINDS][SV_PART_COUNT]; /* how each kind's time splits */
+  struct sv_tl tl;
   double prefill_tokens, decode_tokens, recomputed_tokens, cached_tokens;
   double batch_steps;             /* sum over steps of the scheduled sequences */
   double kv_block_s;              /* sum over steps of blocks in use x step time */

@@ -42,6 +42,20 @@ struct sv_colls {
 int sv_coll(struct sv_colls *c, enum ic_op op, double bytes, int group);
 void sv_colls_release(struct sv_colls *c);
 
+/* A group of ranks collectives run over: first, first + stride, ... (size ranks). */
+struct sv_group {
+  int first, size, stride;
+  const char *key;         /* the key that chose it, for messages */
+};
+
+/*
+ * Time every collective of c alone, one after another, on the platform of sys with `ranks`
+ * ranks, in a fork()ed child (SimGrid allows one engine per process): collective i runs over
+ * groups[c->v[i].group]. Fills time_s. 0 or an error with diag (path named when the child dies).
+ */
+int sv_probe(const struct arch_system *sys, int ranks, struct sv_colls *c, const struct sv_group *groups, int ngroups,
+             const char *path, struct npu_diag *diag);
+
 /* ------------------------------------------------------------------ costs */
 
 #define SV_MAX_BUCKETS 24

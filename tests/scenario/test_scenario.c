@@ -14,14 +14,14 @@ TestSuite(scenario, .timeout = 120);
 #define SCN NPUSIM_SOURCE_DIR "/scenarios/"
 #define TINY NPUSIM_SOURCE_DIR "/tests/workloads/data/tiny.cfg"
 
-Test(scenario, the_table_names_four_kinds)
+Test(scenario, the_table_names_five_kinds)
 {
-  cr_assert_str_eq(scn_kind_names(), "rl, training, kernel, collective");
+  cr_assert_str_eq(scn_kind_names(), "rl, serve, training, kernel, collective");
   int n;
   const struct scn_kind *const *k = scn_kinds(&n);
-  cr_assert_eq(n, 4);
+  cr_assert_eq(n, 5);
   for (int i = 0; i < n; i++) cr_assert_eq(scn_kind_find(k[i]->name), k[i]);
-  cr_assert_null(scn_kind_find("serve"));
+  cr_assert_null(scn_kind_find("inference"));
 }
 
 static const char *kind_of(const char *path, const char *const *sets, int nsets)
@@ -38,11 +38,14 @@ Test(scenario, detection_reads_the_parsed_sections)
 {
   cr_assert_str_eq(kind_of(SCN "default.cfg", NULL, 0), "training");
   cr_assert_str_eq(kind_of(SCN "rl_grpo_llama8b_910b_colocated.cfg", NULL, 0), "rl");
+  cr_assert_str_eq(kind_of(SCN "serve_llama8b_h100.cfg", NULL, 0), "serve");
   cr_assert_str_eq(kind_of(SCN "gemm_910b2.cfg", NULL, 0), "kernel");
   cr_assert_str_eq(kind_of(SCN "allreduce_atlas_800t_a2.cfg", NULL, 0), "collective");
   /* an override opens a section: the kind follows */
   const char *rl[] = {"rl.prompts=4"};
   cr_assert_str_eq(kind_of(TINY, rl, 1), "rl");
+  const char *sv[] = {"serve.requests=4"};
+  cr_assert_str_eq(kind_of(TINY, sv, 1), "serve");
   /* text that merely looks like a section (in a string or a comment) is not one */
   char *dir = ts_tmpdir();
   char *sys = ts_write(dir, "sys.cfg", "preset = \"ascend-910b2\";\n# rl = { prompts = 4; };\n"
