@@ -16,7 +16,7 @@
 
 /* ------------------------------------------------------------------ gaps */
 
-static void gaps_add(struct sv_gaps *g, double v)
+void sv_gaps_add(struct sv_gaps *g, double v)
 {
   int b = v <= 1e-6 ? 0 : (int)(log10(v / 1e-6) * 1000.0);
   if (b >= SV_GAP_BINS) b = SV_GAP_BINS - 1;
@@ -42,23 +42,41 @@ double sv_gaps_quantile(const struct sv_gaps *g, double q)
 
 /* ------------------------------------------------------------------ timeline */
 
+/* Halve the timeline's resolution: pairs of bins merge, the width doubles. */
+static void tl_coarsen(struct sv_tl *tl)
+{
+  double *v[] = {tl->busy_s, tl->running_s, tl->waiting_s, tl->kv_s, tl->preemptions, tl->tokens, tl->arrivals};
+  for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+    for (int i = 0; i < SV_TL_BINS / 2; i++) v[k][i] = v[k][2 * i] + v[k][2 * i + 1];
+    memset(v[k] + SV_TL_BINS / 2, 0, SV_TL_BINS / 2 * sizeof *v[k]);
+  }
+  tl->width_s *= 2;
+  tl->n = (tl->n + 1) / 2;
+}
+
 /* The bin of time t, merging pairs of bins until t falls inside the last. */
 static int tl_bin(struct sv_tl *tl, double t)
 {
   if (tl->width_s <= 0) tl->width_s = 1e-3;
-  while (t >= tl->width_s * SV_TL_BINS) {
-    double *v[] = {tl->busy_s, tl->running_s, tl->waiting_s, tl->kv_s, tl->preemptions, tl->tokens, tl->arrivals};
-    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-      for (int i = 0; i < SV_TL_BINS / 2; i++) v[k][i] = v[k][2 * i] + v[k][2 * i + 1];
-      memset(v[k] + SV_TL_BINS / 2, 0, SV_TL_BINS / 2 * sizeof *v[k]);
-    }
-    tl->width_s *= 2;
-    tl->n = (tl->n + 1) / 2;
-  }
+  while (t >= tl->width_s * SV_TL_BINS) tl_coarsen(tl);
   int b = t > 0 ? (int)(t / tl->width_s) : 0;
   if (b >= SV_TL_BINS) b = SV_TL_BINS - 1;
   if (b + 1 > tl->n) tl->n = b + 1;
   return b;
+}
+
+void sv_tl_merge(struct sv_tl *dst, const struct sv_tl *src)
+{
+  struct sv_tl s = *src;
+  if (dst->width_s <= 0) dst->width_s = 1e-3;
+  if (s.width_s <= 0) s.width_s = 1e-3;
+  while (dst->width_s < s.width_s) tl_coarsen(dst);
+  while (s.width_s < dst->width_s) tl_coarsen(&s);
+  double *d[] = {dst->busy_s, dst->running_s, dst->waiting_s, dst->kv_s, dst->preemptions, dst->tokens, dst->arrivals};
+  const double *v[] = {s.busy_s, s.running_s, s.waiting_s, s.kv_s, s.preemptions, s.tokens, s.arrivals};
+  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
+    for (int i = 0; i < SV_TL_BINS; i++) d[k][i] += v[k][i];
+  if (s.n > dst->n) dst->n = s.n;
 }
 
 /* ------------------------------------------------------------------ replicas */
@@ -165,6 +183,7 @@ static struct seq admit_seq(const struct engine *e, const struct replica *r, int
     if (c >= s.target) c = (s.target - 1) / e->cfg->block_tokens * e->cfg->block_tokens; /* one token to compute */
     s.computed = s.cached = c;
   }
+  if (rq->kv_ready && !e->generated[q]) s.computed = s.target; /* its prompt's KV came with it */
   s.last_s = e->out[q].finish_s; /* its last token before a preemption (0: none yet) */
   return s;
 }
@@ -252,7 +271,7 @@ static bool step_replica(struct engine *e, int ri)
     int admitted = 0;
     while (r->wait.n && r->nrun < c->max_seqs && budget > 0) {
       struct seq s = admit_seq(e, r, dq_front(&r->wait));
-      int tok = s.target - s.computed;
+      int tok = s.computed < s.target ? s.target - s.computed : 1; /* a prompt, or its KV arrived: a decode */
       if (c->chunked && tok > budget) tok = budget;
       if (!c->chunked && tok > budget && admitted) break; /* v0: whole prompts, at least one */
       long full = c->reserve_full ? need_blocks(e, &s, e->req[s.req].prompt + e->req[s.req].output)
@@ -341,7 +360,7 @@ static bool step_replica(struct engine *e, int ri)
       if (e->generated[s.req] == 0) o->first_s = t;
       else {
         double gap = t - s.last_s;
-        gaps_add(st->gaps, gap);
+        sv_gaps_add(st->gaps, gap);
         if (gap > o->max_gap_s) o->max_gap_s = gap;
       }
       s.last_s = t;
@@ -357,7 +376,7 @@ static bool step_replica(struct engine *e, int ri)
   r->nrun = w;
   long used = c->kv_blocks - r->free_blocks;
   st->kv_block_s += (double)used * dt;
-  st->tl.kv_s[bin] += (double)used * dt;
+  st->tl.kv_s[bin] += (double)used / (double)(c->kv_blocks > 0 ? c->kv_blocks : 1) * dt;
   if (used > st->kv_peak) st->kv_peak = used;
   if (t > st->end_s) st->end_s = t;
   if (e->record) {

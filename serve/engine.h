@@ -32,6 +32,8 @@ struct sv_request {
   int prefix;              /* shared-prefix group, -1 none */
   int prefix_tokens;       /* of the prompt, the group's shared prefix */
   int replica;             /* the router's choice (SV_ROUTE_FIXED: the caller's) */
+  bool kv_ready;           /* its prompt's KV cache arrives with it (a decode engine of a disaggregated
+                              deployment): admitted decoding; a preemption recomputes it as usual */
 };
 
 enum sv_route { SV_ROUTE_ROUND_ROBIN, SV_ROUTE_LEAST_LOADED, SV_ROUTE_PREFIX, SV_ROUTE_FIXED };
@@ -68,6 +70,7 @@ struct sv_gaps {
   double count[SV_GAP_BINS];
   double n, sum;
 };
+void sv_gaps_add(struct sv_gaps *g, double v);
 /* The q-quantile (0..1) of the gaps, interpolated inside its bin; 0 when there are none. */
 double sv_gaps_quantile(const struct sv_gaps *g, double q);
 
@@ -93,11 +96,14 @@ struct sv_tl {
   double busy_s[SV_TL_BINS];      /* replica time stepping */
   double running_s[SV_TL_BINS];   /* running sequences x step time */
   double waiting_s[SV_TL_BINS];   /* queued requests x step time */
-  double kv_s[SV_TL_BINS];        /* KV blocks in use x step time */
+  double kv_s[SV_TL_BINS];        /* share of the KV cache in use x step time */
   double preemptions[SV_TL_BINS];
   double tokens[SV_TL_BINS];      /* output tokens */
   double arrivals[SV_TL_BINS];
 };
+
+/* Add src's bins to dst's, the finer of the two coarsened to the other's width. */
+void sv_tl_merge(struct sv_tl *dst, const struct sv_tl *src);
 
 struct sv_engine_stats {
   long steps, preemptions;

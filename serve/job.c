@@ -28,18 +28,11 @@ static void register_all(struct sv_job *job)
   sv_spec_register(job->cfg, &job->spec);
 }
 
-/* The engine's layout must hold the model's shapes, and its kernels must exist. */
-static int check_layout(struct sv_job *job, struct npu_diag *diag)
+/* An engine of TP size tp (chosen by key) must split the model's shapes evenly. */
+static int check_tp(struct sv_job *job, int tp, const char *k, struct npu_diag *diag)
 {
   const struct wl_model *m = &job->model;
   const struct sv_spec *s = &job->spec;
-  int tp = s->tp;
-  const char *k = "serve.tp";
-  int d = wl_model_head_dim(m);
-  if (m->attention != WL_ATTN_FLASH || wl_model_is_mla(m) || (d != 64 && d != 128))
-    return npu_cfg_fail(job->cfg, diag, "model.attention", "serving costs prefill with the FlashAttention kernel and "
-                        "decode with the paged-attention kernel: they need model.attention = \"flash\", no MLA, head "
-                        "dimension 64 or 128 (this model: %d)", d);
   if (tp > job->devices)
     return npu_cfg_fail(job->cfg, diag, k, "an engine of tp %d needs more than the %d devices of the system", tp,
                         job->devices);
@@ -50,17 +43,47 @@ static int check_layout(struct sv_job *job, struct npu_diag *diag)
                         m->kv_heads);
   if (!m->moe.experts && m->ffn % tp)
     return npu_cfg_fail(job->cfg, diag, k, "tp %d does not divide the MLP size %d", tp, m->ffn);
-  if (s->expert_parallel && !m->moe.experts)
-    return npu_cfg_fail(job->cfg, diag, "serve.expert_parallel", "expert parallelism needs an MoE model");
   if (m->moe.experts && s->expert_parallel && m->moe.experts % tp)
     return npu_cfg_fail(job->cfg, diag, k, "%d experts do not spread evenly over %d ranks", m->moe.experts, tp);
   if (m->moe.experts && !s->expert_parallel && m->moe.ffn % tp)
     return npu_cfg_fail(job->cfg, diag, k, "tp %d does not divide the expert MLP size %d (try serve.expert_parallel "
                         "= true)", tp, m->moe.ffn);
-  int fit = job->devices / tp;
+  return 0;
+}
+
+/* The engines' layout must hold the model's shapes, and its kernels must exist; prefill
+ * engines (disaggregated) take the first ranks, the (decode) engines the next. */
+static int check_layout(struct sv_job *job, struct npu_diag *diag)
+{
+  const struct wl_model *m = &job->model;
+  const struct sv_spec *s = &job->spec;
+  int d = wl_model_head_dim(m);
+  if (m->attention != WL_ATTN_FLASH || wl_model_is_mla(m) || (d != 64 && d != 128))
+    return npu_cfg_fail(job->cfg, diag, "model.attention", "serving costs prefill with the FlashAttention kernel and "
+                        "decode with the paged-attention kernel: they need model.attention = \"flash\", no MLA, head "
+                        "dimension 64 or 128 (this model: %d)", d);
+  if (s->expert_parallel && !m->moe.experts)
+    return npu_cfg_fail(job->cfg, diag, "serve.expert_parallel", "expert parallelism needs an MoE model");
+  if (s->prefill_tp && !s->prefill_replicas)
+    return npu_cfg_fail(job->cfg, diag, "serve.prefill.tp", "a prefill engine's tp needs serve.prefill.replicas "
+                        "(prefill-decode disaggregation)");
+  int rc = check_tp(job, s->tp, "serve.tp", diag);
+  job->prefill_replicas = s->prefill_replicas;
+  job->prefill_tp = s->prefill_replicas ? (s->prefill_tp ? s->prefill_tp : s->tp) : 0;
+  if (!rc && job->prefill_replicas) rc = check_tp(job, job->prefill_tp, s->prefill_tp ? "serve.prefill.tp" : "serve.tp", diag);
+  if (rc) return rc;
+  int used = job->prefill_replicas * job->prefill_tp;
+  if (used >= job->devices)
+    return npu_cfg_fail(job->cfg, diag, "serve.prefill.replicas", "%d prefill engines of tp %d take %d of the %d "
+                        "devices: none is left to decode", job->prefill_replicas, job->prefill_tp, used, job->devices);
+  int fit = (job->devices - used) / s->tp;
   if (s->replicas > fit)
-    return npu_cfg_fail(job->cfg, diag, "serve.replicas", "%d engines of tp %d need %d devices, the system has %d",
-                        s->replicas, tp, s->replicas * tp, job->devices);
+    return npu_cfg_fail(job->cfg, diag, "serve.replicas", "%d engines of tp %d need %d devices, the system has %d%s",
+                        s->replicas, s->tp, s->replicas * s->tp, job->devices - used,
+                        used ? " after the prefill engines" : "");
+  if (!fit)
+    return npu_cfg_fail(job->cfg, diag, "serve.tp", "the %d devices the prefill engines leave hold no decode engine "
+                        "of tp %d", job->devices - used, s->tp);
   job->replicas = s->replicas ? s->replicas : fit;
   return 0;
 }
@@ -178,38 +201,57 @@ static int build_workload(struct sv_job *job, struct npu_diag *diag)
   return 0;
 }
 
-/* HBM of an engine: the weights, a full step's activations, then the KV cache in blocks, which
- * must hold the longest request alone. */
-static int check_memory(struct sv_job *job, struct npu_diag *diag)
+/* The KV cache blocks of an engine of TP tp: HBM the engine may use less the weights and a
+ * full step's activations; the longest request (context `len` tokens, request `at`) must fit
+ * alone. */
+static int pool_memory(struct sv_job *job, int tp, const char *tpkey, int len, int at, long *blocks,
+                       struct npu_diag *diag)
 {
   const struct sv_spec *s = &job->spec;
   double hbm = (double)job->sys.chip.hbm.size_bytes * s->memory_utilization;
+  double w = sv_weight_bytes(&job->model, tp), act = sv_activation_bytes(&job->model, tp, s->max_batched_tokens);
+  double kv = sv_kv_token_bytes(&job->model, tp);
+  if (w >= hbm)
+    return npu_cfg_fail(job->cfg, diag, tpkey, "the model's weights take %.2f GiB per device at tp %d, more than the "
+                        "%.2f GiB an engine may use (serve.memory_utilization %g)", w / GIB, tp, hbm / GIB,
+                        s->memory_utilization);
+  double left = hbm - w - act;
+  *blocks = left > 0 ? (long)floor(left / (kv * s->block_size)) : 0;
+  long need = (len + s->block_size - 1) / s->block_size;
+  if (need > *blocks)
+    return npu_cfg_fail(job->cfg, diag, s->trace[0] ? "serve.trace" : "serve.output.max",
+                        "the longest request (number %d, %d + %d tokens) needs %.2f GiB of KV cache per device at tp "
+                        "%d, %.2f GiB are left after the weights (%.2f GiB) and a step's activations (%.2f GiB)",
+                        at + 1, job->req[at].prompt, len - job->req[at].prompt, need * s->block_size * kv / GIB, tp,
+                        left > 0 ? left / GIB : 0, w / GIB, act / GIB);
+  return 0;
+}
+
+/* HBM of the engines: the weights, a full step's activations, then the KV cache in blocks,
+ * which must hold the longest request alone (a prefill engine: its prompt and first token). */
+static int check_memory(struct sv_job *job, struct npu_diag *diag)
+{
+  const struct sv_spec *s = &job->spec;
   job->weight_bytes = sv_weight_bytes(&job->model, s->tp);
   job->activation_bytes = sv_activation_bytes(&job->model, s->tp, s->max_batched_tokens);
   job->kv_token_bytes = sv_kv_token_bytes(&job->model, s->tp);
-  if (job->weight_bytes >= hbm)
-    return npu_cfg_fail(job->cfg, diag, "serve.tp", "the model's weights take %.2f GiB per device at tp %d, more "
-                        "than the %.2f GiB an engine may use (serve.memory_utilization %g)", job->weight_bytes / GIB,
-                        s->tp, hbm / GIB, s->memory_utilization);
-  double left = hbm - job->weight_bytes - job->activation_bytes;
-  job->kv_blocks = left > 0 ? (long)floor(left / (job->kv_token_bytes * s->block_size)) : 0;
   job->longest = 0;
-  int at = 0;
-  for (int i = 0; i < job->nreq; i++)
+  int at = 0, maxprompt = 0, pat = 0;
+  for (int i = 0; i < job->nreq; i++) {
     if (job->req[i].prompt + job->req[i].output > job->longest) {
       job->longest = job->req[i].prompt + job->req[i].output;
       at = i;
     }
-  long need = (job->longest + s->block_size - 1) / s->block_size;
-  if (need > job->kv_blocks)
-    return npu_cfg_fail(job->cfg, diag, s->trace[0] ? "serve.trace" : "serve.output.max",
-                        "the longest request (number %d, %d + %d tokens) needs %.2f GiB of KV cache per device, %.2f GiB "
-                        "are left after the weights (%.2f GiB) and a step's activations (%.2f GiB)",
-                        at + 1, job->req[at].prompt, job->req[at].output,
-                        need * s->block_size * job->kv_token_bytes / GIB, left > 0 ? left / GIB : 0,
-                        job->weight_bytes / GIB, job->activation_bytes / GIB);
-  int maxprompt = 0;
-  for (int i = 0; i < job->nreq; i++) maxprompt = job->req[i].prompt > maxprompt ? job->req[i].prompt : maxprompt;
+    if (job->req[i].prompt > maxprompt) {
+      maxprompt = job->req[i].prompt;
+      pat = i;
+    }
+  }
+  int rc = pool_memory(job, s->tp, "serve.tp", job->longest, at, &job->kv_blocks, diag);
+  if (!rc && job->prefill_replicas)
+    rc = pool_memory(job, job->prefill_tp, s->prefill_tp ? "serve.prefill.tp" : "serve.tp", maxprompt + 1, pat,
+                     &job->prefill_kv_blocks, diag);
+  if (rc) return rc;
   if (!s->chunked_prefill && maxprompt > s->max_batched_tokens)
     return npu_cfg_fail(job->cfg, diag, "serve.max_batched_tokens", "without chunked prefill a step holds whole "
                         "prompts: the longest (%d tokens) exceeds the budget of %d", maxprompt, s->max_batched_tokens);

@@ -41,7 +41,9 @@ struct sv_spec {
   int seed;                    /* arrivals, lengths, prefix groups (reported) */
   int tp;                      /* tensor-parallel size of one engine */
   bool expert_parallel;        /* MoE: whole experts spread over an engine's ranks */
-  int replicas;                /* engines; 0: every device (devices / tp) */
+  int replicas;                /* engines (decode engines when disaggregated); 0: as many as the devices hold */
+  int prefill_replicas;        /* disaggregated: prefill-only engines, ranks first; 0: colocated */
+  int prefill_tp;              /* of a prefill engine; 0: tp */
   int router;                  /* enum sv_route (not FIXED) */
   int max_num_seqs;            /* running sequences per engine */
   int max_batched_tokens;      /* token budget per step */
@@ -73,7 +75,10 @@ struct sv_job {
   struct wl_run run;
   struct sv_spec spec;
   int devices;                    /* of the system */
-  int replicas;
+  int replicas;                   /* engines (decode engines when disaggregated) */
+  int prefill_replicas;           /* disaggregated: prefill engines (ranks 0 .. prefill_replicas x prefill_tp - 1) */
+  int prefill_tp;
+  long prefill_kv_blocks;         /* per prefill engine */
   struct sv_request *req;         /* the workload, arrivals non-decreasing */
   int nreq;
   long kv_blocks;                 /* per replica */
@@ -126,7 +131,11 @@ struct sv_result {
   int running_peak;
   long steps, preemptions;
   double recomputed_tokens, cached_tokens;
-  double busy;                    /* share of replica time stepping */
+  double busy;                    /* share of replica time stepping (every engine) */
+  double prefill_busy, decode_busy; /* disaggregated: each pool's share of its engines' time stepping */
+  double kv_transfer_mean_s;      /* disaggregated: prefill engine to decode engine, per request */
+  double kv_transfer_bytes;       /* disaggregated: every request's KV cache, all ranks */
+  double kv_link_latency_s, kv_link_bytes_per_s; /* the transfer's fit on the platform, per rank pair */
   double parts_s[SV_PART_COUNT];  /* how stepping time splits, all replicas */
   double kind_s[3];               /* stepping time of prefill-only, decode-only, mixed steps */
   double kind_parts_s[3][SV_PART_COUNT];

@@ -65,7 +65,13 @@ static const struct npu_param params[] = {
          "MoE: an engine spreads whole experts over its ranks (vLLM enable_expert_parallel) instead of TP-sharding "
          "each"),
     NPU_PARAM_INT("serve.replicas", replicas, "0", NPU_PF_NONNEG,
-        "engines, each on tp devices (ranks r*tp .. r*tp+tp-1); 0: as many as the devices hold"),
+        "engines, each on tp devices (ranks r*tp .. r*tp+tp-1, after the prefill engines when disaggregated); 0: "
+        "as many as the devices (left) hold"),
+    NPU_PARAM_INT("serve.prefill.replicas", prefill_replicas, "0", NPU_PF_NONNEG,
+        "prefill-decode disaggregation: this many prefill-only engines (ranks first), whose KV caches go to the "
+        "decode engines (serve.replicas of serve.tp) over the platform; 0: every engine does both"),
+    NPU_PARAM_INT("serve.prefill.tp", prefill_tp, "0", NPU_PF_NONNEG,
+        "tensor-parallel size of a prefill engine; 0: serve.tp"),
     NPU_PARAM_ENUM("serve.router", router, "round_robin", router_names,
          "which engine a request goes to: round_robin, least_loaded (fewest running + queued), prefix (an engine "
          "that cached its prefix, else least_loaded)"),

@@ -69,6 +69,9 @@ static long long c_preempt(const void *x, int i) { (void)i; return R(x)->preempt
 static double c_busy(const void *x, int i) { (void)i; return R(x)->busy; }
 static double c_mfu(const void *x, int i) { (void)i; return R(x)->mfu; }
 static const char *c_bottleneck(const void *x, int i) { (void)i; return R(x)->bottleneck; }
+static long long c_pre_replicas(const void *x, int i) { (void)i; return J(x)->prefill_replicas; }
+static long long c_pre_tp(const void *x, int i) { (void)i; return J(x)->prefill_tp; }
+static double c_kv_xfer(const void *x, int i) { (void)i; return R(x)->kv_transfer_mean_s; }
 
 static const struct rpt_column columns[] = {
     {"scenario", RPT_STRING, "text", "the scenario file (or the sweep point's name)", .text = c_scenario},
@@ -105,6 +108,11 @@ static const struct rpt_column columns[] = {
     {"busy", RPT_REAL, "fraction", "share of replica time spent stepping", .real = c_busy},
     {"mfu", RPT_REAL, "fraction", "model FLOPs over duration x devices x bf16 peak", .real = c_mfu},
     {"bottleneck", RPT_STRING, "text", "where the engines' time goes, and what held requests back", .text = c_bottleneck},
+    {"prefill_replicas", RPT_INT, "", "prefill-only engines (disaggregated; 0: colocated, and replicas and tp are "
+     "the decode engines' otherwise)", .integer = c_pre_replicas},
+    {"prefill_tp", RPT_INT, "", "tensor-parallel size of a prefill engine (0: colocated)", .integer = c_pre_tp},
+    {"kv_transfer_mean_s", RPT_REAL, "s", "a prompt's KV cache from its prefill engine to a decode engine, mean over "
+     "requests (0: colocated)", .real = c_kv_xfer},
     {NULL},
 };
 
@@ -131,10 +139,13 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
 {
   const struct sv_spec *s = &job->spec;
   const struct wl_model *m = &job->model;
-  npu_buf_printf(out, "serving: %s (%.1fB parameters) on %d x %s: %d engine%s of TP%d%s, %s router\n",
-                 m->title[0] ? m->title : m->name, wl_model_params(m) / 1e9, job->devices, job->sys.chip.name,
-                 job->replicas, job->replicas == 1 ? "" : "s", s->tp, s->expert_parallel ? " (EP)" : "",
-                 sv_router_name(s->router));
+  npu_buf_printf(out, "serving: %s (%.1fB parameters) on %d x %s: ", m->title[0] ? m->title : m->name,
+                 wl_model_params(m) / 1e9, job->devices, job->sys.chip.name);
+  if (job->prefill_replicas)
+    npu_buf_printf(out, "%d prefill engine%s of TP%d, ", job->prefill_replicas, job->prefill_replicas == 1 ? "" : "s",
+                   job->prefill_tp);
+  npu_buf_printf(out, "%d %sengine%s of TP%d%s, %s router\n", job->replicas, job->prefill_replicas ? "decode " : "",
+                 job->replicas == 1 ? "" : "s", s->tp, s->expert_parallel ? " (EP)" : "", sv_router_name(s->router));
   if (s->trace[0]) {
     npu_buf_printf(out, "  workload       %d requests from %s\n", job->nreq, s->trace);
   } else {
@@ -159,6 +170,11 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
                       "tokens per engine\n",
                  job->weight_bytes / GIB, job->activation_bytes / GIB, job->kv_blocks, s->block_size,
                  job->kv_blocks * s->block_size);
+  if (job->prefill_replicas)
+    npu_buf_printf(out, "  KV transfer    %.3g ms per request on average (%.3g GB in all), %.3g us + bytes / %.4g GB/s "
+                        "per rank pair, prefill engine %ld KV cache blocks\n",
+                   1e3 * r->kv_transfer_mean_s, r->kv_transfer_bytes / 1e9, 1e6 * r->kv_link_latency_s,
+                   r->kv_link_bytes_per_s / 1e9, job->prefill_kv_blocks);
   npu_buf_printf(out, "  duration       %.4g s\n", r->duration_s);
   npu_buf_printf(out, "  throughput     %.4g requests/s, %.6g input tokens/s, %.6g output tokens/s (%.4g per "
                       "device)\n",
@@ -172,6 +188,9 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
   latency_line(out, "E2E", &r->e2e);
   npu_buf_printf(out, "  batches        %ld steps, mean %.1f sequences (peak %d), engines busy %.1f%%\n", r->steps,
                  r->mean_batch, r->running_peak, 100 * r->busy);
+  if (job->prefill_replicas)
+    npu_buf_printf(out, "  pools          prefill engines busy %.1f%%, decode engines busy %.1f%%\n",
+                   100 * r->prefill_busy, 100 * r->decode_busy);
   npu_buf_printf(out, "  KV cache       mean %.1f%%, peak %.1f%%, %ld preemptions (%.0f tokens recomputed), %.0f "
                       "prompt tokens from the prefix cache\n",
                  100 * r->kv_mean, 100 * r->kv_peak, r->preemptions, r->recomputed_tokens, r->cached_tokens);
@@ -232,6 +251,18 @@ void sv_summary_json(const struct sv_job *job, const struct sv_result *r, struct
   num(&j, "model_flops", r->flops);
   num(&j, "peak_flops_per_s", r->peak_flops_per_s);
   npu_json_object_end(&j);
+  if (job->prefill_replicas) {
+    npu_json_key(&j, "disaggregation");
+    npu_json_object_begin(&j);
+    npu_json_key(&j, "prefill_kv_blocks");
+    npu_json_int(&j, job->prefill_kv_blocks);
+    num(&j, "prefill_busy", r->prefill_busy);
+    num(&j, "decode_busy", r->decode_busy);
+    num(&j, "kv_transfer_bytes", r->kv_transfer_bytes);
+    num(&j, "kv_link_latency_s", r->kv_link_latency_s);
+    num(&j, "kv_link_bytes_per_s", r->kv_link_bytes_per_s);
+    npu_json_object_end(&j);
+  }
   parts(&j, "busy_parts_s", r->parts_s);
   npu_json_key(&j, "steps_by_kind");
   npu_json_object_begin(&j);

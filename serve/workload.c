@@ -166,7 +166,7 @@ int sv_trace_load(const char *path, struct sv_request **out, int *count, struct 
     char *end;
     errno = 0;
     double a = strtod(fld[0], &end);
-    struct sv_request r = {a, 0, 0, -1, 0, 0};
+    struct sv_request r = {a, 0, 0, -1, 0, 0, false};
     if (end == fld[0] || *end || errno || !isfinite(a) || a < 0) {
       rc = npu_diag_set(diag, path, ln, "serve.trace", "arrival_s: expected a time in seconds >= 0, got \"%s\"",
                         fld[0]);

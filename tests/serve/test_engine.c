@@ -29,7 +29,7 @@ static struct sv_engine_cfg cfg_of(long blocks, bool reserve)
 
 Test(engine, one_request_prefills_then_decodes_one_token_per_step)
 {
-  struct sv_request r = {0, 100, 10, -1, 0, 0};
+  struct sv_request r = {0, 100, 10, -1, 0, 0, false};
   struct sv_req_out o;
   struct sv_engine_stats st;
   struct sv_engine_cfg c = cfg_of(1000, false);
@@ -45,7 +45,7 @@ Test(engine, one_request_prefills_then_decodes_one_token_per_step)
 
 Test(engine, a_full_cache_preempts_by_recompute_and_every_request_finishes)
 {
-  struct sv_request r[2] = {{0, 16, 40, -1, 0, 0}, {0, 16, 40, -1, 0, 0}};
+  struct sv_request r[2] = {{0, 16, 40, -1, 0, 0, false}, {0, 16, 40, -1, 0, 0, false}};
   struct sv_req_out o[2];
   struct sv_engine_stats st;
   struct sv_engine_cfg c = cfg_of(4, false); /* each needs 4 blocks of 16 at its end: both cannot stay */
@@ -64,7 +64,7 @@ Test(engine, a_full_cache_preempts_by_recompute_and_every_request_finishes)
 
 Test(engine, round_robin_alternates_replicas_and_late_arrivals_wait_for_the_step)
 {
-  struct sv_request r[3] = {{0, 16, 2, -1, 0, 0}, {0.0005, 16, 2, -1, 0, 0}, {0.0005, 16, 2, -1, 0, 0}};
+  struct sv_request r[3] = {{0, 16, 2, -1, 0, 0, false}, {0.0005, 16, 2, -1, 0, 0, false}, {0.0005, 16, 2, -1, 0, 0, false}};
   struct sv_req_out o[3];
   struct sv_engine_stats st;
   struct sv_engine_cfg c = cfg_of(100, false);
@@ -98,4 +98,45 @@ Test(engine, a_malformed_trace_names_its_line)
   free(path);
   ts_rmtree(dir);
   free(dir);
+}
+
+Test(engine, a_request_whose_kv_arrives_decodes_at_once_and_is_recomputed_after_a_preemption)
+{
+  /* a decode engine of a disaggregated deployment: 100 prompt tokens already cached, 5 to generate */
+  struct sv_request r = {0.010, 100, 5, -1, 0, 0, true};
+  struct sv_req_out o;
+  struct sv_engine_stats st;
+  struct sv_engine_cfg c = cfg_of(1000, false);
+  sv_engine_run(&c, fixed_step, NULL, &r, 1, &o, false, &st);
+  cr_expect_float_eq(o.first_s, 0.011, 1e-12, "its first step decodes");
+  cr_expect_float_eq(o.finish_s, 0.015, 1e-12, "five decode steps");
+  cr_expect_eq(st.prefill_tokens, 0, "no prefill");
+  cr_expect_eq(st.decode_tokens, 5);
+  sv_engine_stats_release(&st);
+  /* two such requests in a cache of 8 blocks of 16: the newest is preempted and recomputes its context */
+  struct sv_request two[2] = {{0, 60, 40, -1, 0, 0, true}, {0, 60, 40, -1, 0, 0, true}};
+  struct sv_req_out o2[2];
+  c = cfg_of(8, false);
+  sv_engine_run(&c, fixed_step, NULL, two, 2, o2, false, &st);
+  cr_expect_gt(st.preemptions, 0);
+  cr_expect_gt(st.prefill_tokens, 60, "the preempted one prefills its prompt and its tokens again");
+  cr_expect_gt(o2[1].finish_s, 0);
+  sv_engine_stats_release(&st);
+}
+
+Test(engine, merged_timelines_keep_every_count_at_the_coarser_width)
+{
+  struct sv_tl a = {0}, b = {0};
+  a.width_s = 1e-3;
+  a.n = 4;
+  for (int i = 0; i < 4; i++) a.tokens[i] = 1;
+  b.width_s = 4e-3;
+  b.n = 2;
+  b.tokens[0] = 10;
+  b.tokens[1] = 20;
+  sv_tl_merge(&a, &b);
+  cr_expect_float_eq(a.width_s, 4e-3, 1e-15);
+  cr_expect_float_eq(a.tokens[0], 14, 1e-12, "a's four 1 ms bins fall in the first 4 ms bin");
+  cr_expect_float_eq(a.tokens[1], 20, 1e-12);
+  cr_expect_eq(a.n, 2);
 }

@@ -210,6 +210,43 @@ Test(scenario, a_request_trace_replays_its_arrivals_and_lengths)
   free(dir);
 }
 
+Test(scenario, disaggregated_engines_hand_each_prompt_kv_cache_to_a_decode_engine)
+{
+  char *dir = ts_tmpdir();
+  char *path = scenario(dir, "s.cfg", "");
+  /* 2 prefill engines of TP 2 (ranks 0-3) and 2 decode engines of TP 2 (ranks 4-7), one server */
+  char *js = run_json(dir, path, "serve.prefill.replicas=2", "serve.replicas=2");
+  cr_expect_eq(num(js, "prefill_replicas"), 2);
+  cr_expect_eq(num(js, "prefill_tp"), 2);
+  cr_expect(fabs(num(js, "request_throughput") * num(js, "duration_s") - 240) < 1e-6, "every request finishes");
+  double out[64];
+  int m = array(js, "output_tokens", out, 64), total = 0;
+  for (int i = 0; i < m; i++) total += (int)out[i];
+  cr_expect_eq(total, (int)num(js, "output_tokens"), "each token is generated once, in one pool");
+  /* a prompt's KV at tp 2 is 64 KiB per token and rank: ~500 tokens over NVLink take tens of microseconds */
+  double x = num(js, "kv_transfer_mean_s");
+  cr_expect(x > 1e-6 && x < 1e-3, "KV transfer %g s", x);
+  double bw = num(js, "kv_link_bytes_per_s");
+  cr_expect(bw > 50e9, "an NVLink pair moves %g B/s", bw);
+  /* across servers (ranks 0-7 prefill, 8-15 decode) the same bytes cross InfiniBand: slower */
+  free(path);
+  char text[4096];
+  snprintf(text, sizeof text, "preset = \"dgx-h100\";\ncluster = { nodes = 2; };\nmodel = { preset = \"llama3.1-8b\"; };\n"
+           "serve = { requests = 60; rate = 10.0; tp = 8; replicas = 1; prefill = { replicas = 1; };\n"
+           "  prompt = { distribution = \"fixed\"; mean = 2000; }; output = { distribution = \"fixed\"; mean = 20; }; };\n");
+  path = ts_write(dir, "x.cfg", text);
+  char *far = run_json(dir, path, NULL, NULL);
+  cr_expect_lt(num(far, "kv_link_bytes_per_s"), 0.5 * bw);
+  cr_expect_gt(num(far, "kv_transfer_mean_s"), 0);
+  /* the first token comes from the prefill engine: TTFT does not include the transfer */
+  cr_expect_lt(num(far, "ttft_p50_s"), num(far, "e2e_p50_s") - 18 * num(far, "itl_p50_s"));
+  free(far);
+  free(js);
+  free(path);
+  ts_rmtree(dir);
+  free(dir);
+}
+
 /* The scenario with `extra` in its serve section is refused: exit 2, no output directory, a
  * message naming s.cfg:LINE, the key and what is wrong. */
 static void refused(const char *head, const char *extra, const char *key, const char *what)
@@ -254,6 +291,10 @@ Test(scenario, bad_deployments_and_workloads_are_refused_with_the_key)
                 "mean = 10; };", "serve.prompt.mean", "needs the length");
   refused(h100, "output = { distribution = \"fixed\"; mean = 10; };", "serve.prompt.mean", "needs the length");
   refused(h100, LENS "expert_parallel = true;", "serve.expert_parallel", "needs an MoE model");
+  refused(h100, LENS "prefill = { tp = 2; };", "serve.prefill.tp", "needs serve.prefill.replicas");
+  refused(h100, LENS "prefill = { replicas = 8; };", "serve.prefill.replicas", "none is left to decode");
+  refused(h100, LENS "prefill = { replicas = 2; tp = 3; };", "serve.prefill.tp", "does not divide");
+  refused(h100, LENS "prefill = { replicas = 2; }; tp = 2; replicas = 4;", "serve.replicas", "after the prefill engines");
   refused(h100, "prompt = { distribution = \"fixed\"; mean = 1000; }; output = { distribution = \"fixed\"; mean = "
                 "10; }; chunked_prefill = false; max_batched_tokens = 512;",
           "serve.max_batched_tokens", "without chunked prefill");
