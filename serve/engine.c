@@ -9,6 +9,7 @@
 #include "serve/engine.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,7 @@ void sv_tl_merge(struct sv_tl *dst, const struct sv_tl *src)
 
 struct seq {
   int req;
+  int drafts;        /* draft tokens verified this step (speculative decoding) */
   int computed;      /* tokens whose KV is in the cache (prefix cache hits included) */
   int target;        /* tokens to prefill: the prompt, plus what was generated before a preemption */
   int cached;        /* of computed, blocks-worth served by a cached prefix (not its own blocks) */
@@ -144,6 +146,7 @@ struct engine {
   struct sv_request *req;
   struct sv_req_out *out;
   int *generated;         /* per request: tokens generated so far */
+  uint64_t *rng;          /* per request: its acceptance draws (speculative decoding) */
   int groups;             /* prefix groups */
   struct replica *rep;
   struct sv_engine_stats *st;
@@ -177,7 +180,7 @@ static void preempt_last(struct engine *e, struct replica *r)
 static struct seq admit_seq(const struct engine *e, const struct replica *r, int q)
 {
   const struct sv_request *rq = &e->req[q];
-  struct seq s = {q, 0, rq->prompt + e->generated[q], 0, 0, 0, 0};
+  struct seq s = {q, 0, 0, rq->prompt + e->generated[q], 0, 0, 0, 0};
   if (e->cfg->prefix_caching && rq->prefix >= 0 && r->cached[rq->prefix]) {
     int c = rq->prefix_tokens / e->cfg->block_tokens * e->cfg->block_tokens;
     if (c >= s.target) c = (s.target - 1) / e->cfg->block_tokens * e->cfg->block_tokens; /* one token to compute */
@@ -231,6 +234,32 @@ static int padded(const struct sv_engine_cfg *c, int tokens)
   return tokens;
 }
 
+/* splitmix64: a request's own stream of acceptance draws */
+static uint64_t next_u64(uint64_t *x)
+{
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Draft tokens sequence s proposes this step: spec_tokens, none past its last output token. */
+static int drafts_for(const struct engine *e, const struct seq *s)
+{
+  int left = e->req[s->req].output - e->generated[s->req] - 1;
+  int k = e->cfg->spec_tokens;
+  return k < left ? k : left > 0 ? left : 0;
+}
+
+/* How many of request q's d drafts are accepted: each in turn with spec_acceptance, until the
+ * first rejection (the verifier keeps the longest accepted prefix). */
+static int accepted(struct engine *e, int q, int d)
+{
+  int a = 0;
+  while (a < d && (double)(next_u64(&e->rng[q]) >> 11) * 0x1.0p-53 < e->cfg->spec_acceptance) a++;
+  return a;
+}
+
 /* Schedule and run one step of replica ri. Returns false when nothing could be scheduled. */
 static bool step_replica(struct engine *e, int ri)
 {
@@ -245,11 +274,11 @@ static bool step_replica(struct engine *e, int ri)
                                 : need_blocks(e, &s, s.target);
     prefill_step = want <= r->free_blocks;
   }
-  for (int i = 0; i < r->nrun; i++) r->run[i].chunk = 0;
+  for (int i = 0; i < r->nrun; i++) r->run[i].chunk = r->run[i].drafts = 0;
   if (!prefill_step) {
     for (int i = 0; i < r->nrun && budget > 0; i++) {
       struct seq *s = &r->run[i];
-      int tok = s->computed < s->target ? s->target - s->computed : 1;
+      int tok = s->computed < s->target ? s->target - s->computed : 1 + drafts_for(e, s);
       if (!c->chunked && s->computed < s->target) continue; /* v0: partial prefills do not exist */
       if (tok > budget) tok = budget;
       long need = need_blocks(e, s, (long)s->computed + tok) - s->blocks;
@@ -298,8 +327,12 @@ static bool step_replica(struct engine *e, int ri)
     sp.tokens += s->chunk;
     if (s->computed >= s->target) {
       sp.decode++;
-      sp.rows++;
+      sp.rows += s->chunk; /* the token and each draft is sampled (verified) */
       sp.decode_context += s->computed + 1;
+      if (s->chunk > 1) {
+        sp.draft_seqs++;
+        if (s->chunk - 1 > sp.draft_passes) sp.draft_passes = s->chunk - 1;
+      }
     } else {
       prefill_tokens += s->chunk;
       sp.prefill_pairs += (double)s->chunk * (s->computed + s->chunk / 2.0);
@@ -345,9 +378,19 @@ static bool step_replica(struct engine *e, int ri)
   for (int i = 0; i < r->nrun; i++) {
     struct seq s = r->run[i];
     bool token = false;
+    int emitted = 1;
     if (s.chunk) {
       bool decoding = s.computed >= s.target;
-      s.computed += s.chunk;
+      if (decoding && s.chunk > 1) { /* verified drafts: the accepted ones and one more token come out */
+        int a = accepted(e, s.req, s.chunk - 1);
+        st->draft_tokens += s.chunk - 1;
+        st->accepted_tokens += a;
+        st->verify_steps += 1;
+        emitted = 1 + a;
+        s.computed += emitted;
+      } else {
+        s.computed += s.chunk;
+      }
       if (decoding || s.computed >= s.target) token = true;
       if (!decoding) {
         if (e->generated[s.req]) st->recomputed_tokens += s.chunk;
@@ -365,8 +408,9 @@ static bool step_replica(struct engine *e, int ri)
       }
       s.last_s = t;
       o->finish_s = t;
-      st->tl.tokens[bin] += 1;
-      if (++e->generated[s.req] >= e->req[s.req].output) {
+      st->tl.tokens[bin] += emitted;
+      e->generated[s.req] += emitted;
+      if (e->generated[s.req] >= e->req[s.req].output) {
         r->free_blocks += s.blocks;
         continue;
       }
@@ -396,8 +440,10 @@ void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void 
   memset(st, 0, sizeof *st);
   memset(out, 0, (size_t)(n > 0 ? n : 0) * sizeof *out);
   st->gaps = npu_xcalloc(1, sizeof *st->gaps);
-  struct engine e = {cfg, step, ctx, req, out, NULL, 0, NULL, st, record};
+  struct engine e = {cfg, step, ctx, req, out, NULL, NULL, 0, NULL, st, record};
   e.generated = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *e.generated);
+  e.rng = npu_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *e.rng);
+  for (int i = 0; i < n; i++) e.rng[i] = (uint64_t)cfg->spec_seed * 0x100000001b3ull + (uint64_t)i;
   for (int i = 0; i < n; i++)
     if (req[i].prefix + 1 > e.groups) e.groups = req[i].prefix + 1;
   e.rep = npu_xcalloc((size_t)cfg->replicas, sizeof *e.rep);
@@ -434,6 +480,7 @@ void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void 
   }
   free(e.rep);
   free(e.generated);
+  free(e.rng);
 }
 
 void sv_engine_stats_release(struct sv_engine_stats *st)

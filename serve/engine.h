@@ -50,6 +50,9 @@ struct sv_engine_cfg {
   int ngraph;
   int replicas;
   int route;               /* enum sv_route */
+  int spec_tokens;         /* speculative decoding: draft tokens a decoding sequence proposes per step; 0 none */
+  double spec_acceptance;  /* the chance each draft token is accepted, given the ones before it were */
+  unsigned long spec_seed; /* of the acceptance draws (one stream per request: the order of steps does not matter) */
 };
 
 /* The step time of s on one replica (sv_step_s with its cost model); parts as there. */
@@ -113,6 +116,8 @@ struct sv_engine_stats {
   double kind_parts_s[SV_STEP_KINDS][SV_PART_COUNT]; /* how each kind's time splits */
   struct sv_tl tl;
   double prefill_tokens, decode_tokens, recomputed_tokens, cached_tokens;
+  double draft_tokens, accepted_tokens; /* speculative decoding: proposed and accepted drafts */
+  double verify_steps;            /* sequence-steps that verified drafts */
   double batch_steps;             /* sum over steps of the scheduled sequences */
   double kv_block_s;              /* sum over steps of blocks in use x step time */
   long kv_peak;                   /* most blocks in use on one replica */

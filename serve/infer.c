@@ -85,7 +85,7 @@ double sv_token_flops(const struct wl_model *m, double ctx)
 
 const char *sv_part_name(int p)
 {
-  static const char *const names[] = {"linear", "attention", "communication", "head", "engine"};
+  static const char *const names[] = {"linear", "attention", "communication", "head", "engine", "draft"};
   return p >= 0 && p < SV_PART_COUNT ? names[p] : "?";
 }
 
@@ -363,6 +363,14 @@ double sv_step_s(const struct sv_infer *x, const struct sv_step *s, double parts
     p[SV_PART_ATTENTION] += flops / x->attn_rate[i];
   }
   p[SV_PART_ENGINE] = x->step_overhead_s + s->seqs * x->seq_overhead_s;
+  if (s->draft_passes > 0 && x->draft_layers > 0) {
+    /* each pass: the draft module's layers and the head over one token per drafting sequence */
+    double kb, cb, kh, ch;
+    interp(x, x->tokens, x->body, x->nb, s->draft_seqs, &kb, &cb);
+    interp(x, x->rows, x->head, x->nh, s->draft_seqs, &kh, &ch);
+    double layer = (double)x->draft_layers / x->tg.model->layers;
+    p[SV_PART_DRAFT] = s->draft_passes * (layer * (kb + cb) + kh + ch);
+  }
   double t = 0;
   for (int i = 0; i < SV_PART_COUNT; i++) t += p[i];
   if (parts) memcpy(parts, p, sizeof p);

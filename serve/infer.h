@@ -108,6 +108,8 @@ struct sv_infer {
   double attn_rate[SV_MAX_BUCKETS];
   double decode_attn_step_s;  /* decode attention, all layers: per step ... */
   double decode_attn_token_s; /* ... plus per context token of the batch (the paged-attention kernel) */
+  int draft_layers;         /* speculative decoding: decoder layers of the draft module (MTP, EAGLE: 1);
+                               0: drafts cost nothing on the device (n-gram lookup); set by the caller */
   struct sv_cost forward;   /* a forward with log-probs over fwd_seq tokens (RL) */
   int fwd_seq;
 };
@@ -140,10 +142,13 @@ struct sv_step {
   double decode_context;   /* context tokens the decode sequences read */
   double prefill_pairs;    /* prefill attention work: over chunks of c tokens after p cached, c (p + c/2) */
   int prefill_context;     /* the longest context of a prefill chunk */
+  int draft_seqs;          /* speculative decoding: sequences that drafted tokens for this step ... */
+  int draft_passes;        /* ... in this many sequential draft passes (the most drafted by one) */
 };
 
 /* Where a step's time goes. */
-enum sv_part { SV_PART_LINEAR, SV_PART_ATTENTION, SV_PART_COMM, SV_PART_HEAD, SV_PART_ENGINE, SV_PART_COUNT };
+enum sv_part { SV_PART_LINEAR, SV_PART_ATTENTION, SV_PART_COMM, SV_PART_HEAD, SV_PART_ENGINE, SV_PART_DRAFT,
+               SV_PART_COUNT };
 const char *sv_part_name(int p);
 
 /* The time of step s; parts (may be NULL) gets how it splits. */

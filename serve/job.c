@@ -96,6 +96,20 @@ static int check_engine(struct sv_job *job, struct npu_diag *diag)
   if (s->max_batched_tokens < s->max_num_seqs)
     return npu_cfg_fail(job->cfg, diag, "serve.max_batched_tokens", "a step must hold one token of each of the %d "
                         "running sequences (serve.max_num_seqs), got %d", s->max_num_seqs, s->max_batched_tokens);
+  if (s->speculative != SV_SPEC_NONE) {
+    if (!s->spec_tokens)
+      return npu_cfg_fail(job->cfg, diag, "serve.speculative.tokens", "speculative decoding (%s) needs the draft "
+                          "tokens per step", sv_speculative_name(s->speculative));
+    const struct npu_origin *o = npu_cfg_origin(job->cfg, "serve.speculative.acceptance");
+    if (!o || o->kind == NPU_ORIGIN_DEFAULT || o->kind == NPU_ORIGIN_UNSET)
+      return npu_cfg_fail(job->cfg, diag, "serve.speculative.acceptance", "speculative decoding needs the acceptance "
+                          "rate measured for its draft, model and data (vLLM reports it): there is no default");
+    if (s->spec_acceptance > 1)
+      return npu_cfg_fail(job->cfg, diag, "serve.speculative.acceptance", "a chance from 0 to 1, got %g",
+                          s->spec_acceptance);
+  } else if (s->spec_tokens) {
+    return npu_cfg_fail(job->cfg, diag, "serve.speculative.tokens", "draft tokens need serve.speculative.method");
+  }
   if (s->rate == 0 && s->burstiness != 1.0)
     return npu_cfg_fail(job->cfg, diag, "serve.burstiness", "burstiness shapes the gaps between arrivals: it needs "
                         "serve.rate");
@@ -209,7 +223,7 @@ static int pool_memory(struct sv_job *job, int tp, const char *tpkey, int len, i
 {
   const struct sv_spec *s = &job->spec;
   double hbm = (double)job->sys.chip.hbm.size_bytes * s->memory_utilization;
-  double w = sv_weight_bytes(&job->model, tp), act = sv_activation_bytes(&job->model, tp, s->max_batched_tokens);
+  double w = sv_weight_bytes(&job->model, tp) * (1.0 + (s->speculative == SV_SPEC_MTP ? 1.0 / job->model.layers : 0)), act = sv_activation_bytes(&job->model, tp, s->max_batched_tokens);
   double kv = sv_kv_token_bytes(&job->model, tp);
   if (w >= hbm)
     return npu_cfg_fail(job->cfg, diag, tpkey, "the model's weights take %.2f GiB per device at tp %d, more than the "
@@ -232,7 +246,7 @@ static int pool_memory(struct sv_job *job, int tp, const char *tpkey, int len, i
 static int check_memory(struct sv_job *job, struct npu_diag *diag)
 {
   const struct sv_spec *s = &job->spec;
-  job->weight_bytes = sv_weight_bytes(&job->model, s->tp);
+  job->weight_bytes = sv_weight_bytes(&job->model, s->tp) * (1.0 + (s->speculative == SV_SPEC_MTP ? 1.0 / job->model.layers : 0));
   job->activation_bytes = sv_activation_bytes(&job->model, s->tp, s->max_batched_tokens);
   job->kv_token_bytes = sv_kv_token_bytes(&job->model, s->tp);
   job->longest = 0;

@@ -165,7 +165,9 @@ static void pool_run(struct pool *p, const struct sv_job *job, int route, bool r
   const struct sv_spec *s = &job->spec;
   struct sv_engine_cfg cfg = {s->max_num_seqs, s->max_batched_tokens, p->kv_blocks, s->block_size,
                               s->chunked_prefill, s->preemption == SV_PREEMPT_RESERVE, s->prefix_caching,
-                              job->ngraph ? job->graph_sizes : NULL, job->ngraph, p->replicas, route};
+                              job->ngraph ? job->graph_sizes : NULL, job->ngraph, p->replicas, route,
+                              s->speculative != SV_SPEC_NONE ? s->spec_tokens : 0, s->spec_acceptance,
+                              (unsigned long)s->seed};
   p->out = npu_xcalloc((size_t)(p->n > 0 ? p->n : 1), sizeof *p->out);
   sv_engine_run(&cfg, step_fn, &p->x, p->req, p->n, p->out, record, &p->st);
 }
@@ -200,6 +202,9 @@ static void stats_add(struct sv_engine_stats *a, const struct sv_engine_stats *b
   a->decode_tokens += b->decode_tokens;
   a->recomputed_tokens += b->recomputed_tokens;
   a->cached_tokens += b->cached_tokens;
+  a->draft_tokens += b->draft_tokens;
+  a->accepted_tokens += b->accepted_tokens;
+  a->verify_steps += b->verify_steps;
   a->batch_steps += b->batch_steps;
   a->running_peak = b->running_peak > a->running_peak ? b->running_peak : a->running_peak;
   a->end_s = b->end_s > a->end_s ? b->end_s : a->end_s;
@@ -235,6 +240,7 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
                           {0, 2, prefill_ranks, "serve.prefill.replicas"}};
   int rc = sv_infer_init(&dec.x, &tg, cache, &colls, 0, s->tp, s->expert_parallel, &shape, s->step_overhead_s,
                          s->seq_overhead_s, diag);
+  dec.x.draft_layers = s->speculative == SV_SPEC_MTP ? 1 : 0;
   int kv_small = -1, kv_big = -1;
   const double small = 1 << 20, big = 64.0 * (1 << 20);
   if (!rc && disagg) {
@@ -377,6 +383,9 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
   res->preemptions = st->preemptions;
   res->recomputed_tokens = st->recomputed_tokens;
   res->cached_tokens = st->cached_tokens;
+  res->spec_draft_tokens = st->draft_tokens;
+  res->spec_accepted_tokens = st->accepted_tokens;
+  res->spec_accepted_per_step = st->verify_steps > 0 ? st->accepted_tokens / st->verify_steps : 0;
   memcpy(res->parts_s, st->parts_s, sizeof res->parts_s);
   res->kind_s[SV_STEP_PREFILL] = st->prefill_s;
   res->kind_s[SV_STEP_DECODE] = st->decode_s;

@@ -26,6 +26,7 @@
 #include "workloads/model.h"
 
 enum sv_preemption { SV_PREEMPT_RECOMPUTE, SV_PREEMPT_RESERVE };
+enum sv_speculative { SV_SPEC_NONE, SV_SPEC_NGRAM, SV_SPEC_MTP };
 
 /* The `serve` section (every key in serve/spec.c's table and docs/SCENARIOS.md). */
 struct sv_spec {
@@ -55,6 +56,9 @@ struct sv_spec {
   bool graph;                  /* decode-only steps padded to graph capture sizes */
   double step_overhead_s;      /* engine time per step beyond the kernels */
   double seq_overhead_s;       /* engine time per step and scheduled sequence beyond the kernels */
+  int speculative;             /* enum sv_speculative */
+  int spec_tokens;             /* draft tokens per step and sequence */
+  double spec_acceptance;      /* per draft token, given the ones before it were accepted */
   double slo_ttft_s;           /* goodput SLOs; 0 none */
   double slo_tpot_s;
   double slo_e2e_s;
@@ -65,6 +69,7 @@ const struct npu_table *sv_spec_table(void);
 void sv_spec_register(struct npu_cfg *cfg, struct sv_spec *s);
 const char *sv_router_name(int r);
 const char *sv_preemption_name(int p);
+const char *sv_speculative_name(int m);
 
 /* A serving scenario, loaded and checked; its requests built (arrivals, lengths, prefixes). */
 struct sv_job {
@@ -134,6 +139,8 @@ struct sv_result {
   double busy;                    /* share of replica time stepping (every engine) */
   double prefill_busy, decode_busy; /* disaggregated: each pool's share of its engines' time stepping */
   double kv_transfer_mean_s;      /* disaggregated: prefill engine to decode engine, per request */
+  double spec_accepted_per_step;  /* speculative decoding: accepted drafts per verifying sequence-step */
+  double spec_draft_tokens, spec_accepted_tokens;
   double kv_transfer_bytes;       /* disaggregated: every request's KV cache, all ranks */
   double kv_link_latency_s, kv_link_bytes_per_s; /* the transfer's fit on the platform, per rank pair */
   double parts_s[SV_PART_COUNT];  /* how stepping time splits, all replicas */

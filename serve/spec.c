@@ -19,6 +19,7 @@
 
 static const char *const router_names[] = {"round_robin", "least_loaded", "prefix", NULL};
 static const char *const preempt_names[] = {"recompute", "reserve", NULL};
+static const char *const spec_names[] = {"none", "ngram", "mtp", NULL};
 
 static const struct npu_section sections[] = {
     {"serve", false, "an LLM serving deployment and its request workload (docs/SERVING.md)"},
@@ -98,6 +99,14 @@ static const struct npu_param params[] = {
      "default: vLLM on H100, fitted to LLM-Inference-Bench (docs/RL.md)"},
     {"serve.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(seq_overhead_s), 0, "29us", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step and scheduled sequence beyond the kernels; default: as serve.step_overhead"},
+    NPU_PARAM_ENUM("serve.speculative.method", speculative, "none", spec_names,
+         "speculative decoding: none; ngram (prompt lookup: drafts cost nothing on the device); mtp (a draft module "
+         "of one decoder layer and the head per draft token: DeepSeek MTP, EAGLE)"),
+    NPU_PARAM_INT("serve.speculative.tokens", spec_tokens, "0", NPU_PF_NONNEG,
+        "draft tokens each decoding sequence proposes per step (vLLM num_speculative_tokens); needed with a method"),
+    {"serve.speculative.acceptance", NPU_PT_REAL, NPU_PARAM_OFF(spec_acceptance), 0, "0", NPU_PF_NONNEG, 0, 0, NULL,
+     "the chance (0 to 1) a draft token is accepted given the ones before it were (measured for the draft, model "
+     "and data: no default); the verifier keeps the accepted prefix and one more token"},
     {"serve.slo.ttft", NPU_PT_TIME, NPU_PARAM_OFF(slo_ttft_s), 0, "0s", NPU_PF_NONNEG, 0, 0, NULL,
      "goodput: time to first token a request must meet; 0 none"},
     {"serve.slo.tpot", NPU_PT_TIME, NPU_PARAM_OFF(slo_tpot_s), 0, "0s", NPU_PF_NONNEG, 0, 0, NULL,
@@ -123,6 +132,11 @@ void sv_spec_register(struct npu_cfg *cfg, struct sv_spec *s)
 const char *sv_router_name(int r)
 {
   return r >= 0 && r < 3 ? router_names[r] : "?";
+}
+
+const char *sv_speculative_name(int m)
+{
+  return m >= 0 && m < 3 ? spec_names[m] : "?";
 }
 
 const char *sv_preemption_name(int p)

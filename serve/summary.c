@@ -72,6 +72,7 @@ static const char *c_bottleneck(const void *x, int i) { (void)i; return R(x)->bo
 static long long c_pre_replicas(const void *x, int i) { (void)i; return J(x)->prefill_replicas; }
 static long long c_pre_tp(const void *x, int i) { (void)i; return J(x)->prefill_tp; }
 static double c_kv_xfer(const void *x, int i) { (void)i; return R(x)->kv_transfer_mean_s; }
+static double c_spec(const void *x, int i) { (void)i; return R(x)->spec_accepted_per_step; }
 
 static const struct rpt_column columns[] = {
     {"scenario", RPT_STRING, "text", "the scenario file (or the sweep point's name)", .text = c_scenario},
@@ -113,6 +114,8 @@ static const struct rpt_column columns[] = {
     {"prefill_tp", RPT_INT, "", "tensor-parallel size of a prefill engine (0: colocated)", .integer = c_pre_tp},
     {"kv_transfer_mean_s", RPT_REAL, "s", "a prompt's KV cache from its prefill engine to a decode engine, mean over "
      "requests (0: colocated)", .real = c_kv_xfer},
+    {"spec_accepted_per_step", RPT_REAL, "tokens", "speculative decoding: draft tokens accepted per sequence and "
+     "verifying step (0: none)", .real = c_spec},
     {NULL},
 };
 
@@ -166,6 +169,11 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
                       "caching %s, %d graph sizes\n",
                  s->max_num_seqs, s->max_batched_tokens, s->chunked_prefill ? "chunked" : "whole-prompt",
                  sv_preemption_name(s->preemption), s->prefix_caching ? "on" : "off", job->ngraph);
+  if (s->speculative != SV_SPEC_NONE)
+    npu_buf_printf(out, "  speculative    %s, %d draft tokens per step, acceptance %g: %.3g accepted per verifying "
+                        "step (%.0f of %.0f drafts)\n",
+                   sv_speculative_name(s->speculative), s->spec_tokens, s->spec_acceptance, r->spec_accepted_per_step,
+                   r->spec_accepted_tokens, r->spec_draft_tokens);
   npu_buf_printf(out, "  memory         weights %.2f GiB, activations %.2f GiB, KV cache %ld blocks of %d = %ld "
                       "tokens per engine\n",
                  job->weight_bytes / GIB, job->activation_bytes / GIB, job->kv_blocks, s->block_size,
@@ -199,7 +207,8 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
     if (r->kind_s[k] <= 0) continue;
     npu_buf_printf(out, "  %-7s steps  %5.1f%% of engine time:", kind_names[k], busy > 0 ? 100 * r->kind_s[k] / busy : 0);
     for (int p = 0; p < SV_PART_COUNT; p++)
-      npu_buf_printf(out, " %s %.1f%%", sv_part_name(p), 100 * r->kind_parts_s[k][p] / r->kind_s[k]);
+      if (p != SV_PART_DRAFT || r->kind_parts_s[k][p] > 0) /* drafts only with speculative decoding */
+        npu_buf_printf(out, " %s %.1f%%", sv_part_name(p), 100 * r->kind_parts_s[k][p] / r->kind_s[k]);
     npu_buf_printf(out, "\n");
   }
   npu_buf_printf(out, "  MFU            %.1f%%\n", 100 * r->mfu);
@@ -246,6 +255,8 @@ void sv_summary_json(const struct sv_job *job, const struct sv_result *r, struct
   npu_json_int(&j, r->running_peak);
   num(&j, "recomputed_tokens", r->recomputed_tokens);
   num(&j, "cached_prompt_tokens", r->cached_tokens);
+  num(&j, "draft_tokens", r->spec_draft_tokens);
+  num(&j, "accepted_draft_tokens", r->spec_accepted_tokens);
   num(&j, "input_tokens", r->input_tokens);
   num(&j, "output_tokens", r->output_tokens);
   num(&j, "model_flops", r->flops);

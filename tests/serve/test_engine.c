@@ -140,3 +140,48 @@ Test(engine, merged_timelines_keep_every_count_at_the_coarser_width)
   cr_expect_float_eq(a.tokens[1], 20, 1e-12);
   cr_expect_eq(a.n, 2);
 }
+
+Test(engine, speculative_decoding_emits_the_accepted_drafts_and_one_more_token_per_step)
+{
+  /* 9 output tokens: the prefill step gives the first; 3 drafts always accepted give 4 per step: 2 steps */
+  struct sv_request r = {0, 32, 9, -1, 0, 0, false};
+  struct sv_req_out o;
+  struct sv_engine_stats st;
+  struct sv_engine_cfg c = cfg_of(1000, false);
+  c.spec_tokens = 3;
+  c.spec_acceptance = 1.0;
+  sv_engine_run(&c, fixed_step, NULL, &r, 1, &o, false, &st);
+  cr_expect_float_eq(o.finish_s, 3e-3, 1e-12, "prefill, then two steps of four tokens");
+  cr_expect_eq(st.accepted_tokens, 6);
+  sv_engine_stats_release(&st);
+  /* never accepted: one token per step, as without drafts, and no draft past the last token */
+  c.spec_acceptance = 0.0;
+  sv_engine_run(&c, fixed_step, NULL, &r, 1, &o, false, &st);
+  cr_expect_float_eq(o.finish_s, 9e-3, 1e-12);
+  cr_expect_eq(st.accepted_tokens, 0);
+  cr_expect_eq(st.draft_tokens, 3 * 5 + 2 + 1, "3 drafts while 3 tokens after the next are left, then 2, 1, 0");
+  sv_engine_stats_release(&st);
+}
+
+Test(engine, accepted_drafts_per_step_follow_the_geometric_closed_form)
+{
+  /* E[accepted] of k drafts at acceptance a: a + a^2 + ... + a^k (the first rejection ends the run) */
+  enum { N = 400 };
+  struct sv_request *r = calloc(N, sizeof *r);
+  for (int i = 0; i < N; i++) r[i] = (struct sv_request){0, 16, 1000, -1, 0, 0, false};
+  struct sv_req_out *o = calloc(N, sizeof *o);
+  struct sv_engine_stats st;
+  struct sv_engine_cfg c = cfg_of(1 << 20, false);
+  c.max_seqs = N;
+  c.token_budget = 16 * N;
+  c.spec_tokens = 4;
+  c.spec_acceptance = 0.7;
+  c.spec_seed = 9;
+  sv_engine_run(&c, fixed_step, NULL, r, N, o, false, &st);
+  double want = 0.7 + 0.49 + 0.343 + 0.2401;
+  double got = st.accepted_tokens / st.verify_steps;
+  cr_expect(fabs(got - want) < 0.02 * want, "accepted per step %g, closed form %g", got, want);
+  sv_engine_stats_release(&st);
+  free(r);
+  free(o);
+}

@@ -247,6 +247,29 @@ Test(scenario, disaggregated_engines_hand_each_prompt_kv_cache_to_a_decode_engin
   free(dir);
 }
 
+Test(scenario, accepted_drafts_cut_time_per_output_token_and_rejected_ones_cost_it)
+{
+  char *dir = ts_tmpdir();
+  char *path = scenario(dir, "s.cfg", "replicas = 1;");
+  char *p1 = scenario(dir, "good.cfg", "replicas = 1; speculative = { method = \"mtp\"; tokens = 3; acceptance = 0.8; };");
+  char *p2 = scenario(dir, "bad.cfg", "replicas = 1; speculative = { method = \"mtp\"; tokens = 3; acceptance = 0.0; };");
+  char *none = run_json(dir, path, NULL, NULL), *good = run_json(dir, p1, NULL, NULL), *bad = run_json(dir, p2, NULL, NULL);
+  free(p1);
+  free(p2);
+  double acc = num(good, "spec_accepted_per_step");
+  cr_expect(acc > 1.8 && acc < 1.96, "accepted per step %g (closed form 1.952, less near each request's end)", acc);
+  cr_expect_lt(num(good, "tpot_mean_s"), 0.5 * num(none, "tpot_mean_s"));
+  cr_expect_gt(num(bad, "tpot_mean_s"), num(none, "tpot_mean_s"), "a draft module that is never right only costs");
+  cr_expect_eq(num(bad, "spec_accepted_per_step"), 0);
+  cr_expect_eq(num(none, "output_tokens"), num(good, "output_tokens"));
+  free(none);
+  free(good);
+  free(bad);
+  free(path);
+  ts_rmtree(dir);
+  free(dir);
+}
+
 /* The scenario with `extra` in its serve section is refused: exit 2, no output directory, a
  * message naming s.cfg:LINE, the key and what is wrong. */
 static void refused(const char *head, const char *extra, const char *key, const char *what)
@@ -291,6 +314,13 @@ Test(scenario, bad_deployments_and_workloads_are_refused_with_the_key)
                 "mean = 10; };", "serve.prompt.mean", "needs the length");
   refused(h100, "output = { distribution = \"fixed\"; mean = 10; };", "serve.prompt.mean", "needs the length");
   refused(h100, LENS "expert_parallel = true;", "serve.expert_parallel", "needs an MoE model");
+  refused(h100, LENS "speculative = { method = \"mtp\"; acceptance = 0.7; };", "serve.speculative.tokens",
+          "needs the draft tokens");
+  refused(h100, LENS "speculative = { method = \"mtp\"; tokens = 2; };", "serve.speculative.acceptance",
+          "no default");
+  refused(h100, LENS "speculative = { method = \"ngram\"; tokens = 2; acceptance = 1.5; };",
+          "serve.speculative.acceptance", "from 0 to 1");
+  refused(h100, LENS "speculative = { tokens = 2; };", "serve.speculative.tokens", "need serve.speculative.method");
   refused(h100, LENS "prefill = { tp = 2; };", "serve.prefill.tp", "needs serve.prefill.replicas");
   refused(h100, LENS "prefill = { replicas = 8; };", "serve.prefill.replicas", "none is left to decode");
   refused(h100, LENS "prefill = { replicas = 2; tp = 3; };", "serve.prefill.tp", "does not divide");
