@@ -433,6 +433,57 @@ static bool step_replica(struct engine *e, int ri)
   return true;
 }
 
+/* A binary min-heap of replica indices by (time, index): which replica steps next. */
+struct heap {
+  int *v; /* replica indices in heap order */
+  int n;
+  const struct replica *rep;
+};
+
+static bool heap_before(const struct heap *h, int a, int b)
+{
+  double ta = h->rep[a].t, tb = h->rep[b].t;
+  return ta < tb || (ta == tb && a < b);
+}
+
+static void heap_up(struct heap *h, int i)
+{
+  int r = h->v[i];
+  while (i > 0 && heap_before(h, r, h->v[(i - 1) / 2])) {
+    h->v[i] = h->v[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h->v[i] = r;
+}
+
+static void heap_down(struct heap *h, int i)
+{
+  int r = h->v[i];
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && heap_before(h, h->v[c + 1], h->v[c])) c++;
+    if (!heap_before(h, h->v[c], r)) break;
+    h->v[i] = h->v[c];
+    i = c;
+  }
+  h->v[i] = r;
+}
+
+static void heap_insert(struct heap *h, int r)
+{
+  h->v[h->n++] = r;
+  heap_up(h, h->n - 1);
+}
+
+static void heap_remove_top(struct heap *h)
+{
+  if (--h->n > 0) {
+    h->v[0] = h->v[h->n];
+    heap_down(h, 0);
+  }
+}
+
 void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void *ctx, struct sv_request *req, int n,
                    struct sv_req_out *out, bool record, struct sv_engine_stats *st)
 {
@@ -452,15 +503,17 @@ void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void 
     e.rep[i].free_blocks = cfg->kv_blocks;
     e.rep[i].cached = npu_xcalloc((size_t)(e.groups > 0 ? e.groups : 1), 1);
   }
+  /* the replicas with work, earliest first (ties: the lowest index) */
+  struct heap h = {npu_xmalloc((size_t)cfg->replicas * sizeof(int)), 0, e.rep};
   int next = 0, rr = 0;
   for (;;) {
     double a = next < n ? req[next].arrival_s : INFINITY;
-    int r = -1;
-    for (int i = 0; i < cfg->replicas; i++)
-      if (outstanding(&e.rep[i]) && (r < 0 || e.rep[i].t < e.rep[r].t)) r = i;
+    int r = h.n ? h.v[0] : -1;
     if (r >= 0 && e.rep[r].t < a) {
       bool ok = step_replica(&e, r);
       NPU_ASSERT(ok); /* the caller checked that every request fits alone */
+      if (outstanding(&e.rep[r])) heap_down(&h, 0);
+      else heap_remove_top(&h);
       continue;
     }
     if (next == n) break;
@@ -468,11 +521,14 @@ void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void 
     NPU_ASSERT(to >= 0 && to < cfg->replicas);
     req[next].replica = to;
     struct replica *rp = &e.rep[to];
-    if (!outstanding(rp) && rp->t < a) rp->t = a;
+    bool idle = !outstanding(rp);
+    if (idle && rp->t < a) rp->t = a;
     st->tl.arrivals[tl_bin(&st->tl, a)] += 1;
     dq_push(&rp->wait, next, false);
+    if (idle) heap_insert(&h, to);
     next++;
   }
+  free(h.v);
   for (int i = 0; i < cfg->replicas; i++) {
     free(e.rep[i].run);
     free(e.rep[i].wait.v);
