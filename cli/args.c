@@ -87,5 +87,5 @@ int cli_default_jobs(void)
 bool cli_metric_maximised(const char *m)
 {
   return !strcmp(m, "mfu") || !strcmp(m, "hfu") || strstr(m, "per_s") || strstr(m, "throughput") ||
-         strstr(m, "speedup");
+         strstr(m, "speedup") || strstr(m, "goodput") || strstr(m, "attainment") || strstr(m, "accepted");
 }

@@ -67,6 +67,21 @@ static void bottleneck(const struct sv_job *job, struct sv_result *r)
                               "them", kinds[k], busy > 0 ? 100 * r->kind_s[k] / busy : 0, sv_part_name(p),
                               r->kind_s[k] > 0 ? 100 * r->kind_parts_s[k][p] / r->kind_s[k] : 0);
   if (n >= sizeof r->bottleneck) return;
+  const struct sv_spec *s = &job->spec;
+  if ((s->slo_ttft_s || s->slo_tpot_s || s->slo_e2e_s) && r->slo_attainment < 0.9) {
+    static const char *const slo[] = {"TTFT", "TPOT", "E2E"};
+    n += (size_t)snprintf(r->bottleneck + n, sizeof r->bottleneck - n, "; %s the SLOs (", r->slo_attainment > 0 ?
+                          "few requests meet" : "no request meets");
+    const double given[] = {s->slo_ttft_s, s->slo_tpot_s, s->slo_e2e_s};
+    for (int i = 0, first = 1; i < 3 && n < sizeof r->bottleneck; i++)
+      if (given[i]) {
+        n += (size_t)snprintf(r->bottleneck + n, sizeof r->bottleneck - n, "%s%s met by %.0f%%", first ? "" : ", ",
+                              slo[i], 100 * r->slo_met[i]);
+        first = 0;
+      }
+    if (n < sizeof r->bottleneck) n += (size_t)snprintf(r->bottleneck + n, sizeof r->bottleneck - n, ")");
+    if (n >= sizeof r->bottleneck) return;
+  }
   if (job->prefill_replicas) {
     n += (size_t)snprintf(r->bottleneck + n, sizeof r->bottleneck - n, "; %s pool the busier (prefill %.0f%%, decode "
                           "%.0f%%)", r->prefill_busy > r->decode_busy ? "prefill" : "decode", 100 * r->prefill_busy,
@@ -330,9 +345,10 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
     flops += q->prompt * sv_token_flops(m, q->prompt / 2.0) + (q->output - 1) * sv_token_flops(m, q->prompt + q->output / 2.0);
     double ttft = out[i].first_s - q->arrival_s, e2e = out[i].finish_s - q->arrival_s;
     double tpot = q->output > 1 ? (out[i].finish_s - out[i].first_s) / (q->output - 1) : 0;
-    bool ok = (!s->slo_ttft_s || ttft <= s->slo_ttft_s) && (!s->slo_tpot_s || tpot <= s->slo_tpot_s) &&
-              (!s->slo_e2e_s || e2e <= s->slo_e2e_s);
-    good += ok;
+    bool met[3] = {!s->slo_ttft_s || ttft <= s->slo_ttft_s, !s->slo_tpot_s || tpot <= s->slo_tpot_s,
+                   !s->slo_e2e_s || e2e <= s->slo_e2e_s};
+    for (int k = 0; k < 3; k++) res->slo_met[k] += met[k];
+    good += met[0] && met[1] && met[2];
   }
   for (int i = 0; i < n; i++) v[i] = out[i].first_s - job->req[i].arrival_s;
   latency(v, n, &res->ttft);
@@ -376,6 +392,7 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
     }
   }
   res->slo_attainment = n ? (double)good / n : 0;
+  for (int k = 0; k < 3; k++) res->slo_met[k] = n ? res->slo_met[k] / n : 0;
   res->kv_peak = kv_peak;
   res->mean_batch = st->steps ? st->batch_steps / st->steps : 0;
   res->running_peak = st->running_peak;

@@ -130,6 +130,7 @@ struct sv_result {
   double output_tokens_per_s_per_device;
   double goodput;                 /* requests/s meeting every SLO */
   double slo_attainment;          /* share of requests meeting every SLO */
+  double slo_met[3];              /* share meeting each SLO given: TTFT, TPOT, E2E (1 when not given) */
   double input_tokens, output_tokens;
   double kv_mean, kv_peak;        /* shares of the KV cache (mean over replicas and time; one replica's peak) */
   double mean_batch;              /* scheduled sequences per step */

@@ -188,8 +188,9 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
                       "device)\n",
                  r->request_rate, r->input_tokens_per_s, r->output_tokens_per_s, r->output_tokens_per_s_per_device);
   if (s->slo_ttft_s || s->slo_tpot_s || s->slo_e2e_s)
-    npu_buf_printf(out, "  goodput        %.4g requests/s, %.1f%% of requests meet the SLOs\n", r->goodput,
-                   100 * r->slo_attainment);
+    npu_buf_printf(out, "  goodput        %.4g requests/s, %.1f%% of requests meet the SLOs (TTFT %.1f%%, TPOT "
+                        "%.1f%%, E2E %.1f%%)\n",
+                   r->goodput, 100 * r->slo_attainment, 100 * r->slo_met[0], 100 * r->slo_met[1], 100 * r->slo_met[2]);
   latency_line(out, "TTFT", &r->ttft);
   latency_line(out, "TPOT", &r->tpot);
   latency_line(out, "ITL", &r->itl);

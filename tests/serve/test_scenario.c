@@ -181,6 +181,11 @@ Test(scenario, slo_attainment_counts_the_requests_within_every_slo)
   double att = num(half, "slo_attainment");
   cr_expect(att > 0.4 && att < 0.6, "attainment at the median TPOT: %g", att);
   cr_expect(fabs(num(half, "goodput") - att * num(half, "request_throughput")) < 1e-9 * num(half, "goodput"));
+  /* an SLO no request meets is a result, not an error: goodput 0, and the bottleneck line says which */
+  char *never = run_json(dir, path, "serve.slo.tpot=1us", "serve.slo.ttft=10s");
+  cr_expect_eq(num(never, "goodput"), 0);
+  cr_expect(strstr(never, "no request meets the SLOs (TTFT met by 100%, TPOT met by 0%)") != NULL, "%s", never);
+  free(never);
   free(none);
   free(half);
   free(path);
