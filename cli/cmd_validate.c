@@ -94,8 +94,10 @@ struct vcase {
   "dropless run are not modelled (vector work is 1% of the predicted step); MindSpeed's MFU formula is not public, "  \
   "and if it halves causal attention FLOPs the predicted MFU is about 8 points lower in that convention"
 #define WHY_RL                                                                                                        \
-  "npusim is fast on every NeMo-RL row. Generation sets the pace (the rollout is 64% of the Llama colocated "       \
-  "iteration): each decode step is charged vLLM's per-step engine time as measured for Llama-3-8B on one H100 "      \
+  "npusim is fast on four of the five NeMo-RL rows and 5% slow on the Qwen3 asynchronous one. Generation sets the "  \
+  "pace (the rollout is 67% of the Llama colocated iteration; it runs on serve/'s engine: chunked prefill, the "      \
+  "paged-attention kernel for the KV reads, vLLM's graph sizes): each step is charged vLLM's per-step engine time "   \
+  "as measured for Llama-3-8B on one H100 "                                                                           \
   "(rl.rollout.step_overhead 2.36 ms + 29 us per sequence), not at the TP2 and MoE engine sizes of these rows, and "  \
   "fused-MoE kernels at small per-expert batches are costed as efficient grouped GEMMs; the training phases run the " \
   "H100's GEMMs 7-16% faster than cuBLAS does on the calibration points (chip.calib.cube is uncalibrated at 1: the " \

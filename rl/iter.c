@@ -62,26 +62,26 @@ int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, s
   double tokens = 0;
   for (int i = 0; i < n; i++) tokens += P + len[i];
 
-  /* the rollout engine's KV cache and its concurrency cap */
+  /* the rollout engine's KV cache in blocks */
   int tpr = s->rollout.tp;
   double hbm = (double)job->sys.chip.hbm.size_bytes * s->rollout.memory_utilization;
-  double kv_left = hbm - rl__weight_bytes(m, tpr) - rl__activation_bytes(m, tpr, s->rollout.max_batched_tokens);
-  double kv_cap = floor(kv_left / rl__kv_token_bytes(m, tpr));
-  int per_engine = (n + job->engines - 1) / job->engines;
-  int shortest = s->response.min;
-  for (int i = 0; i < n; i++) shortest = len[i] < shortest ? len[i] : shortest;
-  double fit = floor(kv_cap / (P + shortest));
-  int maxb = s->rollout.max_num_seqs < per_engine ? s->rollout.max_num_seqs : per_engine;
-  if (fit < maxb) maxb = fit < 1 ? 1 : (int)fit;
+  double kv_left = hbm - sv_weight_bytes(m, tpr) - sv_activation_bytes(m, tpr, s->rollout.max_batched_tokens);
+  long kv_blocks = (long)floor(kv_left / (sv_kv_token_bytes(m, tpr) * RL_BLOCK_TOKENS));
+  int longest = 0;
+  for (int i = 0; i < n; i++) longest = len[i] > longest ? len[i] : longest;
 
-  struct rl_colls colls = {0};
-  struct rl_infer roll, trn;
+  struct sv_colls colls = {0};
+  struct sv_infer roll, trn;
   double *matrix = npu_xcalloc((size_t)job->devices * job->devices, sizeof *matrix);
-  int rc = rl__infer_init(&roll, job, cache, &colls, RL_GROUP_ROLLOUT_TP, tpr, s->rollout.expert_parallel, maxb,
-                          s->rollout.max_batched_tokens, P, 0, diag);
+  struct sv_target tr_roll = {m, &job->sys, job->run.fidelity, job->path, "rl.rollout.tp"};
+  struct sv_target tr_train = {m, &job->sys, job->run.fidelity, job->path, "plan.tp"};
+  int budget = s->rollout.max_batched_tokens, seqs = s->rollout.max_num_seqs;
+  struct sv_infer_shape sh_roll = {budget, seqs < budget ? seqs : budget, P + longest, seqs, 0};
+  struct sv_infer_shape sh_train = {0, 0, 0, 0, job->train_seq_len};
+  int rc = sv_infer_init(&roll, &tr_roll, cache, &colls, RL_GROUP_ROLLOUT_TP, tpr, s->rollout.expert_parallel,
+                         &sh_roll, s->rollout.step_overhead_s, s->rollout.seq_overhead_s, diag);
   if (!rc)
-    rc = rl__infer_init(&trn, job, cache, &colls, RL_GROUP_TRAIN_TP, job->plan.tp, false, 0, 0, 0, job->train_seq_len,
-                        diag);
+    rc = sv_infer_init(&trn, &tr_train, cache, &colls, RL_GROUP_TRAIN_TP, job->plan.tp, false, &sh_train, 0, 0, diag);
   int sync = -1;
   double needed = 0, kept = 0;
   if (!rc) {
@@ -95,14 +95,18 @@ int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, s
       }
       colls.matrix = matrix;
       colls.matrix_ranks = job->devices;
-      sync = rl__coll(&colls, IC_OP_ALLTOALLV, rowmax, RL_GROUP_ALL);
+      sync = sv_coll(&colls, IC_OP_ALLTOALLV, rowmax, RL_GROUP_ALL);
     }
   }
-  if (!rc) rc = rl__probe(job, &colls, diag);
+  /* the groups: the first rollout engine's ranks, the first training TP group, every rank */
+  struct sv_group groups[3] = {{job->rollout_first, tpr, 1, "rl.rollout.tp"},
+                               {job->train_first, job->plan.tp, 1, "plan.tp"},
+                               {0, job->devices, 1, "rl.placement"}};
+  if (!rc) rc = sv_probe(&job->sys, job->devices, &colls, groups, 3, job->path, diag);
   struct rl_train tr;
   if (!rc) rc = rl__train(job, tokens, &tr, diag);
   if (!rc) {
-    rl__rollout(&roll, len, n, job->engines, P, maxb, kv_cap, &res->rollout);
+    rl__rollout(&roll, job, len, n, P, kv_blocks, &res->rollout);
     res->weights_bytes_rollout = roll.weight_bytes;
   }
   if (rc) goto out;
@@ -126,8 +130,8 @@ int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, s
   double packed = ceil(tokens / job->train_seq_len);
   int replicas = T / (job->plan.tp * job->plan.pp * job->plan.cp);
   double per = ceil(packed / replicas), pp = job->plan.pp;
-  double fwd_s = (per + pp - 1) * rl__cost_s(&trn, &trn.forward) / pp;
-  double fwd_flops = tokens * rl__token_flops(m, job->train_seq_len / 2.0);
+  double fwd_s = (per + pp - 1) * sv_cost_s(&trn, &trn.forward) / pp;
+  double fwd_flops = tokens * sv_token_flops(m, job->train_seq_len / 2.0);
   /* states over the host link, per device (colocated) */
   double w_train = tr.mem.weights_bytes, states = tr.mem.grads_bytes + tr.mem.optimizer_bytes;
   double host = 0;
@@ -256,7 +260,7 @@ out:
                                                                     NPU_EIO)
                                                                : 0;
   op_cache_close(cache);
-  rl__colls_release(&colls);
+  sv_colls_release(&colls);
   free(matrix);
   free(len);
   return rc;

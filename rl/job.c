@@ -121,15 +121,16 @@ static int check_rollout_memory(struct rl_job *job, struct npu_diag *diag)
 {
   const struct rl_spec *s = &job->spec;
   double hbm = (double)job->sys.chip.hbm.size_bytes * s->rollout.memory_utilization;
-  double w = rl__weight_bytes(&job->model, s->rollout.tp);
+  double w = sv_weight_bytes(&job->model, s->rollout.tp);
   if (w >= hbm)
     return npu_cfg_fail(job->cfg, diag, "rl.rollout.tp", "the rollout batch cannot fit in HBM: the policy's weights "
                         "take %.2f GiB per device at tp %d, more than the %.2f GiB the engine may use", w / GIB,
                         s->rollout.tp, hbm / GIB);
-  double seq = (double)s->prompt_len + s->response.max;
-  double kv = rl__kv_token_bytes(&job->model, s->rollout.tp) * seq;
-  double left = hbm - w - rl__activation_bytes(&job->model, s->rollout.tp, s->rollout.max_batched_tokens);
-  if (kv > left)
+  /* in blocks of RL_BLOCK_TOKENS, as the engine holds them */
+  double seq = ceil(((double)s->prompt_len + s->response.max) / RL_BLOCK_TOKENS) * RL_BLOCK_TOKENS;
+  double per_token = sv_kv_token_bytes(&job->model, s->rollout.tp), kv = per_token * seq;
+  double left = hbm - w - sv_activation_bytes(&job->model, s->rollout.tp, s->rollout.max_batched_tokens);
+  if (seq > floor(left / (per_token * RL_BLOCK_TOKENS)) * RL_BLOCK_TOKENS)
     return npu_cfg_fail(job->cfg, diag, "rl.response.max", "the rollout batch cannot fit in HBM: one sequence of "
                         "%d + %d tokens needs %.2f GiB of KV cache per device, %.2f GiB are left after the weights "
                         "(%.2f GiB) and activations", s->prompt_len, s->response.max, kv / GIB,

@@ -1,19 +1,17 @@
 /*
- * rollout.c - rollout generation with continuous batching over seeded response lengths.
+ * rollout.c - the rollout: seeded response lengths, then generation on serve/'s engines.
  *
  * Lengths are drawn from GSL's mt19937 seeded with rl.seed (reported), never from the
  * environment: fixed, uniform, lognormal, or a measured histogram (a bin picked with probability
- * proportional to its weight, gsl_ran_discrete). Every engine (rollout.tp devices) serves a contiguous chunk of the iteration's
- * sequences, as veRL dispatches a batch over its rollout workers, so a GRPO group stays on one
- * engine. An engine admits queued sequences while fewer than max_batch run and the KV cache can
- * hold the prompt and the whole response of each (blocks are reserved for the full sequence:
- * vLLM with no preemption), prefills the newly admitted prompts in chunks, then decodes one
- * token per running sequence per step; a sequence leaves after its last token and frees its
- * blocks. Between two admissions or departures the batch is constant and each step reads B
- * more context tokens than the one before, so the steps of such a stretch are summed in closed
- * form: k a(B) + kv (k ctx0 + B k (k - 1) / 2), with a(B) the step's weight-bound part plus the
- * engine's time per step beyond its kernels (step_overhead + B seq_overhead) and kv the time per
- * context token read (infer.c).
+ * proportional to its weight, gsl_ran_discrete). Every engine (rollout.tp devices) serves a
+ * contiguous chunk of the iteration's sequences, as veRL dispatches a batch over its rollout
+ * workers, so a GRPO group stays on one engine. Generation is a serving run with the rollout's
+ * request pattern (serve/engine.h): every sequence arrives at t = 0, the engine admits them while
+ * fewer than max_num_seqs run and the KV cache can hold each whole sequence (blocks reserved for
+ * prompt and response: no preemption), prefills prompts in chunks of the token budget alongside
+ * the running decodes (vLLM v1), decodes one token per running sequence per step; every step is
+ * costed by serve/infer.h (the paged-attention kernel for the KV reads, the engine's time beyond
+ * its kernels per step and sequence).
  */
 #include "rl/rl_int.h"
 
@@ -53,97 +51,63 @@ void rl__draw_lengths(const struct rl_spec *s, int n, int *out)
   gsl_rng_free(r);
 }
 
+/* What one engine did, from its step records. */
 struct engine_out {
   double end_s, prefill_s, decode_s, last_admit_s;
-  double batch_steps;  /* sum over steps of the running batch */
   long steps;
 };
 
-static void engine(const struct rl_infer *x, const int *len, int lo, int hi, int prompt_len, int max_batch,
-                   double cap_tokens, struct engine_out *o)
+static double step_cost(const void *ctx, const struct sv_step *s, double parts[SV_PART_COUNT])
 {
-  memset(o, 0, sizeof *o);
-  int n = hi - lo;
-  int *left = npu_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *left);
-  int *run = npu_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *run); /* indices into len, running */
-  double *ctx = npu_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *ctx);
-  int nrun = 0, q = lo;
-  double t = 0, reserved = 0, ctx_sum = 0;
-  double prefill_tok_s = x->chunk_tokens > 0 ? rl__cost_s(x, &x->prefill) / x->chunk_tokens : 0;
-  for (;;) {
-    int admitted = 0;
-    while (q < hi && nrun < max_batch && reserved + prompt_len + len[q] <= cap_tokens) {
-      reserved += prompt_len + len[q];
-      left[nrun] = len[q];
-      ctx[nrun] = prompt_len;
-      ctx_sum += prompt_len;
-      run[nrun++] = q++;
-      admitted++;
-    }
-    if (admitted) {
-      double p = (double)admitted * prompt_len * prefill_tok_s;
-      t += p;
-      o->prefill_s += p;
-      if (q == hi) o->last_admit_s = t;
-    }
-    if (!nrun) break;
-    int k = left[0];
-    for (int i = 1; i < nrun; i++) k = left[i] < k ? left[i] : k;
-    double B = nrun;
-    double step = rl__decode_step_s(x, nrun, 0);
-    double dt = k * step + x->kv_token_s * (k * ctx_sum + B * (double)k * (k - 1) / 2);
-    t += dt;
-    o->decode_s += dt;
-    o->steps += k;
-    o->batch_steps += B * k;
-    int w = 0;
-    ctx_sum = 0;
-    for (int i = 0; i < nrun; i++) {
-      left[i] -= k;
-      ctx[i] += k;
-      if (left[i] == 0) {
-        reserved -= prompt_len + len[run[i]];
-        continue;
-      }
-      left[w] = left[i];
-      ctx[w] = ctx[i];
-      run[w++] = run[i];
-      ctx_sum += ctx[i];
-    }
-    nrun = w;
-  }
-  NPU_ASSERT(q == hi); /* the loader checked that one sequence fits */
-  o->end_s = t;
-  free(left);
-  free(run);
-  free(ctx);
+  return sv_step_s(ctx, s, parts);
 }
 
-void rl__rollout(const struct rl_infer *x, const int *len, int n, int engines, int prompt_len, int max_batch,
-                 double kv_capacity_tokens, struct rl_rollout_stats *st)
+void rl__rollout(const struct sv_infer *x, const struct rl_job *job, const int *len, int n, int prompt_len,
+                 long kv_blocks, struct rl_rollout_stats *st)
 {
   memset(st, 0, sizeof *st);
-  st->max_batch = max_batch;
-  st->kv_capacity_tokens = kv_capacity_tokens;
-  struct engine_out *o = npu_xcalloc((size_t)engines, sizeof *o);
-  int slow = 0;
-  double steps = 0, bsteps = 0;
+  const struct rl_spec *s = &job->spec;
+  int engines = job->engines;
+  struct sv_request *req = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *req);
   for (int e = 0; e < engines; e++) {
     int lo = (int)((long long)e * n / engines), hi = (int)((long long)(e + 1) * n / engines);
-    engine(x, len, lo, hi, prompt_len, max_batch, kv_capacity_tokens, &o[e]);
-    if (o[e].end_s > o[slow].end_s) slow = e;
-    steps += o[e].steps;
-    bsteps += o[e].batch_steps;
+    for (int i = lo; i < hi; i++) req[i] = (struct sv_request){0, prompt_len, len[i], -1, 0, e, false};
   }
+  int graph[SV_GRAPH_MAX];
+  int ngraph = sv_graph_sizes(s->rollout.max_num_seqs, graph);
+  struct sv_engine_cfg cfg = {s->rollout.max_num_seqs, s->rollout.max_batched_tokens, kv_blocks, RL_BLOCK_TOKENS,
+                              true, true, false, graph, ngraph, engines, SV_ROUTE_FIXED, 0, 0, 0};
+  struct sv_req_out *out = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *out);
+  struct sv_engine_stats es;
+  sv_engine_run(&cfg, step_cost, x, req, n, out, true, &es);
+  struct engine_out *o = npu_xcalloc((size_t)engines, sizeof *o);
+  for (size_t i = 0; i < es.nrec; i++) {
+    const struct sv_step_rec *r = &es.rec[i];
+    struct engine_out *eo = &o[r->replica];
+    double end = r->start_s + r->time_s;
+    eo->end_s = end > eo->end_s ? end : eo->end_s;
+    eo->steps++;
+    if (r->prefill_tokens) {
+      eo->prefill_s += r->time_s; /* steps with prompt chunks (decodes may ride along) */
+      eo->last_admit_s = r->start_s;
+    } else {
+      eo->decode_s += r->time_s;
+    }
+  }
+  int slow = 0;
+  for (int e = 1; e < engines; e++)
+    if (o[e].end_s > o[slow].end_s) slow = e;
+  st->max_batch = s->rollout.max_num_seqs;
+  st->kv_capacity_tokens = (double)kv_blocks * RL_BLOCK_TOKENS;
   st->time_s = o[slow].end_s;
   st->prefill_s = o[slow].prefill_s;
   st->decode_s = o[slow].decode_s;
   st->tail_s = o[slow].end_s - o[slow].last_admit_s;
   st->decode_steps = o[slow].steps;
   for (int e = 0; e < engines; e++) st->idle_s += (st->time_s - o[e].end_s) / engines;
-  st->mean_batch = steps > 0 ? bsteps / steps : 0;
-  const struct wl_model *m = &x->job->model;
-  double per_tok = rl__token_flops(m, 0), attn = rl__token_flops(m, 1) - per_tok;
+  st->mean_batch = es.steps > 0 ? es.batch_steps / es.steps : 0;
+  const struct wl_model *m = &job->model;
+  double per_tok = sv_token_flops(m, 0), attn = sv_token_flops(m, 1) - per_tok;
   for (int i = 0; i < n; i++) {
     double L = len[i], P = prompt_len;
     st->generated_tokens += L;
@@ -152,5 +116,8 @@ void rl__rollout(const struct rl_infer *x, const int *len, int n, int engines, i
     st->flops += (P + L) * per_tok + attn * ((P + L) * (P + L - 1) / 2);
   }
   st->mean_len = n ? st->generated_tokens / n : 0;
+  sv_engine_stats_release(&es);
   free(o);
+  free(out);
+  free(req);
 }

@@ -226,6 +226,16 @@ static void cache_prefix(struct engine *e, struct replica *r, const struct seq *
   r->cached[rq->prefix] = 1;
 }
 
+int sv_graph_sizes(int max_seqs, int *out)
+{
+  int n = 0;
+  for (int v = 1; v <= 512 && n < SV_GRAPH_MAX; v = v < 8 ? 2 * v : v < 256 ? v + 8 : v + 16) {
+    out[n++] = v;
+    if (v >= max_seqs) break;
+  }
+  return n;
+}
+
 /* The token count a decode-only step runs at (graph capture sizes). */
 static int padded(const struct sv_engine_cfg *c, int tokens)
 {

@@ -55,6 +55,11 @@ struct sv_engine_cfg {
   unsigned long spec_seed; /* of the acceptance draws (one stream per request: the order of steps does not matter) */
 };
 
+/* vLLM's default graph capture sizes (1, 2, 4, then 8 to 256 by 8, then to 512 by 16), not
+ * beyond max_seqs (a decode step has at most that many tokens): their count, out[SV_GRAPH_MAX]. */
+#define SV_GRAPH_MAX 80
+int sv_graph_sizes(int max_seqs, int *out);
+
 /* The step time of s on one replica (sv_step_s with its cost model); parts as there. */
 typedef double (*sv_step_fn)(const void *ctx, const struct sv_step *s, double parts[SV_PART_COUNT]);
 

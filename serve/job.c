@@ -272,19 +272,6 @@ static int check_memory(struct sv_job *job, struct npu_diag *diag)
   return 0;
 }
 
-/* vLLM's default graph capture sizes: 1, 2, 4, then 8 to 256 by 8, then to 512 by 16; not
- * beyond max_num_seqs (a decode step has at most that many tokens). */
-static void graph_sizes(struct sv_job *job)
-{
-  job->ngraph = 0;
-  if (!job->spec.graph) return;
-  int cap = job->spec.max_num_seqs;
-  for (int v = 1; v <= 512; v = v < 8 ? 2 * v : v < 256 ? v + 8 : v + 16) {
-    job->graph_sizes[job->ngraph++] = v;
-    if (v >= cap) break;
-  }
-}
-
 int sv_job_load(struct sv_job *job, const char *path, const char *const *sets, int nsets, struct npu_diag *diag)
 {
   memset(job, 0, sizeof *job);
@@ -305,7 +292,7 @@ int sv_job_load(struct sv_job *job, const char *path, const char *const *sets, i
   if (!rc) rc = check_engine(job, diag);
   if (!rc) rc = build_workload(job, diag);
   if (!rc) rc = check_memory(job, diag);
-  if (!rc) graph_sizes(job);
+  if (!rc) job->ngraph = job->spec.graph ? sv_graph_sizes(job->spec.max_num_seqs, job->graph_sizes) : 0;
   return rc;
 }
 

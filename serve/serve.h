@@ -91,7 +91,7 @@ struct sv_job {
   double activation_bytes;        /* per device, one step of max_batched_tokens */
   double kv_token_bytes;          /* per device and context token */
   int longest;                    /* prompt + output of the longest request, tokens */
-  int graph_sizes[80];
+  int graph_sizes[SV_GRAPH_MAX];
   int ngraph;
 };
 

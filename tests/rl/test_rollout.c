@@ -1,6 +1,7 @@
 /*
- * test_rollout.c - continuous batching against closed forms: a synchronous rollout takes the
- * longest response's decode chain, the KV cache bounds the batch, lengths are seeded.
+ * test_rollout.c - the rollout on serve/'s engines against closed forms: a synchronous rollout
+ * is a prefill step then the longest response's decode chain, the engine's overhead adds per
+ * step, engines wait for the slowest, the KV cache bounds the batch, lengths are seeded.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -14,98 +15,113 @@ static const char *plan1 = "tp = 1; zero = 1; recompute = \"full\";";
 
 struct fix {
   struct rl_job job;
-  struct rl_infer x;
+  struct sv_infer x;
   struct op_cache *cache;
-  struct rl_colls colls;
+  struct sv_colls colls;
 };
 
-static void fix_init(struct fix *f, int prompt_len, int max_batch)
+/* One 910B2 engine of TP 1 (the job's engines set to 1) for 8 x 4 sequences of prompt_len; overrides in sets (may be NULL). */
+static void fix_init(struct fix *f, int prompt_len, const char *const *sets)
 {
   char rl[512];
   snprintf(rl, sizeof rl, "prompts = 8; group_size = 4; prompt_len = %d; response = { mean = 64; max = 4096; }; "
            "rollout = { tp = 1; };", prompt_len);
   char *path = tr_scenario(sys1, 2, plan1, rl);
-  tr_load(&f->job, path, NULL);
+  tr_load(&f->job, path, sets);
   free(path);
+  f->job.engines = 1; /* one engine unless a test says otherwise */
   f->cache = op_cache_open(NULL, NULL);
   memset(&f->colls, 0, sizeof f->colls);
+  const struct rl_spec *s = &f->job.spec;
+  struct sv_target tg = {&f->job.model, &f->job.sys, f->job.run.fidelity, f->job.path, "rl.rollout.tp"};
+  struct sv_infer_shape sh = {s->rollout.max_batched_tokens, 256, prompt_len + 4096, 256, 0};
   struct npu_diag d;
-  cr_assert_eq(rl__infer_init(&f->x, &f->job, f->cache, &f->colls, RL_GROUP_ROLLOUT_TP, 1, false, max_batch, 8192,
-                              prompt_len, 0, &d), 0, "%s", d.msg);
+  cr_assert_eq(sv_infer_init(&f->x, &tg, f->cache, &f->colls, RL_GROUP_ROLLOUT_TP, 1, false, &sh,
+                             s->rollout.step_overhead_s, s->rollout.seq_overhead_s, &d),
+               0, "%s", d.msg);
 }
 
 static void fix_fini(struct fix *f)
 {
+  sv_colls_release(&f->colls);
   op_cache_close(f->cache);
   rl_job_release(&f->job);
 }
 
-/* The rollout of one engine, step by step: prefill, then one step per token of the longest
- * response with the batch of the sequences still running and their context. */
-static double chain(const struct rl_infer *x, const int *len, int n, int P)
+/* The token count of a decode-only step: the next of vLLM's graph sizes. */
+static int padded(int b)
 {
-  double t = (double)n * P * rl__cost_s(x, &x->prefill) / x->chunk_tokens;
+  int g[SV_GRAPH_MAX];
+  int n = sv_graph_sizes(256, g);
+  for (int i = 0; i < n; i++)
+    if (g[i] >= b) return g[i];
+  return b;
+}
+
+/* One engine's rollout step by step when every prompt fits one step's token budget: a prefill
+ * step of all n prompts (each samples its first token), then decode step k = 1, 2, ... of the
+ * sequences still running, each reading P + k tokens of context. */
+static double chain(const struct sv_infer *x, const int *len, int n, int P, double *prefill_s)
+{
+  struct sv_step pre = {n * P, n, n, 0, 0, (double)n * P * (P / 2.0), P, 0, 0};
+  double t = sv_step_s(x, &pre, NULL);
+  if (prefill_s) *prefill_s = t;
   int longest = 0;
   for (int i = 0; i < n; i++) longest = len[i] > longest ? len[i] : longest;
-  for (int j = 0; j < longest; j++) {
+  for (int k = 1; k < longest; k++) {
     int b = 0;
     double ctx = 0;
     for (int i = 0; i < n; i++)
-      if (len[i] > j) b++, ctx += P + j;
-    t += rl__decode_step_s(x, b, ctx);
+      if (len[i] > k) b++, ctx += P + k;
+    struct sv_step s = {padded(b), b, b, b, ctx, 0, 0, 0, 0};
+    t += sv_step_s(x, &s, NULL);
   }
   return t;
 }
 
-Test(rl_rollout, sync_rollout_is_the_longest_responses_decode_chain, .timeout = 60)
+static long plenty = 1L << 30; /* KV blocks: never the limit */
+
+Test(rl_rollout, sync_rollout_is_the_longest_responses_step_chain, .timeout = 60)
 {
   struct fix f;
-  fix_init(&f, 256, 16);
+  fix_init(&f, 256, NULL);
   int len[16];
   for (int i = 0; i < 16; i++) len[i] = 40 + 7 * i;
   len[5] = 900; /* a straggler */
   struct rl_rollout_stats st;
-  rl__rollout(&f.x, len, 16, 1, 256, 16, 1e9, &st);
-  tr_close(st.time_s, chain(&f.x, len, 16, 256), 1e-9, "rollout time");
+  rl__rollout(&f.x, &f.job, len, 16, 256, plenty, &st);
+  double pre;
+  tr_close(st.time_s, chain(&f.x, len, 16, 256, &pre), 1e-9, "rollout time");
   cr_assert_eq(st.longest, 900);
-  cr_assert_eq(st.decode_steps, 900);
-  tr_close(st.tail_s, st.decode_s, 1e-12, "all admitted at once: the drain is the whole decode");
+  cr_assert_eq(st.decode_steps, 900, "a prefill step and 899 decode steps");
+  tr_close(st.prefill_s, pre, 1e-9, "one prefill step");
+  tr_close(st.tail_s, st.time_s, 1e-12, "all admitted in the first step: the drain is the whole rollout");
   /* fixed lengths: every step has the whole batch */
   int fixed[16];
   for (int i = 0; i < 16; i++) fixed[i] = 128;
-  rl__rollout(&f.x, fixed, 16, 1, 256, 16, 1e9, &st);
-  tr_close(st.time_s, chain(&f.x, fixed, 16, 256), 1e-9, "fixed lengths");
+  rl__rollout(&f.x, &f.job, fixed, 16, 256, plenty, &st);
+  tr_close(st.time_s, chain(&f.x, fixed, 16, 256, NULL), 1e-9, "fixed lengths");
   tr_close(st.mean_batch, 16, 1e-12, "mean batch");
   fix_fini(&f);
 }
 
 /* n responses of L tokens, all admitted at once: the engine's time beyond its kernels adds
- * L x (step_overhead + n x seq_overhead) to the rollout, and nothing to the prefill. */
+ * L x (step_overhead + n x seq_overhead) to the rollout, one step's worth to the prefill. */
 Test(rl_rollout, fixed_lengths_grow_by_steps_times_the_overhead, .timeout = 60)
 {
   struct fix f, g;
-  fix_init(&f, 256, 16);
-  char rl[512];
-  snprintf(rl, sizeof rl, "prompts = 8; group_size = 4; prompt_len = 256; response = { mean = 64; max = 4096; }; "
-           "rollout = { tp = 1; };");
-  char *path = tr_scenario(sys1, 2, plan1, rl);
+  fix_init(&f, 256, NULL);
   const char *sets[] = {"rl.rollout.step_overhead=0s", "rl.rollout.seq_overhead=0s", NULL};
-  tr_load(&g.job, path, sets);
-  free(path);
-  g.cache = op_cache_open(NULL, NULL);
-  memset(&g.colls, 0, sizeof g.colls);
-  struct npu_diag d;
-  cr_assert_eq(rl__infer_init(&g.x, &g.job, g.cache, &g.colls, RL_GROUP_ROLLOUT_TP, 1, false, 16, 8192, 256, 0, &d),
-               0, "%s", d.msg);
+  fix_init(&g, 256, sets);
   const int n[] = {1, 12};
   for (int i = 0; i < 2; i++) {
     int len[12];
     for (int j = 0; j < n[i]; j++) len[j] = 300;
     struct rl_rollout_stats with, without;
-    rl__rollout(&f.x, len, n[i], 1, 256, 16, 1e9, &with);
-    rl__rollout(&g.x, len, n[i], 1, 256, 16, 1e9, &without);
+    rl__rollout(&f.x, &f.job, len, n[i], 256, plenty, &with);
+    rl__rollout(&g.x, &g.job, len, n[i], 256, plenty, &without);
     tr_close(with.time_s - without.time_s, 300 * (2.36e-3 + n[i] * 29e-6), 1e-9, "300 steps x overhead");
-    tr_close(with.prefill_s, without.prefill_s, 1e-12, "prefill unchanged");
+    tr_close(with.prefill_s - without.prefill_s, 2.36e-3 + n[i] * 29e-6, 1e-9, "the prefill step's overhead");
     cr_assert_eq(with.decode_steps, 300);
   }
   fix_fini(&g);
@@ -115,12 +131,14 @@ Test(rl_rollout, fixed_lengths_grow_by_steps_times_the_overhead, .timeout = 60)
 Test(rl_rollout, engines_wait_for_the_slowest, .timeout = 60)
 {
   struct fix f;
-  fix_init(&f, 256, 8);
+  fix_init(&f, 256, NULL);
   int len[16];
   for (int i = 0; i < 16; i++) len[i] = i < 8 ? 100 : 500; /* engine 0 gets the short half */
+  struct rl_job two = f.job;
+  two.engines = 2;
   struct rl_rollout_stats st;
-  rl__rollout(&f.x, len, 16, 2, 256, 8, 1e9, &st);
-  double t0 = chain(&f.x, len, 8, 256), t1 = chain(&f.x, len + 8, 8, 256);
+  rl__rollout(&f.x, &two, len, 16, 256, plenty, &st);
+  double t0 = chain(&f.x, len, 8, 256, NULL), t1 = chain(&f.x, len + 8, 8, 256, NULL);
   tr_close(st.time_s, t1, 1e-9, "the slow engine");
   tr_close(st.idle_s, (t1 - t0) / 2, 1e-9, "mean idle of the engines");
   fix_fini(&f);
@@ -129,14 +147,14 @@ Test(rl_rollout, engines_wait_for_the_slowest, .timeout = 60)
 Test(rl_rollout, kv_cache_bounds_the_batch, .timeout = 60)
 {
   struct fix f;
-  fix_init(&f, 128, 16);
+  fix_init(&f, 128, NULL);
   int len[8];
   for (int i = 0; i < 8; i++) len[i] = 100;
-  /* room for two sequences of 228 tokens at a time: four waves of two */
+  /* 128 + 100 tokens take 15 blocks of 16: 30 blocks hold two sequences at a time, four waves */
   struct rl_rollout_stats st;
-  rl__rollout(&f.x, len, 8, 1, 128, 16, 2 * 228, &st);
-  int two[2] = {100, 100};
-  tr_close(st.time_s, 4 * chain(&f.x, two, 2, 128), 1e-9, "four waves");
+  rl__rollout(&f.x, &f.job, len, 8, 128, 30, &st);
+  int pair[2] = {100, 100};
+  tr_close(st.time_s, 4 * chain(&f.x, pair, 2, 128, NULL), 1e-9, "four waves");
   tr_close(st.mean_batch, 2, 1e-12, "batch of two");
   fix_fini(&f);
 }
