@@ -27,6 +27,8 @@ static const char usage[] =
     "peak), the bottleneck, memory per device and the time breakdown per pipeline stage.\n"
     "A scenario with an rl section simulates one RL iteration instead (docs/RL.md): time per\n"
     "phase and pool, utilisation, straggler idle time, tokens/s, MFU per phase, the bottleneck.\n"
+    "A scenario with a serve section simulates LLM serving (docs/SERVING.md): TTFT, TPOT, ITL\n"
+    "and end-to-end latency percentiles, throughput, goodput under SLOs, KV cache, bottleneck.\n"
     "A scenario with a kernel or a collective section runs that one kernel on the chip or that\n"
     "collective on the cluster, and prints what 'npusim kernel' or 'npusim collective' prints.\n"
     "\n"
@@ -128,6 +130,6 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
 
 const struct npu_cmd npu_cmd_run = {
     .name = "run",
-    .summary = "run a scenario: a training step, an RL iteration, a kernel or a collective",
+    .summary = "run a scenario: a training step, an RL iteration, a serving run, a kernel or a collective",
     .usage = usage,
     .run = run};
