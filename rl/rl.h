@@ -20,6 +20,7 @@
 #include "common/cfg.h"
 #include "common/diag.h"
 #include "common/trace.h"
+#include "serve/workload.h"
 #include "workloads/job.h"
 #include "workloads/model.h"
 #include "workloads/plan.h"
@@ -28,9 +29,10 @@
 enum rl_algo { RL_ALGO_GRPO, RL_ALGO_PPO };
 enum rl_placement { RL_PLACE_COLOCATED, RL_PLACE_DISAGGREGATED };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
-enum rl_dist { RL_DIST_FIXED, RL_DIST_UNIFORM, RL_DIST_LOGNORMAL, RL_DIST_HISTOGRAM };
+enum rl_dist { RL_DIST_FIXED = SV_DIST_FIXED, RL_DIST_UNIFORM = SV_DIST_UNIFORM, RL_DIST_LOGNORMAL = SV_DIST_LOGNORMAL,
+               RL_DIST_HISTOGRAM = SV_DIST_HISTOGRAM };
 
-#define RL_HIST_MAX 64
+#define RL_HIST_MAX SV_HIST_MAX
 enum rl_reward { RL_REWARD_RULE, RL_REWARD_MODEL };
 
 /* The `rl` section (every key in rl/spec.c's table and docs/SCENARIOS.md). */
@@ -41,16 +43,7 @@ struct rl_spec {
   int prompts;                 /* prompts per iteration */
   int group_size;              /* responses per prompt (GRPO's n) */
   int prompt_len;              /* tokens per prompt */
-  struct {
-    int distribution;          /* enum rl_dist */
-    int mean;                  /* tokens; the length itself for "fixed" */
-    int min, max;              /* tokens: uniform's lower end; every draw is clipped to [min, max] */
-    double sigma;              /* lognormal: sigma of ln(length) */
-    char histogram[1024];      /* histogram: "LEN:WEIGHT, ..." as written */
-    int hist_n;                /* parsed by the loader: bins */
-    int hist_len[RL_HIST_MAX]; /* tokens of each bin */
-    double hist_w[RL_HIST_MAX];/* relative frequency of each bin */
-  } response;
+  struct sv_dist response;     /* response lengths (serve/workload.h: the serving workload's draws) */
   int seed;                    /* of the response lengths (reported) */
   struct {
     int devices;               /* rollout pool (disaggregated); 0: the devices the training pool leaves */

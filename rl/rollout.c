@@ -28,26 +28,7 @@ void rl__draw_lengths(const struct rl_spec *s, int n, int *out)
   gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
   NPU_ASSERT(r != NULL);
   gsl_rng_set(r, (unsigned long)s->seed);
-  gsl_ran_discrete_t *hist = NULL;
-  if (s->response.distribution == RL_DIST_HISTOGRAM) {
-    hist = gsl_ran_discrete_preproc((size_t)s->response.hist_n, s->response.hist_w);
-    NPU_ASSERT(hist != NULL); /* the loader checked the weights */
-  }
-  for (int i = 0; i < n; i++) {
-    double v = s->response.mean;
-    if (s->response.distribution == RL_DIST_UNIFORM) {
-      int lo = s->response.min, hi = 2 * s->response.mean - s->response.min;
-      v = lo + (double)gsl_rng_uniform_int(r, (unsigned long)(hi - lo + 1));
-    } else if (s->response.distribution == RL_DIST_LOGNORMAL) {
-      v = floor(gsl_ran_lognormal(r, log((double)s->response.mean), s->response.sigma) + 0.5);
-    } else if (s->response.distribution == RL_DIST_HISTOGRAM) {
-      v = s->response.hist_len[gsl_ran_discrete(r, hist)];
-    }
-    if (v < s->response.min) v = s->response.min;
-    if (v > s->response.max) v = s->response.max;
-    out[i] = (int)v;
-  }
-  if (hist) gsl_ran_discrete_free(hist);
+  sv_dist_draw(&s->response, r, n, out);
   gsl_rng_free(r);
 }
 

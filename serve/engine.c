@@ -66,7 +66,7 @@ static int tl_bin(struct sv_tl *tl, double t)
   return b;
 }
 
-void sv_tl_merge(struct sv_tl *dst, const struct sv_tl *src)
+static void tl_merge(struct sv_tl *dst, const struct sv_tl *src)
 {
   struct sv_tl s = *src;
   if (dst->width_s <= 0) dst->width_s = 1e-3;
@@ -547,6 +547,34 @@ void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void 
   free(e.rep);
   free(e.generated);
   free(e.rng);
+}
+
+void sv_engine_stats_add(struct sv_engine_stats *a, const struct sv_engine_stats *b)
+{
+  a->steps += b->steps;
+  a->preemptions += b->preemptions;
+  a->busy_s += b->busy_s;
+  for (int i = 0; i < SV_PART_COUNT; i++) {
+    a->parts_s[i] += b->parts_s[i];
+    for (int k = 0; k < SV_STEP_KINDS; k++) a->kind_parts_s[k][i] += b->kind_parts_s[k][i];
+  }
+  a->prefill_s += b->prefill_s;
+  a->decode_s += b->decode_s;
+  a->mixed_s += b->mixed_s;
+  tl_merge(&a->tl, &b->tl);
+  a->prefill_tokens += b->prefill_tokens;
+  a->decode_tokens += b->decode_tokens;
+  a->recomputed_tokens += b->recomputed_tokens;
+  a->cached_tokens += b->cached_tokens;
+  a->draft_tokens += b->draft_tokens;
+  a->accepted_tokens += b->accepted_tokens;
+  a->verify_steps += b->verify_steps;
+  a->batch_steps += b->batch_steps;
+  a->running_peak = b->running_peak > a->running_peak ? b->running_peak : a->running_peak;
+  a->end_s = b->end_s > a->end_s ? b->end_s : a->end_s;
+  for (int i = 0; i < SV_GAP_BINS; i++) a->gaps->count[i] += b->gaps->count[i];
+  a->gaps->n += b->gaps->n;
+  a->gaps->sum += b->gaps->sum;
 }
 
 void sv_engine_stats_release(struct sv_engine_stats *st)

@@ -110,9 +110,6 @@ struct sv_tl {
   double arrivals[SV_TL_BINS];
 };
 
-/* Add src's bins to dst's, the finer of the two coarsened to the other's width. */
-void sv_tl_merge(struct sv_tl *dst, const struct sv_tl *src);
-
 struct sv_engine_stats {
   long steps, preemptions;
   double busy_s;                  /* summed over replicas */
@@ -142,6 +139,9 @@ struct sv_engine_stats {
  */
 void sv_engine_run(const struct sv_engine_cfg *cfg, sv_step_fn step, const void *ctx, struct sv_request *req, int n,
                    struct sv_req_out *out, bool record, struct sv_engine_stats *st);
+/* Add b's counts, times, histogram and timeline to a's (two pools of a deployment): the
+ * timeline at the coarser of the two widths; step records are not merged. */
+void sv_engine_stats_add(struct sv_engine_stats *a, const struct sv_engine_stats *b);
 void sv_engine_stats_release(struct sv_engine_stats *st);
 
 #endif

@@ -215,6 +215,13 @@ static int build_workload(struct sv_job *job, struct npu_diag *diag)
   return 0;
 }
 
+/* Weights per device at TP tp, an MTP draft module's layer included. */
+static double weights(const struct sv_job *job, int tp)
+{
+  double extra = job->spec.speculative == SV_SPEC_MTP ? 1.0 / job->model.layers : 0;
+  return sv_weight_bytes(&job->model, tp) * (1.0 + extra);
+}
+
 /* The KV cache blocks of an engine of TP tp: HBM the engine may use less the weights and a
  * full step's activations; the longest request (context `len` tokens, request `at`) must fit
  * alone. */
@@ -223,7 +230,7 @@ static int pool_memory(struct sv_job *job, int tp, const char *tpkey, int len, i
 {
   const struct sv_spec *s = &job->spec;
   double hbm = (double)job->sys.chip.hbm.size_bytes * s->memory_utilization;
-  double w = sv_weight_bytes(&job->model, tp) * (1.0 + (s->speculative == SV_SPEC_MTP ? 1.0 / job->model.layers : 0)), act = sv_activation_bytes(&job->model, tp, s->max_batched_tokens);
+  double w = weights(job, tp), act = sv_activation_bytes(&job->model, tp, s->max_batched_tokens);
   double kv = sv_kv_token_bytes(&job->model, tp);
   if (w >= hbm)
     return npu_cfg_fail(job->cfg, diag, tpkey, "the model's weights take %.2f GiB per device at tp %d, more than the "
@@ -246,7 +253,7 @@ static int pool_memory(struct sv_job *job, int tp, const char *tpkey, int len, i
 static int check_memory(struct sv_job *job, struct npu_diag *diag)
 {
   const struct sv_spec *s = &job->spec;
-  job->weight_bytes = sv_weight_bytes(&job->model, s->tp) * (1.0 + (s->speculative == SV_SPEC_MTP ? 1.0 / job->model.layers : 0));
+  job->weight_bytes = weights(job, s->tp);
   job->activation_bytes = sv_activation_bytes(&job->model, s->tp, s->max_batched_tokens);
   job->kv_token_bytes = sv_kv_token_bytes(&job->model, s->tp);
   job->longest = 0;

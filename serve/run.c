@@ -199,35 +199,6 @@ static int cmp_ready(const void *a, const void *b)
   return x->t < y->t ? -1 : x->t > y->t ? 1 : x->i - y->i;
 }
 
-/* Add b's counts to a's (the decode pool's into the prefill pool's). */
-static void stats_add(struct sv_engine_stats *a, const struct sv_engine_stats *b)
-{
-  a->steps += b->steps;
-  a->preemptions += b->preemptions;
-  a->busy_s += b->busy_s;
-  for (int i = 0; i < SV_PART_COUNT; i++) {
-    a->parts_s[i] += b->parts_s[i];
-    for (int k = 0; k < SV_STEP_KINDS; k++) a->kind_parts_s[k][i] += b->kind_parts_s[k][i];
-  }
-  a->prefill_s += b->prefill_s;
-  a->decode_s += b->decode_s;
-  a->mixed_s += b->mixed_s;
-  sv_tl_merge(&a->tl, &b->tl);
-  a->prefill_tokens += b->prefill_tokens;
-  a->decode_tokens += b->decode_tokens;
-  a->recomputed_tokens += b->recomputed_tokens;
-  a->cached_tokens += b->cached_tokens;
-  a->draft_tokens += b->draft_tokens;
-  a->accepted_tokens += b->accepted_tokens;
-  a->verify_steps += b->verify_steps;
-  a->batch_steps += b->batch_steps;
-  a->running_peak = b->running_peak > a->running_peak ? b->running_peak : a->running_peak;
-  a->end_s = b->end_s > a->end_s ? b->end_s : a->end_s;
-  for (int i = 0; i < SV_GAP_BINS; i++) a->gaps->count[i] += b->gaps->count[i];
-  a->gaps->n += b->gaps->n;
-  a->gaps->sum += b->gaps->sum;
-}
-
 int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, struct npu_diag *diag)
 {
   memset(res, 0, sizeof *res);
@@ -329,7 +300,7 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
       out[i].max_gap_s = d->max_gap_s > gap ? d->max_gap_s : gap;
       out[i].preemptions += d->preemptions;
     }
-    stats_add(&pre.st, &dec.st);
+    sv_engine_stats_add(&pre.st, &dec.st);
     st = &pre.st;
   }
 

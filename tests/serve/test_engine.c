@@ -126,19 +126,24 @@ Test(engine, a_request_whose_kv_arrives_decodes_at_once_and_is_recomputed_after_
 
 Test(engine, merged_timelines_keep_every_count_at_the_coarser_width)
 {
-  struct sv_tl a = {0}, b = {0};
-  a.width_s = 1e-3;
-  a.n = 4;
-  for (int i = 0; i < 4; i++) a.tokens[i] = 1;
-  b.width_s = 4e-3;
-  b.n = 2;
-  b.tokens[0] = 10;
-  b.tokens[1] = 20;
-  sv_tl_merge(&a, &b);
-  cr_expect_float_eq(a.width_s, 4e-3, 1e-15);
-  cr_expect_float_eq(a.tokens[0], 14, 1e-12, "a's four 1 ms bins fall in the first 4 ms bin");
-  cr_expect_float_eq(a.tokens[1], 20, 1e-12);
-  cr_expect_eq(a.n, 2);
+  struct sv_engine_stats x = {0}, y = {0};
+  x.gaps = calloc(1, sizeof *x.gaps);
+  y.gaps = calloc(1, sizeof *y.gaps);
+  struct sv_tl *a = &x.tl, *b = &y.tl;
+  a->width_s = 1e-3;
+  a->n = 4;
+  for (int i = 0; i < 4; i++) a->tokens[i] = 1;
+  b->width_s = 4e-3;
+  b->n = 2;
+  b->tokens[0] = 10;
+  b->tokens[1] = 20;
+  sv_engine_stats_add(&x, &y);
+  cr_expect_float_eq(a->width_s, 4e-3, 1e-15);
+  cr_expect_float_eq(a->tokens[0], 14, 1e-12, "a's four 1 ms bins fall in the first 4 ms bin");
+  cr_expect_float_eq(a->tokens[1], 20, 1e-12);
+  cr_expect_eq(a->n, 2);
+  sv_engine_stats_release(&x);
+  sv_engine_stats_release(&y);
 }
 
 Test(engine, speculative_decoding_emits_the_accepted_drafts_and_one_more_token_per_step)
