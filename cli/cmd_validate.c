@@ -82,13 +82,13 @@ struct vcase {
   "20-AI-core 910B3 instead of the assumed 910B2 has 17% fewer cube units), and the per-kernel host dispatch of "   \
   "torch_npu and the per-step fixed work are costs the replay has only in part (issue 14, item 3)"
 #define WHY_MS_TP8                                                                                                    \
-  "too fast although TP communication is a third of the step: the HCCS efficiency (0.38) is fitted to one "        \
-  "8-card all-gather point and HCCL's other collectives on that server are slower than the model (the all-reduce "  \
-  "is +79%, docs/INTERCONNECT.md); the 910B variant is not stated (910B2 assumed)"
+  "too fast although TP communication is a third of the step: the HCCS efficiency (0.32) is fitted to six torch_npu " \
+  "all-gather and all-reduce points on 2-8 cards (rms 9.2%); no reduce-scatter or MC2 measurement of the server is " \
+  "in the data; the 910B variant is not stated (910B2 assumed)"
 #define WHY_MIXTRAL                                                                                                   \
-  "the largest error, not yet attributed. The predicted 32K step is 37% GEMMs (the experts TP-split, ffn / 8 over "   \
-  "the TP group's gathered top-2 copies, at 82% of peak), 36% FlashAttention and 22% exposed TP communication (MC2 " \
-  "hides 1.2 s of its 11.5 s: the MoE layer's all-gather and reduce-scatter are not next to a GEMM). Candidates: "   \
+  "the largest error, not yet attributed. The predicted 32K step is 36% GEMMs (the experts TP-split, ffn / 8 over "   \
+  "the TP group's gathered top-2 copies, at 82% of peak), 35% FlashAttention and 25% exposed TP communication (MC2 " \
+  "hides 1.2 s of its 13.3 s: the MoE layer's all-gather and reduce-scatter are not next to a GEMM). Candidates: "   \
   "the RC3-era MoE layer looped over experts and permuted tokens in PyTorch (at npusim's FLOP count its 706 "         \
   "tokens/s is 25.5% MFU, below the later MFU row's 31.7%); token permutation kernels and the routing skew of a "     \
   "dropless run are not modelled (vector work is 1% of the predicted step); MindSpeed's MFU formula is not public, "  \
