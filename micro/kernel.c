@@ -400,6 +400,9 @@ void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch
   const struct core_result *t = &r->total;
   char a[64], b[64];
   npu_buf_printf(o, "%s %s on %s (%s fidelity)\n", d->name, args, sys->chip.name, fid);
+  if (r->searched)
+    npu_buf_printf(o, "  tiling            searched %d candidate%s at analytic fidelity: %s\n", r->searched,
+                   r->searched == 1 ? "" : "s", r->chosen[0] ? r->chosen : "the default");
   npu_fmt_human_time(t->time_s, a, sizeof a);
   npu_fmt_human_time(t->launch_s, b, sizeof b);
   npu_buf_printf(o, "  time              %s (launch overhead %s, %d kernel%s)\n", a, b, r->nkernels,
@@ -445,6 +448,10 @@ void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch
                                      "hbm_bw_bytes_per_s", "gm_read_bytes", "gm_write_bytes", "l2_hit_bytes"};
   struct mc_kernel_report fx = {NULL, r};
   rpt_columns_json_some(mc_kernel_columns(), &fx, flat, (int)(sizeof flat / sizeof flat[0]), &j);
+  npu_json_key(&j, "tiling_candidates");
+  npu_json_int(&j, r->searched);
+  npu_json_key(&j, "tiling_chosen");
+  npu_json_string(&j, r->chosen);
   npu_json_key(&j, "bottleneck");
   npu_json_string(&j, t->bottleneck);
   npu_json_key(&j, "pipes");

@@ -1309,6 +1309,44 @@ static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *gra
   return 2;
 }
 
+/*
+ * The tiling search's candidates (op_desc.variants), when the caller fixed no tile: the default
+ * tiling (128 x 256, or narrower N tiles that fill the last wave), 128-row tiles of equal width
+ * up to 256 (catlass's 128 x 256 when N is a multiple of 256; a ragged last tile would load all
+ * of its A rows for a few columns),
+ * 256 x 128 tiles (half the B traffic per block) and 256-row tiles of equal width up to 128. A
+ * tiling the chip's buffers cannot hold fails its plan and
+ * drops out of the search.
+ */
+/* The width of the fewest equal tiles of at most max columns that cover n, in multiples of 16. */
+static uint64_t even(uint64_t n, uint64_t max)
+{
+  return ops_roundup(ops_ceil(n, ops_ceil(n, max)), 16);
+}
+
+static int variants(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max)
+{
+  int im = op_param_index(d, "tile_m"), in = op_param_index(d, "tile_n"), ik = op_param_index(d, "tile_k");
+  if (a->u[im] || a->u[in] || a->u[ik] || op_u(d, a, "tile_k0") || op_u(d, a, "quant") != Q_NONE) return 0;
+  uint64_t M = op_u(d, a, "m"), N = op_u(d, a, "n");
+  int n = 0;
+  out[n++] = *a;
+#define CAND(tm, tn, tk)                                                                                              \
+  do {                                                                                                                \
+    if (n < max) {                                                                                                    \
+      out[n] = *a;                                                                                                    \
+      out[n].u[im] = (tm);                                                                                            \
+      out[n].u[in] = (tn);                                                                                            \
+      out[n++].u[ik] = (tk);                                                                                          \
+    }                                                                                                                 \
+  } while (0)
+  if (M >= 128) CAND(128, even(N, 256), 0);
+  if (M >= 256 && N >= 128) CAND(256, 128, 0);
+  if (M >= 256 && N >= 128 && N % 128) CAND(256, even(N, 128), 0);
+#undef CAND
+  return n;
+}
+
 const struct op_desc op_gemm = {
     .name = "gemm",
     .summary = "C = A x B on the cube cores (catlass tiling, swizzle, split-K, W8A8, MX, W4A8)",
@@ -1321,6 +1359,7 @@ const struct op_desc op_gemm = {
     .check = check,
     .bwd = {OP_BWD_KERNEL, "two GEMMs: the input gradient dA = dC op(B)^T, the weight gradient dB = op(A)^T dC, "
             "each stored as its operand", NULL, bwd},
+    .variants = variants,
 };
 
 /* ------------------------------------------------------------------ grouped GEMM */

@@ -209,34 +209,49 @@ int op__check_params(const struct op_desc *d, struct npu_diag *diag)
   return 0;
 }
 
-void op_args_format(const struct op_desc *d, const struct op_args *a, char *buf, size_t n)
+/* "name=value" of the parameters i with only[i] (all when only is NULL), space-separated. */
+static void format_some(const struct op_desc *d, const struct op_args *a, const bool *only, char *buf, size_t n)
 {
   size_t off = 0;
   buf[0] = '\0';
   for (int i = 0; i < d->nparams && off < n; i++) {
+    if (only && !only[i]) continue;
     const struct op_param *p = &d->params[i];
+    const char *sep = off ? " " : "";
     int w;
     switch (p->type) {
     case OP_P_REAL: {
       char num[64];
       npu_fmt_double(a->r[i], num, sizeof num);
-      w = snprintf(buf + off, n - off, "%s%s=%s", i ? " " : "", p->name, num);
+      w = snprintf(buf + off, n - off, "%s%s=%s", sep, p->name, num);
       break;
     }
     case OP_P_DTYPE:
-      w = snprintf(buf + off, n - off, "%s%s=%s", i ? " " : "", p->name, npu_dtype_name((enum npu_dtype)a->u[i]));
+      w = snprintf(buf + off, n - off, "%s%s=%s", sep, p->name, npu_dtype_name((enum npu_dtype)a->u[i]));
       break;
     case OP_P_CHOICE:
-      w = snprintf(buf + off, n - off, "%s%s=%s", i ? " " : "", p->name, p->choices[a->u[i]]);
+      w = snprintf(buf + off, n - off, "%s%s=%s", sep, p->name, p->choices[a->u[i]]);
       break;
     case OP_P_BOOL:
-      w = snprintf(buf + off, n - off, "%s%s=%s", i ? " " : "", p->name, a->u[i] ? "true" : "false");
+      w = snprintf(buf + off, n - off, "%s%s=%s", sep, p->name, a->u[i] ? "true" : "false");
       break;
     default:
-      w = snprintf(buf + off, n - off, "%s%s=%" PRIu64, i ? " " : "", p->name, a->u[i]);
+      w = snprintf(buf + off, n - off, "%s%s=%" PRIu64, sep, p->name, a->u[i]);
     }
     if (w > 0) off += (size_t)w;
   }
+}
+
+void op_args_format(const struct op_desc *d, const struct op_args *a, char *buf, size_t n)
+{
+  format_some(d, a, NULL, buf, n);
+}
+
+void op_args_diff(const struct op_desc *d, const struct op_args *a, const struct op_args *b, char *buf, size_t n)
+{
+  bool differ[OP_MAX_PARAMS] = {0};
+  for (int i = 0; i < d->nparams; i++) differ[i] = a->u[i] != b->u[i] || a->r[i] != b->r[i];
+  format_some(d, b, differ, buf, n);
 }
 
 /* ------------------------------------------------------------------ executions */
@@ -452,10 +467,11 @@ static void combine(struct op_result *r)
   }
 }
 
-int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
-           const struct op_run_opts *opts, struct op_result *res, struct npu_diag *diag)
+static int run_one(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
+                   const struct op_run_opts *opts, struct op_result *res, struct npu_diag *diag)
 {
   memset(res, 0, sizeof *res);
+  res->args = *a;
   void *plan = npu_xcalloc(1, d->plan_size);
   int rc = d->plan(plan, d, a, chip, diag);
   if (rc) {
@@ -516,5 +532,48 @@ int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_c
   mem_gm_destroy(x.gm);
   if (d->release) d->release(plan);
   free(plan);
+  return rc;
+}
+
+/* A candidate replaces the current choice when it is faster by more than this share: the
+ * model's rounding (ties of 1e-8) is no reason to change a tiling. */
+#define OP_SEARCH_MARGIN 1e-3
+
+/* The tiling search: every candidate the operator offers, planned and run at analytic fidelity
+ * without data; *best is the fastest (the caller's own arguments when there is no search).
+ * Returns how many candidates ran (0: no search). */
+static int search(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip, struct op_args *best)
+{
+  *best = *a;
+  if (!d->variants) return 0;
+  struct op_args cand[OP_MAX_VARIANTS];
+  int n = d->variants(d, a, cand, OP_MAX_VARIANTS);
+  if (n <= 1) return 0;
+  NPU_ASSERT(n <= OP_MAX_VARIANTS);
+  struct op_result *r = npu_xmalloc(sizeof *r);
+  struct op_run_opts ao = {.fidelity = CORE_FIDELITY_ANALYTIC};
+  double fastest = INFINITY;
+  int ran = 0;
+  for (int i = 0; i < n; i++) {
+    struct npu_diag quiet = {0};
+    if (run_one(d, &cand[i], chip, &ao, r, &quiet)) continue; /* does not fit: not a choice */
+    ran++;
+    if (r->total.time_s < fastest * (1 - OP_SEARCH_MARGIN)) {
+      fastest = r->total.time_s;
+      *best = cand[i];
+    }
+  }
+  free(r);
+  return ran;
+}
+
+int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
+           const struct op_run_opts *opts, struct op_result *res, struct npu_diag *diag)
+{
+  struct op_args chosen;
+  int searched = search(d, a, chip, &chosen);
+  int rc = run_one(d, &chosen, chip, opts, res, diag);
+  res->searched = searched;
+  if (searched) op_args_diff(d, a, &chosen, res->chosen, sizeof res->chosen);
   return rc;
 }

@@ -98,7 +98,16 @@ struct op_desc {
   /* Optional: release what the plan allocated. */
   void (*release)(void *plan);
   struct op_bwd bwd;            /* how a training step costs this operator's backward */
+  /* Optional: the tiling search, as CANN's tiling functions or a catlass tuner choose between
+   * tilings. Write up to max argument sets into out (a with tiling parameters set; the first is
+   * a itself, the operator's default tiling) and return how many; 0 or 1 when a's tiling is
+   * fixed (the caller gave one). op_run costs every candidate at analytic fidelity and runs the
+   * fastest (a later one only when faster by more than 0.1%); a candidate whose plan fails (a tiling the chip's
+   * buffers cannot hold) is not a choice. */
+  int (*variants)(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max);
 };
+
+#define OP_MAX_VARIANTS 8 /* candidates of one tiling search */
 
 /* The operator registry: the built-in operators, then those loaded from kernel plugins
  * (ops/plugin.h). op_builtins lists the built-in ones alone: what must not depend on which
@@ -229,6 +238,9 @@ struct op_result {
   bool checked, passed;         /* functional check done / passed */
   double max_err;               /* worst error relative to tolerance */
   char check_summary[256];
+  int searched;                 /* tilings the search costed (op_desc.variants; 0: none searched) */
+  struct op_args args;          /* the arguments that ran: the search's choice, else the caller's */
+  char chosen[160];             /* what the search changed, "tile_m=128 tile_n=144" ("": the default) */
 };
 
 /* Every tensor of a functional run, as set up and as the kernels left it (op_run_opts.capture). */
@@ -257,8 +269,13 @@ struct op_run_opts {
   struct op_capture *capture;   /* functional: filled with every tensor's data (release it) */
 };
 
+/* The parameters whose values differ between a and b, "name=value name=value" (empty if none):
+ * what a tiling search changed. */
+void op_args_diff(const struct op_desc *d, const struct op_args *a, const struct op_args *b, char *buf, size_t n);
+
 /*
- * Plan, set up and run operator d with arguments a on chip. Event fidelity starts the
+ * Plan, set up and run operator d with arguments a on chip. An operator with a tiling search
+ * (op_desc.variants) runs the candidate that is fastest at analytic fidelity (res->args). Event fidelity starts the
  * process's engine (once per process). Returns 0 (a functional mismatch is reported in
  * res->passed, not as an error), or a negative npu_err with diag filled.
  */

@@ -179,3 +179,42 @@ Test(gemm, impossible_swizzle_and_split_k_are_refused)
   cr_assert_eq(ts_op_err(&b2.chip, "gemm", ARGS("m=64", "n=64", "k=512", "split_k=64"), msg), NPU_EINVAL);
   cr_assert(strstr(msg, "--split_k") && strstr(msg, "at most 2 splits"), "%s", msg);
 }
+
+/* The tiling search (op_desc.variants): a ragged N of 257 on 64 row blocks. The default rule
+ * (narrow N tiles that fill the last wave) gives 128 x 256 tiles whose second column of blocks
+ * holds one column each, every one loading its 128 rows of A for it; the search runs the
+ * fastest of the candidates at analytic fidelity, which must beat that default by the A traffic
+ * it saves, and no candidate is slower than the default it is compared with. */
+Test(gemm, tiling_search_beats_a_ragged_default_tile)
+{
+  /* tile_k0=64 is the bf16 default: the same tiling with the search off (a tile was given) */
+  struct op_result fixed = ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, false,
+                                 ARGS("m=8192", "n=257", "k=8192", "dtype=bf16", "tile_k0=64"));
+  struct op_result found = ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, false,
+                                 ARGS("m=8192", "n=257", "k=8192", "dtype=bf16"));
+  cr_assert_eq(fixed.searched, 0, "a given tile turns the search off");
+  cr_assert_str_empty(fixed.chosen);
+  cr_assert_geq(found.searched, 3, "default, equal 128-row tiles, 256 x 128, equal 256-row tiles");
+  cr_assert(strstr(found.chosen, "tile_m=") && strstr(found.chosen, "tile_n="), "%s", found.chosen);
+  cr_assert_lt(found.total.time_s, 0.8 * fixed.total.time_s, "searched %g s vs default %g s", found.total.time_s,
+               fixed.total.time_s);
+  cr_assert_lt(found.total.gm_read_bytes, fixed.total.gm_read_bytes, "fewer re-reads of A");
+  /* the choice is what the search reports: running it with its tiles gives the same time */
+  char tm[32], tn[32], tk[32];
+  snprintf(tm, sizeof tm, "tile_m=%llu", (unsigned long long)found.args.u[op_param_index(op_find("gemm"), "tile_m")]);
+  snprintf(tn, sizeof tn, "tile_n=%llu", (unsigned long long)found.args.u[op_param_index(op_find("gemm"), "tile_n")]);
+  snprintf(tk, sizeof tk, "tile_k=%llu", (unsigned long long)found.args.u[op_param_index(op_find("gemm"), "tile_k")]);
+  struct op_result again = ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, false,
+                                 ARGS("m=8192", "n=257", "k=8192", "dtype=bf16", tm, tn, tk));
+  cr_assert_float_eq(again.total.time_s, found.total.time_s, 1e-12 + 1e-9 * found.total.time_s);
+}
+
+/* Where the default tiling is already the best (a square GEMM of 256-multiples), the search
+ * keeps it: ties within 0.1% never change the tiling. */
+Test(gemm, tiling_search_keeps_the_default_on_a_tie)
+{
+  struct op_result r = ts_op(&b2.chip, "gemm", CORE_FIDELITY_ANALYTIC, false,
+                             ARGS("m=4096", "n=4096", "k=4096", "dtype=bf16"));
+  cr_assert_geq(r.searched, 2);
+  cr_assert_str_empty(r.chosen, "changed to %s", r.chosen);
+}
