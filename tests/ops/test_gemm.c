@@ -155,6 +155,23 @@ Test(gemm, multicast_halves_what_l2_serves_of_b)
   ts_op(&h2.chip, "gemm", CORE_FIDELITY_ANALYTIC, true, ARGS("m=512", "n=512", "k=256", "dtype=bf16"));
 }
 
+/* Hopper's multicast clusters at event fidelity, bf16 and fp8, with numbers checked (the Hopper
+ * kernel rows of scenarios/validation/kernels run at full size in the normal build only). One
+ * event run per test: the engine starts once per process. */
+Test(gemm, hopper_multicast_at_event_fidelity_bf16)
+{
+  struct arch_system h;
+  ts_load_system(&h, "nvidia-h100-sxm", NULL);
+  ts_op(&h.chip, "gemm", CORE_FIDELITY_EVENT, true, ARGS("m=512", "n=512", "k=256", "dtype=bf16"));
+}
+
+Test(gemm, hopper_multicast_at_event_fidelity_fp8)
+{
+  struct arch_system h;
+  ts_load_system(&h, "nvidia-h100-sxm", NULL);
+  ts_op(&h.chip, "gemm", CORE_FIDELITY_EVENT, true, ARGS("m=512", "n=512", "k=512", "dtype=fp8_e4m3"));
+}
+
 Test(gemm, multicast_must_divide_the_cores)
 {
   struct arch_system s;
