@@ -540,9 +540,10 @@ static int run_one(const struct op_desc *d, const struct op_args *a, const struc
 #define OP_SEARCH_MARGIN 1e-3
 
 /* The tiling search: every candidate the operator offers, planned and run at analytic fidelity
- * without data; *best is the fastest (the caller's own arguments when there is no search).
- * Returns how many candidates ran (0: no search). */
-static int search(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip, struct op_args *best)
+ * without data (with the caller's seed); *best is the fastest, and its result is copied to keep
+ * when keep is not NULL. Returns how many candidates ran (0: no search, or none could run). */
+static int search(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip, uint64_t seed,
+                  struct op_args *best, struct op_result *keep)
 {
   *best = *a;
   if (!d->variants) return 0;
@@ -551,7 +552,7 @@ static int search(const struct op_desc *d, const struct op_args *a, const struct
   if (n <= 1) return 0;
   NPU_ASSERT(n <= OP_MAX_VARIANTS);
   struct op_result *r = npu_xmalloc(sizeof *r);
-  struct op_run_opts ao = {.fidelity = CORE_FIDELITY_ANALYTIC};
+  struct op_run_opts ao = {.fidelity = CORE_FIDELITY_ANALYTIC, .seed = seed};
   double fastest = INFINITY;
   int ran = 0;
   for (int i = 0; i < n; i++) {
@@ -561,6 +562,7 @@ static int search(const struct op_desc *d, const struct op_args *a, const struct
     if (r->total.time_s < fastest * (1 - OP_SEARCH_MARGIN)) {
       fastest = r->total.time_s;
       *best = cand[i];
+      if (keep) memcpy(keep, r, sizeof *r);
     }
   }
   free(r);
@@ -570,9 +572,12 @@ static int search(const struct op_desc *d, const struct op_args *a, const struct
 int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
            const struct op_run_opts *opts, struct op_result *res, struct npu_diag *diag)
 {
+  /* an analytic run without data, trace or observers is what the search ran: its result is kept */
+  bool same = opts->fidelity == CORE_FIDELITY_ANALYTIC && !opts->functional && !opts->trace && !opts->observe &&
+              !opts->progress && !opts->capture;
   struct op_args chosen;
-  int searched = search(d, a, chip, &chosen);
-  int rc = run_one(d, &chosen, chip, opts, res, diag);
+  int searched = search(d, a, chip, opts->seed, &chosen, same ? res : NULL);
+  int rc = searched && same ? 0 : run_one(d, &chosen, chip, opts, res, diag);
   res->searched = searched;
   if (searched) op_args_diff(d, a, &chosen, res->chosen, sizeof res->chosen);
   return rc;
