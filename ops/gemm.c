@@ -1309,21 +1309,20 @@ static int bwd(const struct op_call *fwd, struct op_call *out, enum op_grad *gra
   return 2;
 }
 
-/*
- * The tiling search's candidates (op_desc.variants), when the caller fixed no tile: the default
- * tiling (128 x 256, or narrower N tiles that fill the last wave), 128-row tiles of equal width
- * up to 256 (catlass's 128 x 256 when N is a multiple of 256; a ragged last tile would load all
- * of its A rows for a few columns),
- * 256 x 128 tiles (half the B traffic per block) and 256-row tiles of equal width up to 128. A
- * tiling the chip's buffers cannot hold fails its plan and
- * drops out of the search.
- */
 /* The width of the fewest equal tiles of at most max columns that cover n, in multiples of 16. */
 static uint64_t even(uint64_t n, uint64_t max)
 {
   return ops_roundup(ops_ceil(n, ops_ceil(n, max)), 16);
 }
 
+/*
+ * The tiling search's candidates (op_desc.variants), when the caller fixed no tile: the default
+ * tiling (128 x 256, or narrower N tiles that fill the last wave), 128-row tiles of equal width
+ * up to 256 (catlass's 128 x 256 when N is a multiple of 256; a ragged last tile would load all
+ * of its A rows for a few columns), 256 x 128 tiles (half the B traffic per block) and 256-row
+ * tiles of equal width up to 128. A tiling the chip's buffers cannot hold fails its plan and
+ * drops out of the search.
+ */
 static int variants(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max)
 {
   int im = op_param_index(d, "tile_m"), in = op_param_index(d, "tile_n"), ik = op_param_index(d, "tile_k");

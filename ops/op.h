@@ -102,8 +102,8 @@ struct op_desc {
    * tilings. Write up to max argument sets into out (a with tiling parameters set; the first is
    * a itself, the operator's default tiling) and return how many; 0 or 1 when a's tiling is
    * fixed (the caller gave one). op_run costs every candidate at analytic fidelity and runs the
-   * fastest (a later one only when faster by more than 0.1%); a candidate whose plan fails (a tiling the chip's
-   * buffers cannot hold) is not a choice. */
+   * fastest (a later one only when faster by more than 0.1%); a candidate whose plan fails (a
+   * tiling the chip's buffers cannot hold) is not a choice. */
   int (*variants)(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max);
 };
 
@@ -275,8 +275,8 @@ void op_args_diff(const struct op_desc *d, const struct op_args *a, const struct
 
 /*
  * Plan, set up and run operator d with arguments a on chip. An operator with a tiling search
- * (op_desc.variants) runs the candidate that is fastest at analytic fidelity (res->args). Event fidelity starts the
- * process's engine (once per process). Returns 0 (a functional mismatch is reported in
+ * (op_desc.variants) runs the candidate that is fastest at analytic fidelity (res->args). Event
+ * fidelity starts the process's engine (once per process). Returns 0 (a functional mismatch is reported in
  * res->passed, not as an error), or a negative npu_err with diag filled.
  */
 int op_run(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
