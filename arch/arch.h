@@ -113,7 +113,7 @@ struct arch_chip {
     double cross_core_s;       /* cross-core flag between an AIC and its AIVs */
     double all_core_s;         /* all-core barrier */
   } sync;
-  struct { struct arch_calib cube, vector, hbm, l2; } calib;
+  struct { struct arch_calib cube, cube_fp8, vector, hbm, l2; } calib; /* cube_fp8 0: as cube */
 };
 
 enum arch_node_topo { ARCH_NODE_FULL_MESH, ARCH_NODE_SWITCH };
@@ -209,5 +209,17 @@ uint64_t arch_chip_fingerprint(const struct arch_system *sys);
 /* Names of the DMA paths, "gm_to_l1", ...; and of the buffers, "l1", ... */
 const char *arch_path_name(enum arch_path p);
 const char *arch_buf_name(enum arch_buf b);
+
+/* The achievable share of the cube MAC rate for inputs of type t: chip.calib.cube_fp8 for the
+ * 8-bit float types (fp8, hif8, mxfp8) where it is set, else chip.calib.cube. */
+static inline bool arch_dtype_f8(int t)
+{
+  return t == NPU_DT_FP8_E4M3 || t == NPU_DT_FP8_E5M2 || t == NPU_DT_HIF8 || t == NPU_DT_MXFP8;
+}
+
+static inline double arch_cube_share(const struct arch_chip *c, int t)
+{
+  return arch_dtype_f8(t) && c->calib.cube_fp8.value > 0 ? c->calib.cube_fp8.value : c->calib.cube.value;
+}
 
 #endif

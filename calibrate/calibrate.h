@@ -84,6 +84,7 @@ struct cal_knob {
   double lo, hi;              /* its range */
   const char *what;           /* one line */
   bool time;                  /* a time in seconds (written with a unit), not a share */
+  bool fp8;                   /* GEMM knobs: fitted to the 8-bit float points (else to the others) */
 };
 
 /* The knobs npusim fits, in print order; *n receives their count. */

@@ -25,16 +25,19 @@
 
 static const struct cal_knob knobs[] = {
     {"chip.calib.cube", "chip.calib.cube_source", CAL_GEMM, true, 0, 0, 0.05, 1.0,
-     "achievable share of the cube MAC rate, from GEMM throughput over shapes and dtypes", false},
+     "achievable share of the cube MAC rate, from GEMM throughput over shapes and dtypes (not 8-bit floats)", false, false},
+    {"chip.calib.cube_fp8", "chip.calib.cube_fp8_source", CAL_GEMM, true, 0, 0, 0.05, 1.0,
+     "achievable share of the cube MAC rate with 8-bit float inputs, from fp8 GEMM throughput over shapes (where "
+     "fp8 GEMMs run further below their peak than 16-bit ones: power and clock)", false, .fp8 = true},
     {"node.link.efficiency", "node.link.efficiency_source", CAL_COLLECTIVE, false, 1, 1, 0.05, 1.0,
-     "achievable share of intra-node link bandwidth, from collective bus bandwidth inside one server", false},
+     "achievable share of intra-node link bandwidth, from collective bus bandwidth inside one server", false, false},
     {"node.ccl.step_overhead", "node.ccl.step_overhead_source", CAL_COLLECTIVE, false, 1, 1, 0, 50e-6,
      "the collective library's fixed cost per algorithm step, from the small sizes of the same curve (fitted "
-     "jointly with node.link.efficiency)", .time = true},
+     "jointly with node.link.efficiency)", .time = true, .fp8 = false},
     {"cluster.scaleout.efficiency", "cluster.scaleout.efficiency_source", CAL_COLLECTIVE, false, 2, 1 << 20, 0.05,
-     1.0, "achievable share of NIC bandwidth, from collective bus bandwidth across servers", false},
+     1.0, "achievable share of NIC bandwidth, from collective bus bandwidth across servers", false, false},
     {"chip.calib.hbm", "chip.calib.hbm_source", CAL_HBM, true, 0, 0, 0.05, 1.0,
-     "achievable share of HBM bandwidth, from streaming kernels (BabelStream, gpu-stream, elementwise ops)", false},
+     "achievable share of HBM bandwidth, from streaming kernels (BabelStream, gpu-stream, elementwise ops)", false, false},
 };
 
 const struct cal_knob *cal_knobs(int *n)
@@ -90,6 +93,7 @@ int cal_minimise(double lo, double hi, int n, int (*eval)(double x, void *ctx, d
 /* ------------------------------------------------------------------ GEMM points */
 
 struct gemm_ctx {
+  const struct cal_knob *k;   /* chip.calib.cube or chip.calib.cube_fp8 */
   const struct cal_set *set;
   const int *idx;
   int n;
@@ -132,11 +136,13 @@ static int gemm_time(const struct cal_point *p, const struct arch_system *sys, c
  * small GEMM bound by an idle wave or a latency, a skinny one bound by memory) the knob moves
  * the time little and the point would pull it to absorb a cost it does not describe. */
 #define CUBE_BOUND_SHARE 0.9
+#define SELECT_ROUNDS 8     /* fits of the fixed point at most */
+#define SELECT_STEP 0.05    /* the knob's steps below the peak to a first selection */
 
 static int gemm_eval(double x, void *ctx, double *r)
 {
   struct gemm_ctx *g = ctx;
-  g->sys.chip.calib.cube.value = x;
+  *(g->k->fp8 ? &g->sys.chip.calib.cube_fp8.value : &g->sys.chip.calib.cube.value) = x;
   for (int i = 0; i < g->n; i++) {
     const struct cal_point *p = &g->set->p[g->idx[i]];
     int rc = gemm_time(p, &g->sys, g->opts, g->cache, &g->model_s[i], NULL, g->diag);
@@ -274,6 +280,7 @@ static double knob_value(const struct arch_system *sys, const struct cal_knob *k
 {
   if (!strcmp(k->key, "node.ccl.step_overhead")) return sys->node.ccl.step_overhead_s;
   if (!strcmp(k->key, "chip.calib.cube")) return sys->chip.calib.cube.value;
+  if (!strcmp(k->key, "chip.calib.cube_fp8")) return sys->chip.calib.cube_fp8.value;
   if (!strcmp(k->key, "chip.calib.hbm")) return sys->chip.calib.hbm.value;
   if (!strcmp(k->key, "node.link.efficiency")) return sys->node.link_efficiency.value;
   return sys->cluster.scaleout.efficiency.value;
@@ -282,6 +289,10 @@ static double knob_value(const struct arch_system *sys, const struct cal_knob *k
 static bool explains(const struct cal_knob *k, const struct cal_point *p, const struct arch_system *sys)
 {
   if (p->kind != k->kind) return false;
+  if (k->kind == CAL_GEMM) {
+    enum npu_dtype t;
+    if (!npu_dtype_parse(p->dtype, &t) || arch_dtype_f8(t) != k->fp8) return false;
+  }
   bool chip_arch = !strcmp(p->arch, sys->chip.name);
   if (k->chip_level != chip_arch) return false;
   return k->kind != CAL_COLLECTIVE || (p->nodes >= k->min_nodes && p->nodes <= k->max_nodes);
@@ -305,6 +316,31 @@ static void find_trend(struct cal_fit *f, const struct cal_set *set)
              100 * rl, set->p[f->res[lo].point].bytes, 100 * rh, set->p[f->res[hi].point].bytes);
 }
 
+/* The points of all[0..nall) whose cube is busy for CUBE_BOUND_SHARE of the kernel with the knob
+ * at x, into sel; with out, the others are recorded there as left out. */
+static int gemm_select(struct gemm_ctx *g, const int *all, int nall, double x, int *sel, int *nsel,
+                       struct cal_fit *out)
+{
+  *(g->k->fp8 ? &g->sys.chip.calib.cube_fp8.value : &g->sys.chip.calib.cube.value) = x;
+  int kept = 0;
+  for (int i = 0; i < nall; i++) {
+    double t, share;
+    int rc = gemm_time(&g->set->p[all[i]], &g->sys, g->opts, g->cache, &t, &share, g->diag);
+    if (rc) return rc;
+    if (share >= CUBE_BOUND_SHARE) {
+      sel[kept++] = all[i];
+      continue;
+    }
+    if (!out) continue;
+    out->unbound++;
+    int len = (int)strlen(out->unbound_at);
+    snprintf(out->unbound_at + len, sizeof out->unbound_at - (size_t)len, "%s%s (cube %.0f%%)", len ? ", " : "",
+             g->set->p[all[i]].where, 100 * share);
+  }
+  *nsel = kept;
+  return 0;
+}
+
 int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal_set *set,
                  const struct arch_system *sys, const struct cal_opts *opts, struct npu_diag *diag)
 {
@@ -324,25 +360,39 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
   int rc = 0;
   double best = 0;
   if (k->kind == CAL_GEMM) {
-    struct gemm_ctx g = {.set = set, .idx = idx, .n = n, .sys = *sys, .opts = opts,
+    struct gemm_ctx g = {.k = k, .set = set, .idx = idx, .n = n, .sys = *sys, .opts = opts,
                          .cache = op_cache_open(NULL, NULL), .model_s = model_s, .diag = diag};
-    /* the points the cube bounds in the model (at the knob's best), the others shown apart */
-    g.sys.chip.calib.cube.value = k->hi;
-    int kept = 0;
-    for (int i = 0; !rc && i < n; i++) {
-      double t, share;
-      rc = gemm_time(&set->p[idx[i]], &g.sys, opts, g.cache, &t, &share, diag);
+    /* the points the cube bounds in the model at the fitted value, the others shown apart: a
+     * fixed point. Selected where the knob is highest with some point the cube's (the peak, or
+     * below it in steps of 0.05 where no GEMM is bound at the peak), fitted, selected again at
+     * the fitted value (a lower share makes more points the cube's), until the set is stable. */
+    int nall = n, *all = npu_xcalloc((size_t)nall, sizeof *all), *prev = npu_xcalloc((size_t)nall, sizeof *prev);
+    memcpy(all, idx, (size_t)nall * sizeof *all);
+    int nprev = -1;
+    double at = k->hi;
+    n = 0;
+    for (int round = 0; !rc && round < SELECT_ROUNDS; round++) {
+      int kept = 0;
+      rc = gemm_select(&g, all, nall, at, idx, &kept, NULL);
       if (rc) break;
-      if (share < CUBE_BOUND_SHARE) {
-        out->unbound++;
-        int len = (int)strlen(out->unbound_at);
-        snprintf(out->unbound_at + len, sizeof out->unbound_at - (size_t)len, "%s%s (cube %.0f%%)", len ? ", " : "",
-                 set->p[idx[i]].where, 100 * share);
+      if (!kept && nprev < 0 && at - SELECT_STEP >= k->lo) { /* nothing bound yet: look lower */
+        at -= SELECT_STEP;
+        round--;
         continue;
       }
-      idx[kept++] = idx[i];
+      if (!kept || (kept == nprev && !memcmp(idx, prev, (size_t)kept * sizeof *idx))) {
+        n = kept;
+        break;
+      }
+      memcpy(prev, idx, (size_t)kept * sizeof *idx);
+      nprev = n = g.n = kept;
+      rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best);
+      at = best;
     }
-    n = g.n = out->npoints = kept;
+    free(prev);
+    if (!rc) rc = gemm_select(&g, all, nall, n ? best : k->hi, idx, &n, out);
+    free(all);
+    g.n = out->npoints = n;
     if (!rc && !n) {
       op_cache_close(g.cache);
       free(model_s);

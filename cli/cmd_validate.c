@@ -99,10 +99,8 @@ struct vcase {
   "paged-attention kernel for the KV reads, vLLM's graph sizes): each step is charged vLLM's per-step engine time "   \
   "as measured for Llama-3-8B on one H100 "                                                                           \
   "(rl.rollout.step_overhead 2.36 ms + 29 us per sequence), not at the TP2 and MoE engine sizes of these rows, and "  \
-  "fused-MoE kernels at small per-expert batches are costed as efficient grouped GEMMs; the training phases run the " \
-  "H100's GEMMs 7-16% faster than cuBLAS does on the calibration points (chip.calib.cube is uncalibrated at 1: the " \
-  "model bounds those GEMMs by L2, not the cube); what NeMo-RL spends around the phases (Ray, data movement between " \
-  "them) is not modelled (docs/RL.md, Validation)"
+  "fused-MoE kernels at small per-expert batches are costed as efficient grouped GEMMs; what NeMo-RL spends around " \
+  "the phases (Ray, data movement between them) is not modelled (docs/RL.md, Validation)"
 
 static const struct vcase cases[] = {
     {"gpt3-22b a100 full recompute", "korthikanti_gpt3_22b.cfg", FULL, M_STEP, 1.42, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .why = WHY_KOR},

@@ -6,7 +6,8 @@
  *          layouts include their padding); GM copies are timed by the executor from the
  *          burst-rounded GM bytes instead.
  *   mmad   ceil(m/m0) x ceil(n/n0) x ceil(k/k0) fractal steps, each m0 x n0 x k0 MACs at the
- *          chip's MAC/cycle for the input type, divided by calib.cube. An MX mmad runs at the
+ *          chip's MAC/cycle for the input type, divided by calib.cube (calib.cube_fp8 for 8-bit
+ *          float inputs where set: arch_cube_share). An MX mmad runs at the
  *          rate of its element type (fp8 / fp4): the scales ride along with the data.
  *   vector repeat x max(w x op factor, UB bank passes x w), w = 256 B (a repeat) / vector
  *          bytes per cycle (a fraction of a cycle on a unit wider than a repeat), divided by
@@ -146,7 +147,7 @@ double core__local_time(const struct arch_chip *chip, const struct core_instr *i
     uint32_t k0 = (uint32_t)arch_fractal_k(chip, (enum npu_dtype)m->dtype);
     double steps = (double)ceil_div(m->m, m0) * ceil_div(m->n, n0) * ceil_div(m->k, k0);
     double macs = chip->cube.macs_per_cycle[m->dtype];
-    return steps * ((double)m0 * n0 * k0 / macs) / (hz * chip->calib.cube.value);
+    return steps * ((double)m0 * n0 * k0 / macs) / (hz * arch_cube_share(chip, m->dtype));
   }
   case CORE_OP_VEC:
     return vec_cycles(chip, &in->u.vec, conflict_cycles) / (hz * chip->calib.vector.value);

@@ -30,9 +30,12 @@
  * the block's end dK_j and dV_j leave L0C; a cast kernel turns dQ into the input type.
  *
  * On coupled cores (910A, GPU SMs) the same program runs with both roles on one core: the
- * forward takes query blocks of 64 rows (one vector role: the unified buffer holds one), the
- * backward keeps its two 64-row roles. The instructions of the roles are emitted interleaved
- * per key block, so a pipe shared by the roles (MTE2) never waits on work queued behind it.
+ * forward takes query blocks of 128 rows (two 64-row vector roles, as FlashAttention-3's tiles on
+ * Hopper) where L1 holds Q, two K/V slots and P and the unified buffer two roles (on the H100
+ * preset, whose UB is the register file, with the half-row scratch in P's buffer), else of 64
+ * rows (one role: the A100, whose 164 KiB L1 does not hold them); the backward keeps its two
+ * 64-row roles. The instructions of the roles are emitted interleaved per key block, so a pipe
+ * shared by the roles (MTE2) never waits on work queued behind it.
  * Buffers are double buffered where the chip's L1 and UB hold two copies (the tiling decides).
  *
  * FLOPs (FlashAttention-2 paper): forward 4 x seq^2 x dim x heads x batch (halved when
@@ -101,6 +104,8 @@ struct attn {
   int cores;
   float scale;                   /* 1 / sqrt(D) */
   struct ub_map ub;
+  struct ub_map fub[2];          /* forward: role r's map (ub shifted by role_base(r)) */
+  bool tight;                    /* forward: the half-row scratch shares P's buffer */
   uint32_t role_stride;          /* UB bytes between the roles of one core (coupled) */
   /* GM */
   uint64_t q, k, v, o, lse, mask, dout, dq, dk, dv, dd, dq32;
@@ -235,14 +240,20 @@ static void fwd_decompose(const struct attn *a, uint64_t b, uint32_t *bb, uint32
   *bb = (uint32_t)(b / a->qblocks / a->H);
 }
 
-/* Heaviest blocks first (causal rows near the end see the most keys), dealt round robin. */
+/* Heaviest blocks first (causal rows near the end see the most keys), dealt round robin. On a
+ * split chip (the kernel's own static split over block_dim cores) head by head; on coupled
+ * cores (GPU SMs, whose block scheduler hands the next block to whichever SM is free) across
+ * heads, heaviest of every head first: dealt head by head, a core whose turn always falls on
+ * a head's heavy rows does up to twice the work of another when the cores are about as many
+ * as a head's query blocks (132 SMs, 128 blocks of 128 rows: 353 against 519 TFLOP/s). */
 static uint64_t fwd_block_of(void *ctx, int unit, uint64_t n)
 {
   const struct attn *a = ctx;
   uint64_t pos = n * (uint64_t)a->cores + (uint64_t)unit;
   if (pos >= a->nblocks) return UINT64_MAX;
   if (!a->causal) return pos;
-  uint64_t head = pos / a->qblocks, i = pos % a->qblocks;
+  uint64_t heads = a->coupled ? a->nblocks / a->qblocks : 1;
+  uint64_t head = a->coupled ? pos % heads : pos / a->qblocks, i = a->coupled ? pos / heads : pos % a->qblocks;
   return head * a->qblocks + (a->qblocks - 1 - i);
 }
 
@@ -284,7 +295,7 @@ static void fwd_aic_begin(struct core_tp *t, const struct attn *a)
     core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
   }
   for (int i = E_P; i <= E_Q(a); i++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
-  if (a->onchip) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 0); /* L1 P free */
+  for (uint32_t r = 0; r < a->halves && a->onchip; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r); /* L1 P free */
 }
 
 static void fwd_aic_end(struct core_tp *t, const struct attn *a)
@@ -294,7 +305,7 @@ static void fwd_aic_end(struct core_tp *t, const struct attn *a)
     core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
   }
   for (int i = E_P; i <= E_Q(a); i++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
-  if (a->onchip) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 0);
+  for (uint32_t r = 0; r < a->halves && a->onchip; r++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
 }
 
 static void fwd_load_q(struct core_tp *t, const struct attn *a, uint32_t bb, uint32_t h, uint32_t i)
@@ -346,13 +357,18 @@ static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslo
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 0);
   struct core_copy out = {.scale = a->scale, .fb_scale = UINT64_MAX};
   out.src = c;
-  if (a->onchip) { /* straight into the vector role's S buffer */
+  if (a->onchip) { /* each role's rows straight into its S buffer */
     uint32_t us = j % (uint32_t)a->ub.nbuf;
-    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, (int)us);
-    out.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->ub.buf[us], a->br, BC, 0);
-    core_copy_ex(t, &out);
+    for (uint32_t r = 0; r < a->halves; r++) {
+      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 3 * (int)r + (int)us);
+      out.src = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, r * HALF * 16 * 4, HALF, BC, 0);
+      out.src.c0 = 16;
+      out.src.ld = a->br;
+      out.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->fub[r].buf[us], HALF, BC, 0);
+      core_copy_ex(t, &out);
+    }
     core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
-    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, (int)us);
+    for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 3 * (int)r + (int)us);
     return;
   }
   out.dst = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns), a->br, BC, 0);
@@ -367,8 +383,8 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
 {
   uint32_t slot = j % a->ns;
   struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a), a->br, BC, 0);
-  if (a->onchip) { /* the vector role wrote P into L1 */
-    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, 0);
+  if (a->onchip) { /* the vector roles wrote P into L1 */
+    for (uint32_t r = 0; r < a->halves; r++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
   } else {
     for (uint32_t r = 0; r < a->halves; r++)
       core_xwait(t, CORE_PIPE_MTE2, (enum core_sub)(CORE_SUB_AIV0 + r), X_P(a, slot));
@@ -384,7 +400,10 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
   struct core_tile lv = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), BC, a->D, 0);
   struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, BC, a->D, 0);
   core_copy(t, &l0v, &lv);
-  core_set_flag(t, CORE_PIPE_MTE1, a->onchip ? CORE_PIPE_MTE3 : CORE_PIPE_MTE2, a->onchip ? 0 : E_P); /* L1 P free */
+  if (a->onchip) /* L1 P free */
+    for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
+  else
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(kvslot)); /* K/V slot free */
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
@@ -395,12 +414,17 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
-  if (a->onchip) { /* straight into the vector role's O_j buffer */
-    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2);
-    struct core_tile uo = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->ub.oj, a->br, a->D, 0);
-    core_copy(t, &uo, &c);
+  if (a->onchip) { /* each role's rows straight into its O_j buffer */
+    for (uint32_t r = 0; r < a->halves; r++) {
+      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 3 * (int)r + 2);
+      struct core_tile cr = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 65536 + r * HALF * 16 * 4, HALF, a->D, 0);
+      cr.c0 = 16;
+      cr.ld = a->br;
+      struct core_tile uo = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->fub[r].oj, HALF, a->D, 0);
+      core_copy(t, &uo, &cr);
+    }
     core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
-    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 2);
+    for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 3 * (int)r + 2);
     return;
   }
   struct core_tile go = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, slot), a->br, a->D, 0);
@@ -422,7 +446,7 @@ enum { V_M, V_MNEW, V_L, V_T, V_R, V_LSE, V_A0, V_SLOTS = V_A0 + 3 };
  * MTE2 -> V the same ids loaded; V <-> MTE3 id r. */
 static void fwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
 {
-  const struct ub_map *m = &a->ub;
+  const struct ub_map *m = &a->fub[r];
   for (int i = 0; i < 3; i++) core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, 3 * (int)r + i);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
   struct core_vec ni = vop(CORE_VEC_DUP, m->ninf, 0, 0, 1);
@@ -442,9 +466,9 @@ static void fwd_aiv_end(struct core_tp *t, const struct attn *a, uint32_t r)
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
 }
 
-static void fwd_aiv_init(struct core_tp *t, const struct attn *a)
+static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r)
 {
-  const struct ub_map *m = &a->ub;
+  const struct ub_map *m = &a->fub[r];
   struct core_vec v = vop(CORE_VEC_DUP, VEC(m, V_M), 0, 0, 1);
   v.scalar = -INFINITY;
   core_vec(t, &v);
@@ -457,7 +481,7 @@ static void fwd_aiv_init(struct core_tp *t, const struct attn *a)
 /* Online softmax of S_j for role r's rows (query block i); P_j to the workspace. */
 static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t i, uint32_t j)
 {
-  const struct ub_map *m = &a->ub;
+  const struct ub_map *m = &a->fub[r];
   uint32_t alpha = V_A0 + j % a->ns, us = j % (uint32_t)m->nbuf;
   uint64_t S = m->buf[us];
   int ev = 3 * (int)r + (int)us;
@@ -478,6 +502,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   if (a->causal && j == row0 / BC) /* the diagonal block: keys after the query get -inf */
     apply_mask(t, m, S, m->mask + (row0 % BC) / HALF * (HALF * BC / 8), BC);
   /* row max of the block; running max m_new; alpha_j = exp(m - m_new) */
+  if (a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* t is P's buffer: its copy is out */
   v = vop(CORE_VEC_MAX, m->t, S, S + 256, HALF);
   v.src0_rep = v.src1_rep = BC * 4 / 32;
   core_vec(t, &v);
@@ -507,18 +532,18 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   v = vop(CORE_VEC_COPY, VEC(m, V_M), VEC(m, V_MNEW), 0, 1);
   core_vec(t, &v);
   /* P to the cube core, in the input type */
-  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  if (!a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
   cast_out(t, a, m->pb, S, BC);
   core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   struct core_tile up = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, BC, 0);
   if (a->onchip) { /* P into the cube role's L1 */
-    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 0);
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
     struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 16 * es(a->dt), HALF, BC, a->br);
     core_copy(t, &lp, &up);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
-    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, 0);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
     return;
   }
   struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, j % a->ns) + (uint64_t)r * HALF * BC * es(a->dt),
@@ -531,7 +556,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
 /* O = O alpha_j + O_j (alpha_j, the rescale at block j, was known only at block j). */
 static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t j)
 {
-  const struct ub_map *m = &a->ub;
+  const struct ub_map *m = &a->fub[r];
   int ev = 3 * (int)r + 2;
   if (a->onchip) {
     core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
@@ -555,7 +580,7 @@ static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint3
 /* O /= l; lse = m + ln l; write both. */
 static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, uint32_t bb, uint32_t h, uint32_t i)
 {
-  const struct ub_map *m = &a->ub;
+  const struct ub_map *m = &a->fub[r];
   struct core_vec v = vop(CORE_VEC_RECIP, VEC(m, V_R), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
   brcb(t, m->brcb, VEC(m, V_R));
@@ -619,7 +644,7 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
   fwd_load_q(t, a, bb, h, i);
   for (uint32_t r = 0; r < a->halves; r++) {
     sel_aiv(t, r);
-    fwd_aiv_init(t, a);
+    fwd_aiv_init(t, a, r);
   }
   for (uint32_t j = 0; j < n + a->look; j++) {
     core_select(t, CORE_SUB_AIC);
@@ -1122,7 +1147,7 @@ static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
  * same number of key blocks (query blocks) take the same time; past 256 they share classes. */
 #define CLASSES 256u
 
-static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf)
+static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf, bool tight)
 {
   uint32_t at = 0, es_ = es(a->dt);
   memset(m, 0, sizeof *m);
@@ -1132,7 +1157,7 @@ static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf)
   m->o = take(&at, HALF * a->D * 4);
   at += 256; /* O_j starts 256 B past a bank-group boundary of O: O + O_j reads two groups */
   m->oj = take(&at, HALF * a->D * 4);
-  m->t = take(&at, HALF * 64 * 4);
+  m->t = tight ? m->pb : take(&at, HALF * 64 * 4); /* HALF x 64 fp32 fits in P's HALF x 128 input type */
   m->vec = take(&at, V_SLOTS * 256);
   m->mask = take(&at, 2 * HALF * BC / 8);
   m->brcb = take(&at, HALF * 32);
@@ -1152,6 +1177,34 @@ static uint32_t ub_bwd(struct ub_map *m, const struct attn *a, int nbuf)
   m->brcb = take(&at, HALF * 32);
   m->ninf = take(&at, 32);
   return m->size = at;
+}
+
+/* The forward's tiling with `halves` 64-row roles per query block (both on the core when it is
+ * coupled): L1 holds Q, look + 1 K/V slots and P; UB one map per role, double buffered if it
+ * can, else single, else with the half-row scratch in P's buffer. False when nothing fits. */
+static bool fwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t halves)
+{
+  uint64_t l1 = chip->buf[ARCH_BUF_L1].size_bytes, ub = chip->buf[ARCH_BUF_UB].size_bytes;
+  uint32_t roles = a->coupled ? halves : 1;
+  a->halves = halves;
+  a->br = halves * HALF;
+  for (a->look = 2; a->look >= 1; a->look--) { /* as far ahead as L1 holds K/V slots for */
+    a->ns = a->look + 1;
+    if (l1_p(a) + a->br * BC * es(a->dt) <= l1) break;
+  }
+  if (!a->look) return false;
+  a->tight = false;
+  if ((uint64_t)ub_fwd(&a->ub, a, 2, false) * roles <= ub || (uint64_t)ub_fwd(&a->ub, a, 1, false) * roles <= ub) return true;
+  a->tight = true;
+  return (uint64_t)ub_fwd(&a->ub, a, 1, true) * roles <= ub;
+}
+
+static struct ub_map shifted(const struct ub_map *m, uint32_t by)
+{
+  struct ub_map s = *m;
+  for (int k = 0; k < 2; k++) s.buf[k] += by;
+  s.pb += by, s.ds += by, s.o += by, s.oj += by, s.t += by, s.vec += by, s.mask += by, s.brcb += by, s.ninf += by;
+  return s;
 }
 
 static int nofit(struct npu_diag *diag, const struct arch_chip *chip, const char *what, uint64_t need, uint64_t have)
@@ -1197,15 +1250,12 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   if (chip->buf[ARCH_BUF_L0A].size_bytes < 65536 || chip->buf[ARCH_BUF_L0B].size_bytes < 65536 || chip->buf[ARCH_BUF_L0C].size_bytes < 131072)
     return nofit(diag, chip, "L0A/L0B/L0C", 65536, chip->buf[ARCH_BUF_L0A].size_bytes);
   if (!a->bwd) {
-    a->halves = a->coupled ? 1 : 2;
-    a->br = a->halves * HALF;
-    for (a->look = 2; a->look >= 1; a->look--) { /* as far ahead as L1 holds K/V slots for */
-      a->ns = a->look + 1;
-      if (l1_p(a) + a->br * BC * e <= chip->buf[ARCH_BUF_L1].size_bytes) break;
+    if (!fwd_tiling(a, chip, 2) && (!a->coupled || !fwd_tiling(a, chip, 1))) {
+      if (!a->look) return nofit(diag, chip, "L1", l1_p(a) + a->br * BC * e, chip->buf[ARCH_BUF_L1].size_bytes);
+      return nofit(diag, chip, "UB", a->ub.size * (a->coupled ? a->halves : 1), chip->buf[ARCH_BUF_UB].size_bytes);
     }
-    if (!a->look) return nofit(diag, chip, "L1", l1_p(a) + a->br * BC * e, chip->buf[ARCH_BUF_L1].size_bytes);
-    if (ub_fwd(&a->ub, a, 2) > chip->buf[ARCH_BUF_UB].size_bytes && ub_fwd(&a->ub, a, 1) > chip->buf[ARCH_BUF_UB].size_bytes)
-      return nofit(diag, chip, "UB", a->ub.size, chip->buf[ARCH_BUF_UB].size_bytes);
+    a->role_stride = a->ub.size;
+    for (uint32_t r = 0; r < 2; r++) a->fub[r] = shifted(&a->ub, role_base(a, r));
     a->qblocks = a->S / a->br;
     a->nblocks = (uint64_t)a->B * a->H * a->qblocks;
     a->ws_bytes = (uint64_t)a->ns * (a->br * BC * 4 + a->br * BC * e + (uint64_t)a->br * a->D * 4);

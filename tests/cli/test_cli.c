@@ -253,7 +253,7 @@ Test(cli, every_operator_runs_on_a_chip_with_many_cores, .timeout = 600)
                                   "--set", "chip.aic_count=8192", "--set", "chip.aiv_count=8192", "--fidelity",
                                   "analytic", NULL);
   cr_assert_eq(r.status, 2, "%s", r.err);
-  cr_assert_str_eq(r.err, "error: quantize: the chip has 8192 vector cores; this kernel supports at most 6108 (a "
+  cr_assert_str_eq(r.err, "error: quantize: the chip has 8192 vector cores; this kernel supports at most 7004 (a "
                           "32-byte partial maximum per core in UB)\n");
   cr_assert_str_eq(r.out, "");
   ts_run_free(&r);
