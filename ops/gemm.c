@@ -879,16 +879,25 @@ static int plan_fit(struct gemm *g, const struct arch_chip *chip, struct npu_dia
 /*
  * catlass's N tile is 256. When the blocks that gives leave the last wave of cube cores mostly
  * idle (a 24-block GEMV on 20 cores takes two waves for 1.2 waves of work), take the widest
- * multiple of 16 below it whose blocks fill the waves to 90% or more (never below 64).
+ * multiple of 16 below it whose blocks fill the waves to 90% or more (never below 64); where
+ * none does (a GEMM of fewer blocks than cores at every width: M 705, N 658 on 108 SMs had 18
+ * blocks of 256 columns, 29.6 us, where 66 of 64 take a quarter of the time), the width of the
+ * least waves x width.
  */
 static uint32_t default_tile_n(const struct gemm *g, const struct arch_chip *chip, uint64_t cores)
 {
   uint64_t c = cores ? cores : (uint64_t)chip->aic_count, bm = ops_ceil(g->M, g->mL1);
+  uint32_t best = 256;
+  double best_cost = INFINITY;
   for (uint32_t tn = 256; tn >= 64; tn -= 16) {
     uint64_t blocks = bm * ops_ceil(g->N, tn), waves = (blocks + c - 1) / c;
     if ((double)bm * g->N / tn >= 0.9 * (double)(waves * c)) return tn;
+    /* none fills 90% of its waves (too few blocks for the cores): the width whose waves take
+     * least time (a block's time goes with its width), the widest of equal ones */
+    double cost = (double)waves * tn;
+    if (cost < best_cost) best_cost = cost, best = tn;
   }
-  return 256;
+  return best;
 }
 
 /* Tile sizes: the defaults, options, and the conditions of the L0 step. */
@@ -1320,8 +1329,12 @@ static uint64_t even(uint64_t n, uint64_t max)
  * tiling (128 x 256, or narrower N tiles that fill the last wave), 128-row tiles of equal width
  * up to 256 (catlass's 128 x 256 when N is a multiple of 256; a ragged last tile would load all
  * of its A rows for a few columns), 256 x 128 tiles (half the B traffic per block) and 256-row
- * tiles of equal width up to 128. A tiling the chip's buffers cannot hold fails its plan and
- * drops out of the search.
+ * tiles of equal width up to 128; and, where the default tiles are few (at most 64), K split 1,
+ * 2, 4 and 8 ways: the automatic split is a rule (half the cores idle, 4 L1 steps per split)
+ * that ignores the launches a split adds (zeroing and casting kernels, 20 us each on A2), so
+ * M 1400 N 17 K 4476 on 910B2 took 70 us split in two against 38 us for twice the rows unsplit.
+ * A tiling the chip's buffers cannot hold, or a split of more ways than K has L1 steps, fails
+ * its plan and drops out of the search.
  */
 static int variants(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max)
 {
@@ -1343,6 +1356,12 @@ static int variants(const struct op_desc *d, const struct op_args *a, struct op_
   if (M >= 256 && N >= 128) CAND(256, 128, 0);
   if (M >= 256 && N >= 128 && N % 128) CAND(256, even(N, 128), 0);
 #undef CAND
+  int isk = op_param_index(d, "split_k");
+  if (!a->u[isk] && ((M + 127) / 128) * ((N + 255) / 256) <= 64)
+    for (uint64_t sk = 1; sk <= 8 && n < max; sk *= 2) {
+      out[n] = *a;
+      out[n++].u[isk] = sk;
+    }
   return n;
 }
 

@@ -385,7 +385,7 @@ static struct shape shape_of(const struct wl_program *j)
 {
   const struct wl_model *m = &j->model;
   const struct wl_plan *p = &j->plan;
-  struct shape s;
+  struct shape s = {0}; /* every field not set below (keep: false) */
   s.b = p->micro_batch;
   s.s = m->seq_len / p->cp;
   s.T = s.b * s.s;
