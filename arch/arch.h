@@ -210,13 +210,14 @@ uint64_t arch_chip_fingerprint(const struct arch_system *sys);
 const char *arch_path_name(enum arch_path p);
 const char *arch_buf_name(enum arch_buf b);
 
-/* The achievable share of the cube MAC rate for inputs of type t: chip.calib.cube_fp8 for the
- * 8-bit float types (fp8, hif8, mxfp8) where it is set, else chip.calib.cube. */
+/* The 8-bit float cube input types (fp8, hif8, mxfp8): those chip.calib.cube_fp8 applies to. */
 static inline bool arch_dtype_f8(int t)
 {
   return t == NPU_DT_FP8_E4M3 || t == NPU_DT_FP8_E5M2 || t == NPU_DT_HIF8 || t == NPU_DT_MXFP8;
 }
 
+/* The achievable share of the cube MAC rate for inputs of type t: chip.calib.cube_fp8 for the
+ * 8-bit float types where it is set, else chip.calib.cube. */
 static inline double arch_cube_share(const struct arch_chip *c, int t)
 {
   return arch_dtype_f8(t) && c->calib.cube_fp8.value > 0 ? c->calib.cube_fp8.value : c->calib.cube.value;

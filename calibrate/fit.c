@@ -139,10 +139,16 @@ static int gemm_time(const struct cal_point *p, const struct arch_system *sys, c
 #define SELECT_ROUNDS 8     /* fits of the fixed point at most */
 #define SELECT_STEP 0.05    /* the knob's steps below the peak to a first selection */
 
+/* The knob's value in the context's system: chip.calib.cube or chip.calib.cube_fp8. */
+static void set_share(struct gemm_ctx *g, double x)
+{
+  *(g->k->fp8 ? &g->sys.chip.calib.cube_fp8.value : &g->sys.chip.calib.cube.value) = x;
+}
+
 static int gemm_eval(double x, void *ctx, double *r)
 {
   struct gemm_ctx *g = ctx;
-  *(g->k->fp8 ? &g->sys.chip.calib.cube_fp8.value : &g->sys.chip.calib.cube.value) = x;
+  set_share(g, x);
   for (int i = 0; i < g->n; i++) {
     const struct cal_point *p = &g->set->p[g->idx[i]];
     int rc = gemm_time(p, &g->sys, g->opts, g->cache, &g->model_s[i], NULL, g->diag);
@@ -321,7 +327,7 @@ static void find_trend(struct cal_fit *f, const struct cal_set *set)
 static int gemm_select(struct gemm_ctx *g, const int *all, int nall, double x, int *sel, int *nsel,
                        struct cal_fit *out)
 {
-  *(g->k->fp8 ? &g->sys.chip.calib.cube_fp8.value : &g->sys.chip.calib.cube.value) = x;
+  set_share(g, x);
   int kept = 0;
   for (int i = 0; i < nall; i++) {
     double t, share;
@@ -368,29 +374,20 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
      * the fitted value (a lower share makes more points the cube's), until the set is stable. */
     int nall = n, *all = npu_xcalloc((size_t)nall, sizeof *all), *prev = npu_xcalloc((size_t)nall, sizeof *prev);
     memcpy(all, idx, (size_t)nall * sizeof *all);
-    int nprev = -1;
     double at = k->hi;
-    n = 0;
-    for (int round = 0; !rc && round < SELECT_ROUNDS; round++) {
-      int kept = 0;
-      rc = gemm_select(&g, all, nall, at, idx, &kept, NULL);
-      if (rc) break;
-      if (!kept && nprev < 0 && at - SELECT_STEP >= k->lo) { /* nothing bound yet: look lower */
-        at -= SELECT_STEP;
-        round--;
-        continue;
-      }
-      if (!kept || (kept == nprev && !memcmp(idx, prev, (size_t)kept * sizeof *idx))) {
-        n = kept;
-        break;
-      }
+    int kept = 0, nprev = 0;
+    while (!(rc = gemm_select(&g, all, nall, at, idx, &kept, NULL)) && !kept && at - SELECT_STEP >= k->lo)
+      at -= SELECT_STEP; /* nothing bound yet: look lower */
+    for (int round = 0; !rc && kept && round < SELECT_ROUNDS; round++) {
+      if (kept == nprev && !memcmp(idx, prev, (size_t)kept * sizeof *idx)) break; /* stable: fitted on it */
       memcpy(prev, idx, (size_t)kept * sizeof *idx);
-      nprev = n = g.n = kept;
-      rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best);
-      at = best;
+      nprev = g.n = kept;
+      rc = cal_minimise(k->lo, k->hi, kept, gemm_eval, &g, &best);
+      if (!rc) rc = gemm_select(&g, all, nall, best, idx, &kept, NULL);
     }
+    bool fitted = !rc && kept && kept == nprev && !memcmp(idx, prev, (size_t)kept * sizeof *idx);
     free(prev);
-    if (!rc) rc = gemm_select(&g, all, nall, n ? best : k->hi, idx, &n, out);
+    if (!rc) rc = gemm_select(&g, all, nall, kept ? best : k->hi, idx, &n, out); /* the left-out list */
     free(all);
     g.n = out->npoints = n;
     if (!rc && !n) {
@@ -399,7 +396,7 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
       free(idx);
       return 0;
     }
-    if (!rc) rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best);
+    if (!rc && !fitted) rc = cal_minimise(k->lo, k->hi, n, gemm_eval, &g, &best); /* not converged */
     double *r = npu_xcalloc((size_t)n, sizeof *r);
     if (!rc) rc = gemm_eval(best, &g, r); /* model_s at the fitted value */
     free(r);

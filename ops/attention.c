@@ -252,8 +252,8 @@ static uint64_t fwd_block_of(void *ctx, int unit, uint64_t n)
   uint64_t pos = n * (uint64_t)a->cores + (uint64_t)unit;
   if (pos >= a->nblocks) return UINT64_MAX;
   if (!a->causal) return pos;
-  uint64_t heads = a->coupled ? a->nblocks / a->qblocks : 1;
-  uint64_t head = a->coupled ? pos % heads : pos / a->qblocks, i = a->coupled ? pos / heads : pos % a->qblocks;
+  uint64_t heads = a->nblocks / a->qblocks, head = pos / a->qblocks, i = pos % a->qblocks;
+  if (a->coupled) head = pos % heads, i = pos / heads;
   return head * a->qblocks + (a->qblocks - 1 - i);
 }
 
@@ -330,6 +330,24 @@ static void fwd_load_kv(struct core_tp *t, const struct attn *a, uint32_t slot, 
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
 }
 
+/* On chip: each vector role's HALF rows of the br x cols fp32 result at L0C address l0c into its
+ * UB buffer (dst[r]), once the role freed it (V -> FIX event ev0 + 3r); then L0C is free for the
+ * cube (FIX -> M event mev) and the roles are told (FIX -> V). */
+static void fwd_to_roles(struct core_tp *t, const struct attn *a, struct core_copy out, uint32_t l0c, uint32_t cols,
+                         const uint32_t *dst, int ev0, int mev)
+{
+  for (uint32_t r = 0; r < a->halves; r++) {
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 3 * (int)r + ev0);
+    out.src = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, l0c + r * HALF * 16 * 4, HALF, cols, 0);
+    out.src.c0 = 16;
+    out.src.ld = a->br;
+    out.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, dst[r], HALF, cols, 0);
+    core_copy_ex(t, &out);
+  }
+  core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, mev);
+  for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 3 * (int)r + ev0);
+}
+
 /* S_j = Q K_j^T / sqrt(D) -> workspace; tells the vector roles. */
 static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslot, uint32_t j, bool first)
 {
@@ -358,17 +376,8 @@ static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslo
   struct core_copy out = {.scale = a->scale, .fb_scale = UINT64_MAX};
   out.src = c;
   if (a->onchip) { /* each role's rows straight into its S buffer */
-    uint32_t us = j % (uint32_t)a->ub.nbuf;
-    for (uint32_t r = 0; r < a->halves; r++) {
-      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 3 * (int)r + (int)us);
-      out.src = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, r * HALF * 16 * 4, HALF, BC, 0);
-      out.src.c0 = 16;
-      out.src.ld = a->br;
-      out.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->fub[r].buf[us], HALF, BC, 0);
-      core_copy_ex(t, &out);
-    }
-    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
-    for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 3 * (int)r + (int)us);
+    uint32_t us = j % (uint32_t)a->ub.nbuf, dst[2] = {a->fub[0].buf[us], a->fub[1].buf[us]};
+    fwd_to_roles(t, a, out, 0, BC, dst, (int)us, 0);
     return;
   }
   out.dst = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns), a->br, BC, 0);
@@ -415,16 +424,8 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
   if (a->onchip) { /* each role's rows straight into its O_j buffer */
-    for (uint32_t r = 0; r < a->halves; r++) {
-      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 3 * (int)r + 2);
-      struct core_tile cr = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 65536 + r * HALF * 16 * 4, HALF, a->D, 0);
-      cr.c0 = 16;
-      cr.ld = a->br;
-      struct core_tile uo = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, a->fub[r].oj, HALF, a->D, 0);
-      core_copy(t, &uo, &cr);
-    }
-    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
-    for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 3 * (int)r + 2);
+    uint32_t dst[2] = {a->fub[0].oj, a->fub[1].oj};
+    fwd_to_roles(t, a, (struct core_copy){.scale = 1.0f, .fb_scale = UINT64_MAX}, 65536, a->D, dst, 2, 1);
     return;
   }
   struct core_tile go = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, slot), a->br, a->D, 0);
@@ -1199,6 +1200,8 @@ static bool fwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t ha
   return (uint64_t)ub_fwd(&a->ub, a, 1, true) * roles <= ub;
 }
 
+/* m with every UB address moved by `by` (role r's map on a coupled core; every address field of
+ * struct ub_map is listed here). */
 static struct ub_map shifted(const struct ub_map *m, uint32_t by)
 {
   struct ub_map s = *m;

@@ -1336,6 +1336,8 @@ static uint64_t even(uint64_t n, uint64_t max)
  * A tiling the chip's buffers cannot hold, or a split of more ways than K has L1 steps, fails
  * its plan and drops out of the search.
  */
+#define SPLIT_SEARCH_TILES 64 /* default tiles at most: K splits are candidates (more SMs than any preset) */
+
 static int variants(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max)
 {
   int im = op_param_index(d, "tile_m"), in = op_param_index(d, "tile_n"), ik = op_param_index(d, "tile_k");
@@ -1357,7 +1359,7 @@ static int variants(const struct op_desc *d, const struct op_args *a, struct op_
   if (M >= 256 && N >= 128 && N % 128) CAND(256, even(N, 128), 0);
 #undef CAND
   int isk = op_param_index(d, "split_k");
-  if (!a->u[isk] && ((M + 127) / 128) * ((N + 255) / 256) <= 64)
+  if (!a->u[isk] && ops_ceil(M, 128) * ops_ceil(N, 256) <= SPLIT_SEARCH_TILES)
     for (uint64_t sk = 1; sk <= 8 && n < max; sk *= 2) {
       out[n] = *a;
       out[n++].u[isk] = sk;

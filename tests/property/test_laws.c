@@ -23,8 +23,7 @@
 #include <string.h>
 
 #include "interconnect/select.h"
-#include "ops/op.h"
-#include "tests/support/chip.h"
+#include "tests/ops/opsupport.h"
 
 #ifndef NPUSIM_PROPERTY_DEFAULT
 #define NPUSIM_PROPERTY_DEFAULT 600
@@ -77,24 +76,6 @@ static void load(void)
 }
 
 /* Device time of op with "name=value" arguments on chip (analytic), or a failed test. */
-static int cores_used; /* of the last run: cube cores for a GEMM or FlashAttention, else vector cores */
-
-static double run(const struct arch_chip *chip, const char *op, const char *const *kv, int n, const char *what)
-{
-  const struct op_desc *d = op_find(op);
-  cr_assert(d != NULL);
-  struct op_args a;
-  struct npu_diag diag;
-  npu_diag_clear(&diag);
-  cr_assert_eq(op_args_parse(d, &a, kv, n, &diag), 0, "%s: %s", what, diag.msg);
-  struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .seed = 1};
-  struct op_result r;
-  cr_assert_eq(op_run(d, &a, chip, &o, &r, &diag), 0, "%s: %s", what, diag.msg);
-  bool cube = !strcmp(op, "gemm") || !strcmp(op, "flash_attention");
-  cores_used = cube ? r.total.aic_used : r.total.aiv_used;
-  return r.total.time_s;
-}
-
 /* One generated kernel call: an operator and its arguments. */
 struct call {
   const char *op;
@@ -108,11 +89,20 @@ static void arg(struct call *c, const char *fmt, long v)
   snprintf(c->kv[c->n++], sizeof c->kv[0], fmt, v);
 }
 
-static double run_call(const struct arch_chip *chip, const struct call *c)
+/* The call on chip at analytic fidelity (tests/ops/opsupport.h's ts_op fails the test on error). */
+static struct op_result run_call(const struct arch_chip *chip, const struct call *c)
 {
-  const char *kv[6];
+  const char *kv[7];
   for (int i = 0; i < c->n; i++) kv[i] = c->kv[i];
-  return run(chip, c->op, kv, c->n, c->what);
+  kv[c->n] = NULL;
+  return ts_op(chip, c->op, CORE_FIDELITY_ANALYTIC, false, kv);
+}
+
+/* Cores a run used: cube cores for a GEMM or FlashAttention, else vector cores. */
+static int cores_used(const struct call *c, const struct op_result *r)
+{
+  bool cube = !strcmp(c->op, "gemm") || !strcmp(c->op, "flash_attention");
+  return cube ? r->total.aic_used : r->total.aiv_used;
 }
 
 /* A kernel call on chip p: a GEMM (half the cases), RMSNorm, SwiGLU or FlashAttention forward. */
@@ -199,7 +189,7 @@ Test(laws, more_of_a_resource_never_makes_a_kernel_slower, .init = load, .disabl
     struct call c = gen_call(&s, p, 1);
     const char *name = "";
     struct arch_chip up = more(p, which, f, &name);
-    double t0 = run_call(&sys[p].chip, &c), t1 = run_call(&up, &c);
+    double t0 = run_call(&sys[p].chip, &c).total.time_s, t1 = run_call(&up, &c).total.time_s;
     cr_assert(t1 <= t0 * (1 + SLACK), "case %d (seed %#llx): %s: %s x%.2f takes %.9g s, was %.9g s", i,
               (unsigned long long)SEED, c.what, name, f, t1, t0);
   }
@@ -219,10 +209,9 @@ Test(laws, more_work_never_takes_less_time, .init = load)
   for (int i = 0; i < n; i++) {
     int p = (int)draw(&s, 0, NPRESETS - 1);
     struct call c = gen_call(&s, p, 1), d = doubled(&c, &s);
-    double t0 = run_call(&sys[p].chip, &c);
-    int used0 = cores_used;
-    double t1 = run_call(&sys[p].chip, &d);
-    if (cores_used > used0) continue; /* the mechanism: the doubled work spreads over idle cores */
+    struct op_result r0 = run_call(&sys[p].chip, &c), r1 = run_call(&sys[p].chip, &d);
+    double t0 = r0.total.time_s, t1 = r1.total.time_s;
+    if (cores_used(&d, &r1) > cores_used(&c, &r0)) continue; /* the mechanism: the doubled work spreads over idle cores */
     cr_assert(t1 >= t0 * (1 - WORK_SLACK), "case %d (seed %#llx): %s takes %.9g s, was %.9g s", i,
               (unsigned long long)(SEED ^ 1), d.what, t1, t0);
   }
