@@ -4,25 +4,21 @@
  *
  * For each block class the kernel declares (all blocks one class by default), the pipe
  * executor runs one unit on one block (T1) and on 1 + K consecutive blocks (T1+K, K = 4) of that
- * class, with every GM copy resolved at once at a static share of bandwidth. D = (T1+K - T1) / K
- * is the class's steady-state time per block: the overlap that double (or up to quadruple)
- * buffering buys, including dependency cycles that span several blocks (a buffer comes back
- * every `buffers` blocks). A unit's time is T1 of its first block plus D for each further
- * block; the kernel's is the launch overhead plus the slowest unit, floored at the memory
- * roofline (a kernel the floor sets is labelled by its GM pipes: core__result_memory_bound).
- * Statistics compose the same way.
+ * class. D = (T1+K - T1) / K is the class's steady-state time per block: the overlap that double
+ * (or up to quadruple) buffering buys, including dependency cycles that span several blocks (a
+ * buffer comes back every `buffers` blocks). A unit's time is T1 of its first block plus D for
+ * each further block; the kernel's is the launch overhead plus the slowest unit, floored at the
+ * memory roofline (a kernel the floor sets is labelled by its GM pipes:
+ * core__result_memory_bound). Statistics compose the same way.
  *
- * GM bandwidth per GM pipe: its port and engine rate, and an equal share of L2 and HBM among
- * the GM copies in flight at once (each unit's counted by the share of the steady state its
- * GM copies are in flight, weighted by the part of their bytes L2 serves -- less than all for a
- * multicast read), iterated from a first guess of one stream per unit until the share moves by
- * under 1% (at most MAX_PASSES samples). The share of reads served by L2 comes
- * from replaying the GM copies of the first two waves through a tile cache (trace_hits). The
- * result is floored at the memory roofline.
+ * The sampled unit runs as the lockstep unit of its launch (below): every unit makes its GM
+ * copies at the same moments, so it has 1/U of L2 and HBM, shared max-min fairly by its copies
+ * in flight as the event fidelity shares the chip's links. The share of reads served by L2 comes
+ * from replaying the GM copies of the first two waves through a tile cache (trace_hits).
  *
- * What it gives up against the event fidelity: contention that changes during the run (a
- * partial last wave has fewer cores sharing HBM), the order in which cores touch L2, and any
- * interaction between blocks beyond the next one.
+ * What it gives up against the event fidelity: units that drift out of step (a partial last
+ * wave has fewer cores sharing HBM), the order in which cores touch L2, and any interaction
+ * between blocks beyond the next one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -88,7 +84,12 @@ static uint64_t ixlog_next(struct core__ixlog *x, int core, int pipe)
   return l->next < l->n ? l->addr[l->next++] : UINT64_MAX;
 }
 
-static bool an_start(struct core__run *r, struct core__core *c, int pipe, double t)
+/*
+ * The functional pass's backend: a copy resolves at once at the core's own rate. Its timing is
+ * not used (the samples below time the kernel); it only has to run every block's effects in
+ * dataflow order and record where indexed copies went.
+ */
+static bool at_once_start(struct core__run *r, struct core__core *c, int pipe, double t)
 {
   struct core__pipe *p = &c->pipe[pipe];
   const struct core_instr *in = &p->q[p->head];
@@ -97,33 +98,248 @@ static bool an_start(struct core__run *r, struct core__core *c, int pipe, double
     ixlog_add(r->ixlog, c->id, pipe, core__gm_tile(r, c, &in->u.copy, &g) ? g.addr : UINT64_MAX);
   }
   bool read = in->u.copy.src.space == MEM_GM;
-  uint64_t bytes = core__gm_bytes(r->chip, in);
-  enum arch_path path;
-  bool ok = mem_path_of(r->chip, in->u.copy.src.space, in->u.copy.dst.space, &path);
-  NPU_ASSERT(ok);
-  /* the core's own rate (engine and GM port) for every byte, the L2/HBM share for the bytes L2
-   * serves this core: all of them, or for a multicast read 1/g of the hits */
-  double own = mem_path_bytes_per_s(r->chip, path);
-  double port = (read ? r->chip->dma.gm_read_bytes_per_cycle : r->chip->dma.gm_write_bytes_per_cycle) *
-                r->chip->clock_hz;
-  if (port < own) own = port;
-  double rate = r->gm_share_bytes_per_s > 0 && r->gm_share_bytes_per_s < own ? r->gm_share_bytes_per_s : own;
-  double h = read ? r->hit_fraction : r->hit_fraction_wr;
-  uint64_t hit = (uint64_t)llround((double)bytes * h);
-  uint64_t l2_hit = core__multicast_share(in, hit), l2side = bytes - hit + l2_hit;
-  double dt = fmax((double)l2side / rate, (double)bytes / own);
-  if (read) r->res.gm_read_bytes += l2side; else r->res.gm_write_bytes += l2side;
-  r->res.l2_hit_bytes += l2_hit;
-  r->res.hbm_bytes += bytes - hit;
-  core__gm_finish(r, c, pipe, t + dt, bytes ? 1.0 - h : 0.0); /* the kernel's share of copies that miss */
+  double own = read ? mem_platform_core_read_bytes_per_s(r->chip, c->id) : mem_platform_core_write_bytes_per_s(r->chip);
+  core__gm_finish(r, c, pipe, t + (double)core__gm_bytes(r->chip, in) / own, 0);
   return true;
 }
 
-const struct core__gm_backend core__analytic_backend = {"analytic", an_start};
+static const struct core__gm_backend at_once_backend = {"analytic (functional pass)", at_once_start};
+
+/*
+ * The sampled unit. The units of a launch that run the same sequence of block classes start
+ * together and stay in step, so they make their GM copies at the same moments (the event
+ * fidelity shows it: a GEMM's FixPipe writes of every core overlap, and so do their next loads).
+ * Such a unit is simulated on a memory system of its own, as the event fidelity simulates the
+ * chip: the unit's cores keep their own links (read side, write port, write engines:
+ * memory/platform.h) and get 1/U of L2 and HBM (U: the units with work). A copy becomes the event
+ * fidelity's flows -- its L2 hits (L2 and the port), its misses (HBM, L2 and the port), a
+ * multicast read's share from the cluster's network (the port) -- at the kernel's hit shares
+ * (trace_hits), and the flows in flight share the links they cross max-min fairly, as CM02 shares
+ * the platform's links.
+ *
+ * Units whose class sequences differ (causal attention's blocks of unequal work, dealt heaviest
+ * first) drift out of step: when one copies, the others move their bytes at their mean rate.
+ * Such a unit gets what the other U - 1 units leave of L2 and of HBM at the mean rate the
+ * samples measure (iterated to a fixed point), and never less than its fair 1/U.
+ *
+ * What it gives up against the event fidelity: a partial last wave (fewer units share L2 and
+ * HBM), L2 hits per copy rather than the kernel's share, the moments at which drifting units
+ * really copy.
+ */
+enum { LINK_HBM, LINK_L2, LINK_CORE0 };
+enum { LINK_RD, LINK_WR, LINK_MTE3, LINK_FIX, LINKS_PER_CORE };
+
+struct fflow {
+  int core, pipe;
+  int link[4], nlink;
+  double left, rate;
+  bool frozen;
+};
+
+struct fluid {
+  double *cap, *rem; /* per link: capacity; left to share while rates are set */
+  int *count;        /* per link: flows not yet frozen */
+  struct fflow *f;
+  int n, size;
+};
+
+static int link_of(int core, int which)
+{
+  return LINK_CORE0 + core * LINKS_PER_CORE + which;
+}
+
+/* shared: the unit's bandwidth of HBM and of L2 (bytes/s). */
+static void fluid_init(struct fluid *s, const struct arch_chip *chip, const double *shared)
+{
+  int ncores = mem_platform_cores(chip), nlinks = link_of(ncores, 0);
+  s->cap = npu_xcalloc((size_t)nlinks, sizeof *s->cap);
+  s->rem = npu_xcalloc((size_t)nlinks, sizeof *s->rem);
+  s->count = npu_xcalloc((size_t)nlinks, sizeof *s->count);
+  s->cap[LINK_HBM] = shared[0];
+  s->cap[LINK_L2] = shared[1];
+  for (int i = 0; i < ncores; i++) {
+    s->cap[link_of(i, LINK_RD)] = mem_platform_core_read_bytes_per_s(chip, i);
+    s->cap[link_of(i, LINK_WR)] = mem_platform_core_write_bytes_per_s(chip);
+    if (mem_platform_core_has(chip, i, ARCH_PATH_UB_TO_GM))
+      s->cap[link_of(i, LINK_MTE3)] = mem_platform_engine_bytes_per_s(chip, ARCH_PATH_UB_TO_GM);
+    if (mem_platform_core_has(chip, i, ARCH_PATH_L0C_TO_GM))
+      s->cap[link_of(i, LINK_FIX)] = mem_platform_engine_bytes_per_s(chip, ARCH_PATH_L0C_TO_GM);
+  }
+  s->f = NULL;
+  s->n = s->size = 0;
+}
+
+static void fluid_release(struct fluid *s)
+{
+  free(s->cap);
+  free(s->rem);
+  free(s->count);
+  free(s->f);
+}
+
+static void add_flow(struct fluid *s, int core, int pipe, uint64_t bytes, const int *links, int nlink)
+{
+  if (!bytes) return;
+  if (s->n == s->size) {
+    s->size = s->size ? 2 * s->size : 16;
+    s->f = npu_xrealloc(s->f, (size_t)s->size * sizeof *s->f);
+  }
+  struct fflow *f = &s->f[s->n++];
+  *f = (struct fflow){.core = core, .pipe = pipe, .nlink = nlink, .left = (double)bytes};
+  for (int i = 0; i < nlink; i++) f->link[i] = links[i];
+}
+
+/* A GM copy waits for its start time, as in the event fidelity. */
+static bool fluid_start(struct core__run *r, struct core__core *c, int pipe, double t)
+{
+  c->pipe[pipe].st = P_ISSUE;
+  core__heap_push(r, t, c->id, pipe);
+  return false;
+}
+
+static const struct core__gm_backend fluid_backend = {"analytic", fluid_start};
+
+/* The route of a copy's L2 hits (a read to the core's read side; a write from its engine through
+ * its write port), and with miss, of its misses (HBM as well). */
+static int route_of(int core, bool read, const struct core_instr *in, bool miss, int *links)
+{
+  int n = 0;
+  if (miss && read) links[n++] = LINK_HBM;
+  if (read) {
+    links[n++] = LINK_L2;
+    links[n++] = link_of(core, LINK_RD);
+    return n;
+  }
+  links[n++] = link_of(core, in->u.copy.src.space == MEM_UB ? LINK_MTE3 : LINK_FIX);
+  links[n++] = link_of(core, LINK_WR);
+  links[n++] = LINK_L2;
+  if (miss) links[n++] = LINK_HBM;
+  return n;
+}
+
+/* The share of a copy's bytes that L2 serves (read) or absorbs (write): its tensor's (a streamed
+ * weight misses while the tile every block reuses hits), the kernel's where the tensor is unknown. */
+static double hit_share(const struct core__run *r, const struct core__core *c, const struct core_copy *cp, bool read)
+{
+  struct core_tile g;
+  long t = r->tensor_hits && core__gm_tile(r, c, cp, &g) ? mem_gm_index(r->gm, g.addr) : -1;
+  if (t >= 0) return r->tensor_hits[2 * t + !read];
+  return read ? r->hit_fraction : r->hit_fraction_wr;
+}
+
+/* A GM copy whose start time (now) has come: its flows, and the kernel's byte counts. */
+static void fluid_issue(struct core__run *r, struct fluid *s, int core, int pipe, double now)
+{
+  struct core__core *c = &r->cores[core];
+  struct core__pipe *p = &c->pipe[pipe];
+  const struct core_instr *in = &p->q[p->head];
+  bool read = in->u.copy.src.space == MEM_GM;
+  uint64_t bytes = core__gm_bytes(r->chip, in);
+  double h = hit_share(r, c, &in->u.copy, read);
+  uint64_t hit = (uint64_t)llround((double)bytes * h);
+  uint64_t l2_hit = core__multicast_share(in, hit), peer = hit - l2_hit, miss = bytes - hit;
+  if (read) r->res.gm_read_bytes += bytes - peer; else r->res.gm_write_bytes += bytes;
+  r->res.l2_hit_bytes += l2_hit;
+  r->res.hbm_bytes += miss;
+  int before = s->n, links[4], n = route_of(core, read, in, false, links);
+  add_flow(s, core, pipe, l2_hit, links, n);
+  n = route_of(core, read, in, true, links);
+  add_flow(s, core, pipe, miss, links, n);
+  if (read) add_flow(s, core, pipe, peer, (const int[]){link_of(core, LINK_RD)}, 1);
+  p->miss_share = bytes ? 1.0 - h : 0.0;
+  p->st = P_INFLIGHT;
+  p->parts = s->n - before;
+  if (!p->parts) core__gm_finish(r, c, pipe, now, 0); /* nothing to move */
+}
+
+/* Max-min fair rates of the flows in flight (progressive filling): the link with the smallest
+ * fair share fixes the rate of every unfrozen flow through it, which then leave the others. */
+static void fluid_rates(struct fluid *s)
+{
+  for (int i = 0; i < s->n; i++) {
+    struct fflow *f = &s->f[i];
+    f->frozen = false;
+    for (int j = 0; j < f->nlink; j++) {
+      s->rem[f->link[j]] = s->cap[f->link[j]];
+      s->count[f->link[j]] = 0;
+    }
+  }
+  for (int i = 0; i < s->n; i++)
+    for (int j = 0; j < s->f[i].nlink; j++) s->count[s->f[i].link[j]]++;
+  for (int left = s->n; left > 0;) {
+    int best = -1;
+    double share = INFINITY;
+    for (int i = 0; i < s->n; i++) {
+      const struct fflow *f = &s->f[i];
+      if (f->frozen) continue;
+      for (int j = 0; j < f->nlink; j++) {
+        int l = f->link[j];
+        double x = s->rem[l] / s->count[l];
+        if (x < share) share = x, best = l;
+      }
+    }
+    for (int i = 0; i < s->n; i++) {
+      struct fflow *f = &s->f[i];
+      bool through = false;
+      for (int j = 0; j < f->nlink && !f->frozen; j++) through |= f->link[j] == best;
+      if (!through) continue;
+      f->frozen = true;
+      f->rate = share;
+      left--;
+      for (int j = 0; j < f->nlink; j++) {
+        s->rem[f->link[j]] -= share;
+        s->count[f->link[j]]--;
+      }
+    }
+  }
+}
+
+/* Run the unit to its end: the event fidelity's driver (event.c) on the fluid memory system. */
+static void fluid_run(struct core__run *r, struct fluid *s)
+{
+  double now = r->t0;
+  for (;;) {
+    core__drain(r);
+    if (r->err) break;
+    while (r->nheap && r->heap[0].t <= now) {
+      struct core__heap_item it = core__heap_pop(r);
+      fluid_issue(r, s, it.core, it.pipe, now);
+    }
+    if (s->n == 0 && r->nheap == 0) {
+      if (core__all_done(r)) break;
+      if (core__deadlock(r)) break;
+      continue;
+    }
+    if (s->n == 0) {
+      now = r->heap[0].t;
+      continue;
+    }
+    fluid_rates(s);
+    double dt = INFINITY;
+    for (int i = 0; i < s->n; i++) dt = fmin(dt, s->f[i].left / s->f[i].rate);
+    bool start = r->nheap && r->heap[0].t - now < dt;
+    if (start) dt = r->heap[0].t - now;
+    now = start ? r->heap[0].t : now + dt;
+    /* flows that end now (within rounding) complete; their copy when its last flow does */
+    for (int i = s->n - 1; i >= 0; i--) {
+      struct fflow *f = &s->f[i];
+      if (f->left > f->rate * dt * (1 + 1e-9)) {
+        f->left -= f->rate * dt;
+        continue;
+      }
+      struct core__core *c = &r->cores[f->core];
+      struct core__pipe *p = &c->pipe[f->pipe];
+      int pipe = f->pipe;
+      s->f[i] = s->f[--s->n];
+      if (--p->parts > 0) continue;
+      /* read data lands after the expected latency: L2's, and HBM's for the share that misses */
+      core__gm_finish(r, c, pipe, now, p->miss_share);
+    }
+  }
+}
 
 #define SAMPLE_K 4
-/* Passes of the bandwidth-share fixed point at most (measured: a GEMM of 8192^3 and an 8k
- * FlashAttention settle within 1% in 3 to 5 samples on 910B2, A100, H100; RMSNorm, AdamW in 2-3). */
+/* Passes of the drifting units' fixed point at most (units in step take one). */
 #define MAX_PASSES 8
 
 /* A kernel that runs a fixed list of blocks on one unit. */
@@ -158,9 +374,10 @@ static void sample_block(struct core_tp *t, void *ctx, uint64_t b)
   s->k->block(t, s->k->ctx, b);
 }
 
-/* Run one unit over the listed blocks with the analytic backend; fills res and time. */
+/* Run one unit over the listed blocks as the sampled unit, with `shared` of HBM and L2 (bytes/s);
+ * fills res and time. */
 static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
-                      const uint64_t *blocks, int n, const double *hit, double share, bool functional,
+                      const uint64_t *blocks, int n, const double *hit, const double *tensor_hits, const double *shared,
                       struct core_result *res, double *time, struct npu_diag *diag)
 {
   struct sample s = {.k = k, .n = n};
@@ -173,19 +390,18 @@ static int run_sample(const struct arch_chip *chip, struct mem_gm *gm, const str
   sk.unit_end = sample_end;
   sk.block = sample_block;
   sk.block_of = sample_block_of;
-  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = functional};
+  struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC};
   struct core__run r;
   core__run_init(&r, chip, gm, &sk, &o);
-  r.be = &core__analytic_backend;
+  r.be = &fluid_backend;
   r.hit_fraction = hit[0];
   r.hit_fraction_wr = hit[1];
-  r.gm_share_bytes_per_s = share;
+  r.tensor_hits = tensor_hits;
+  struct fluid fl;
+  fluid_init(&fl, chip, shared);
   for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
-  for (;;) {
-    core__drain(&r);
-    if (r.err || core__all_done(&r)) break;
-    if (core__deadlock(&r)) break;
-  }
+  fluid_run(&r, &fl);
+  fluid_release(&fl);
   int rc = r.err;
   if (rc) {
     *diag = r.diag;
@@ -415,13 +631,26 @@ static double tensor_fit_hits(const struct arch_chip *chip, struct mem_gm *gm, c
   return all + all_once > 0 ? hits / (all + all_once) : 0;
 }
 
+/* A share of hits over the whole kernel from the traced waves (the first counted once, the second
+ * for every further one of the w waves; a wave without such copies -- its blocks all once per
+ * unit -- takes the other's share) and the once-per-unit copies, which join with their own hits. */
+static double wave_share(const double *acc, const double *hit, double acc_once, double hit_once, uint64_t w)
+{
+  double h1 = acc[0] > 0 ? hit[0] / acc[0] : acc[1] > 0 ? hit[1] / acc[1] : 0;
+  double h2 = acc[1] > 0 ? hit[1] / acc[1] : h1;
+  double h_waves = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
+  double all = acc[0] + (w > 1 ? (double)(w - 1) * acc[1] : 0);
+  return all + acc_once > 0 ? (h_waves * all + hit_once) / (all + acc_once) : 0;
+}
+
 /* Fills the shares of GM reads that find their lines in L2 and of GM writes that L2 absorbs
  * (writes allocate and make their tiles dirty, as in the event fidelity's L2, memory/l2.h: a
  * write to a tile that is resident and dirty stays in L2, any other write reaches HBM once).
- * nblk: the kernel's blocks per class; per_unit: the most blocks of a class one unit runs. */
+ * nblk: the kernel's blocks per class; per_unit: the most blocks of a class one unit runs;
+ * tensor_hits: 2 per GM tensor (reads, writes), each tensor's shares estimated the same way. */
 static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const struct core_kernel *k,
                        struct core__ixlog *ixlog, const uint64_t *nblk, const uint64_t *per_unit, double *hit_rd,
-                       double *hit_wr, double *hit_all)
+                       double *hit_wr, double *tensor_hits)
 {
   int units = k->block_dim;
   uint64_t traced_blocks[MAX_CLASSES] = {0};
@@ -475,6 +704,10 @@ static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const st
   size_t nt = mem_gm_count(gm);
   double *tensor_acc[2] = {npu_xcalloc(nt + 1, sizeof(double)), npu_xcalloc(nt + 1, sizeof(double))};
   double *tensor_once[2] = {npu_xcalloc(nt + 1, sizeof(double)), npu_xcalloc(nt + 1, sizeof(double))};
+  /* per tensor: [((write * 2 + wave) * 2 + hit) * nt + t], and once per unit [(8 + write * 2 + hit) * nt + t] */
+  double *per = npu_xcalloc(12 * (nt + 1), sizeof(double));
+#define PER_WAVE(wr, wave, h, t) per[(((size_t)(wr) * 2 + (wave)) * 2 + (h)) * (nt + 1) + (size_t)(t)]
+#define PER_ONCE(wr, h, t) per[(8 + (size_t)(wr) * 2 + (h)) * (nt + 1) + (size_t)(t)]
   size_t *pos = npu_xcalloc((size_t)units, sizeof *pos);
   for (size_t done = 0; done < total;) /* round robin, one copy per unit at a time */
     for (int u = 0; u < units; u++) {
@@ -488,12 +721,20 @@ static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const st
       if (once > 0) {
         acc_once[wr] += once * (double)a->bytes;
         if (h) hit_once[wr] += once * (double)a->bytes;
-        if (ti >= 0) tensor_once[wr][ti] += once * (double)a->bytes;
+        if (ti >= 0) {
+          tensor_once[wr][ti] += once * (double)a->bytes;
+          PER_ONCE(wr, 0, ti) += once * (double)a->bytes;
+          if (h) PER_ONCE(wr, 1, ti) += once * (double)a->bytes;
+        }
         continue;
       }
       acc[wr][a->wave] += (double)a->bytes;
       if (h) hit[wr][a->wave] += (double)a->bytes;
-      if (ti >= 0) tensor_acc[wr][ti] += (double)a->bytes;
+      if (ti >= 0) {
+        tensor_acc[wr][ti] += (double)a->bytes;
+        PER_WAVE(wr, a->wave, 0, ti) += (double)a->bytes;
+        if (h) PER_WAVE(wr, a->wave, 1, ti) += (double)a->bytes;
+      }
     }
   free(pos);
   free(c.keys);
@@ -510,20 +751,31 @@ static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const st
         (k->block_of && k->block_of(k->ctx, 0, w) == UINT64_MAX))
       break;
   for (int wr = 0; wr < 2; wr++) {
-    /* (a wave without such copies -- its blocks all once per unit -- takes the other's share) */
-    double h1 = acc[wr][0] > 0 ? hit[wr][0] / acc[wr][0] : acc[wr][1] > 0 ? hit[wr][1] / acc[wr][1] : 0;
-    double h2 = acc[wr][1] > 0 ? hit[wr][1] / acc[wr][1] : h1;
-    double h_waves = w <= 1 ? h1 : (h1 + (double)(w - 1) * h2) / (double)w;
     double all = acc[wr][0] + (w > 1 ? (double)(w - 1) * acc[wr][1] : 0), traced = acc[wr][0] + acc[wr][1];
-    /* the once-per-unit copies join with their own hits, once */
-    double h_trace = all + acc_once[wr] > 0 ? (h_waves * all + hit_once[wr]) / (all + acc_once[wr]) : 0;
+    double h_trace = wave_share(acc[wr], hit[wr], acc_once[wr], hit_once[wr], w);
     double h_fit = tensor_fit_hits(chip, gm, tensor_acc[wr], tensor_once[wr], nt, all, traced, acc_once[wr]);
-    *(wr ? hit_wr : hit_rd) = h_trace > h_fit ? h_trace : h_fit;
+    double h_kernel = h_trace > h_fit ? h_trace : h_fit;
+    *(wr ? hit_wr : hit_rd) = h_kernel;
+    /* each tensor's own share the same way: a weight streamed once misses while the tile every
+     * block reuses hits, which one share for the kernel would blend */
+    for (size_t t = 0; t < nt; t++) {
+      double ta[2] = {PER_WAVE(wr, 0, 0, t), PER_WAVE(wr, 1, 0, t)}, th[2] = {PER_WAVE(wr, 0, 1, t), PER_WAVE(wr, 1, 1, t)};
+      double oa = PER_ONCE(wr, 0, t), tall = ta[0] + (w > 1 ? (double)(w - 1) * ta[1] : 0), n = tall + oa;
+      if (n <= 0) {
+        tensor_hits[2 * t + (size_t)wr] = h_kernel;
+        continue;
+      }
+      double tr = wave_share(ta, th, oa, PER_ONCE(wr, 1, t), w), tsize = (double)mem_gm_bytes(gm, t);
+      double fit = tsize > (double)chip->l2.size_bytes ? (double)chip->l2.size_bytes / tsize : 1;
+      double fh = n > tsize ? (n - tsize) * fit / n : 0;
+      tensor_hits[2 * t + (size_t)wr] = tr > fh ? tr : fh;
+    }
     free(tensor_acc[wr]);
     free(tensor_once[wr]);
   }
-  double rd = acc[0][0] + acc[0][1] + acc_once[0], wrb = acc[1][0] + acc[1][1] + acc_once[1];
-  *hit_all = rd + wrb > 0 ? (*hit_rd * rd + *hit_wr * wrb) / (rd + wrb) : 0;
+  free(per);
+#undef PER_WAVE
+#undef PER_ONCE
 }
 
 static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i)
@@ -545,7 +797,7 @@ static int functional_pass(const struct arch_chip *chip, struct mem_gm *gm, cons
   struct core_launch_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = true};
   struct core__run r;
   core__run_init(&r, chip, gm, k, &o);
-  r.be = &core__analytic_backend;
+  r.be = &at_once_backend;
   r.ixlog = ixlog;
   for (int u = 0; u < r.nunits; u++) core__generate(&r, &r.units[u]);
   for (;;) {
@@ -597,64 +849,41 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
     return npu_diag_set(diag, NULL, 0, k->name, "the kernel has no blocks"), NPU_EINVAL;
   }
 
-  /*
-   * Bandwidth shares by fixed point: start with every GM pipe of every unit streaming at once;
-   * then count each GM pipe by the share of time it is busy in the steady state of its class
-   * (weighted by the blocks of the class), and the L2 hit share from the kernel's reuse.
-   */
+  /* The hit shares from the kernel's reuse; whether the units run the same classes in step. */
   uint64_t nblk[MAX_CLASSES] = {0}, per_unit[MAX_CLASSES] = {0}, total_blocks = 0;
+  bool in_step = true;
   for (int u = 0; u < k->block_dim; u++) {
     uint64_t mine[MAX_CLASSES] = {0};
     for (uint64_t i = 0;; i++) {
-      uint64_t b = block_at(k, u, i);
+      uint64_t b = block_at(k, u, i), b0 = block_at(k, 0, i);
       if (b == UINT64_MAX) break;
       int c = class_of(k, b);
+      if (b0 != UINT64_MAX && class_of(k, b0) != c) in_step = false;
       nblk[c]++;
-      if (++mine[c] > per_unit[c]) per_unit[c] = mine[c];
       total_blocks++;
+      if (++mine[c] > per_unit[c]) per_unit[c] = mine[c];
     }
   }
-  double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
-  double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
-  double hits[2], hit, flows = 0;
-  trace_hits(chip, gm, k, ixlog, nblk, per_unit, &hits[0], &hits[1], &hit);
+  double hits[2], *tensor_hits = npu_xcalloc(2 * mem_gm_count(gm) + 2, sizeof *tensor_hits);
+  trace_hits(chip, gm, k, ixlog, nblk, per_unit, &hits[0], &hits[1], tensor_hits);
   ixlog_destroy(ixlog);
   ixlog = NULL;
-  /* first guess: every unit streams on one GM pipe */
-  double share = 1.0 / ((1 - hit) / (hbm / units_with_work) + hit / (l2bw / units_with_work));
-  double last_share = 0;
+  /* Each class's two samples: once for units in step (1/U of L2 and HBM each); for drifting
+   * units, with what the others leave at their mean rate, until it settles within 1%. */
+  const double full[2] = {chip->hbm.bw_bytes_per_s * chip->calib.hbm.value,
+                          chip->l2.bw_bytes_per_s * chip->calib.l2.value};
+  double shared[2] = {full[0] / units_with_work, full[1] / units_with_work};
   for (int pass = 0; pass < MAX_PASSES; pass++) {
-    if (pass > 0) {
-      double f = 0;
-      for (int c = 0; c < ncls; c++) {
-        if (!nblk[c]) continue;
-        const struct klass *x = &cls[c];
-        double dt = x->t2 - x->t1 > 0 ? x->t2 - x->t1 : x->t1;
-        const struct core_result *d = x->t2 - x->t1 > 0 ? &x->delta : &x->r1;
-        /* the time copies to or from GM are in flight (FixPipe and MTE3 also move data on
-         * the core: L0C -> UB, UB -> L1 on coupled cores) */
-        double busy = d->aic[CORE_PIPE_MTE2].gm_busy_s + d->aic[CORE_PIPE_FIX].gm_busy_s +
-                      d->aiv[CORE_PIPE_MTE2].gm_busy_s + d->aiv[CORE_PIPE_MTE3].gm_busy_s;
-        /* a multicast copy draws on L2 for only part of what its port moves */
-        double port = 0, l2side = (double)(d->gm_read_bytes + d->gm_write_bytes);
-        for (int p = 0; p < ARCH_PATH_COUNT; p++)
-          if (mem_path_touches_gm((enum arch_path)p)) port += (double)d->path_bytes[p];
-        if (port > 0 && l2side < port) busy *= l2side / port;
-        f += (double)nblk[c] / (double)total_blocks * (dt > 0 ? busy / dt : 0);
-      }
-      flows = (double)units_with_work * (f > 0 ? f : 1);
-      share = 1.0 / ((1 - hit) / (hbm / flows) + hit / (l2bw / flows));
-      /* converged: the samples of the last pass ran at (within 1% of) this share */
-      if (fabs(share - last_share) <= 0.01 * last_share) break;
-    }
+    double rate[2] = {0, 0}; /* the unit's mean bytes/s on HBM and L2 in the steady state */
     for (int c = 0; c < ncls; c++) {
       if (!cls[c].nrep) continue;
       uint64_t seq[SAMPLE_K + 1];
       int last = cls[c].nrep - 1 > 0 ? cls[c].nrep - 1 : 0;
       for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < last ? i : last];
-      int rc = run_sample(chip, gm, k, seq, 1, hits, share, false, &cls[c].r1, &cls[c].t1, diag);
-      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hits, share, false, &cls[c].r2, &cls[c].t2, diag);
+      int rc = run_sample(chip, gm, k, seq, 1, hits, tensor_hits, shared, &cls[c].r1, &cls[c].t1, diag);
+      if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hits, tensor_hits, shared, &cls[c].r2, &cls[c].t2, diag);
       if (rc) {
+        free(tensor_hits);
         free(cls);
         return rc;
       }
@@ -663,10 +892,26 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
       struct core_result per = {0};
       res_axpy(&per, &cls[c].delta, 1.0 / SAMPLE_K);
       cls[c].delta = per;
-      cls[c].t2 = cls[c].t1 + (cls[c].t2 - cls[c].t1) / SAMPLE_K;
+      double dt = (cls[c].t2 - cls[c].t1) / SAMPLE_K;
+      cls[c].t2 = cls[c].t1 + dt;
+      const struct core_result *d = dt > 0 ? &cls[c].delta : &cls[c].r1;
+      double span = dt > 0 ? dt : cls[c].t1, w = (double)nblk[c] / (double)total_blocks;
+      if (span > 0) {
+        rate[0] += w * (double)d->hbm_bytes / span;
+        rate[1] += w * (double)(d->gm_read_bytes + d->gm_write_bytes) / span;
+      }
     }
-    last_share = share;
+    if (in_step) break;
+    bool settled = true;
+    for (int l = 0; l < 2; l++) {
+      double next = fmax(full[l] - (units_with_work - 1) * rate[l], full[l] / units_with_work);
+      if (fabs(next - shared[l]) > 0.01 * shared[l]) settled = false;
+      shared[l] = next;
+    }
+    if (settled) break;
   }
+
+  free(tensor_hits);
 
   /* Compose units. */
   struct core_result res = {0};
@@ -691,6 +936,8 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
     if (t > tmax) tmax = t;
   }
   /* No schedule beats the memory roofline. */
+  double hbm = chip->hbm.bw_bytes_per_s * chip->calib.hbm.value;
+  double l2bw = chip->l2.bw_bytes_per_s * chip->calib.l2.value;
   double floor_s = (double)res.hbm_bytes / hbm;
   if ((double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw > floor_s)
     floor_s = (double)(res.gm_read_bytes + res.gm_write_bytes) / l2bw;

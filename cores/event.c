@@ -26,53 +26,10 @@ struct flight {
   bool miss;
 };
 
-static bool heap_less(const struct core__heap_item *a, const struct core__heap_item *b)
-{
-  if (a->t != b->t) return a->t < b->t;
-  if (a->core != b->core) return a->core < b->core;
-  return a->pipe < b->pipe;
-}
-
-static void heap_push(struct core__run *r, double t, int core, int pipe)
-{
-  if (r->nheap == r->heap_cap) {
-    r->heap_cap = r->heap_cap ? 2 * r->heap_cap : 64;
-    r->heap = npu_xrealloc(r->heap, (size_t)r->heap_cap * sizeof *r->heap);
-  }
-  int i = r->nheap++;
-  r->heap[i] = (struct core__heap_item){t, core, pipe};
-  while (i > 0) {
-    int parent = (i - 1) / 2;
-    if (!heap_less(&r->heap[i], &r->heap[parent])) break;
-    struct core__heap_item tmp = r->heap[i];
-    r->heap[i] = r->heap[parent];
-    r->heap[parent] = tmp;
-    i = parent;
-  }
-}
-
-static struct core__heap_item heap_pop(struct core__run *r)
-{
-  struct core__heap_item top = r->heap[0];
-  r->heap[0] = r->heap[--r->nheap];
-  int i = 0;
-  for (;;) {
-    int l = 2 * i + 1, s = i;
-    if (l < r->nheap && heap_less(&r->heap[l], &r->heap[s])) s = l;
-    if (l + 1 < r->nheap && heap_less(&r->heap[l + 1], &r->heap[s])) s = l + 1;
-    if (s == i) break;
-    struct core__heap_item tmp = r->heap[i];
-    r->heap[i] = r->heap[s];
-    r->heap[s] = tmp;
-    i = s;
-  }
-  return top;
-}
-
 static bool ev_start(struct core__run *r, struct core__core *c, int pipe, double t)
 {
   c->pipe[pipe].st = P_ISSUE;
-  heap_push(r, t, c->id, pipe);
+  core__heap_push(r, t, c->id, pipe);
   return false;
 }
 
@@ -213,7 +170,7 @@ int core__run_event(struct core__run *r)
     }
     double now = npu_engine_clock();
     while (r->nheap && r->heap[0].t <= now) {
-      struct core__heap_item it = heap_pop(r);
+      struct core__heap_item it = core__heap_pop(r);
       issue(r, &s, it.core, it.pipe);
     }
     if (s.nfl == 0 && r->nheap == 0) {

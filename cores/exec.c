@@ -33,6 +33,51 @@
 #define PIPES_AIV ((1u << CORE_PIPE_S) | (1u << CORE_PIPE_MTE2) | (1u << CORE_PIPE_V) | \
                    (1u << CORE_PIPE_MTE3))
 
+/* ------------------------------------------------------------------ GM copies waiting for their start */
+
+static bool heap_less(const struct core__heap_item *a, const struct core__heap_item *b)
+{
+  if (a->t != b->t) return a->t < b->t;
+  if (a->core != b->core) return a->core < b->core;
+  return a->pipe < b->pipe;
+}
+
+void core__heap_push(struct core__run *r, double t, int core, int pipe)
+{
+  if (r->nheap == r->heap_cap) {
+    r->heap_cap = r->heap_cap ? 2 * r->heap_cap : 64;
+    r->heap = npu_xrealloc(r->heap, (size_t)r->heap_cap * sizeof *r->heap);
+  }
+  int i = r->nheap++;
+  r->heap[i] = (struct core__heap_item){t, core, pipe};
+  while (i > 0) {
+    int parent = (i - 1) / 2;
+    if (!heap_less(&r->heap[i], &r->heap[parent])) break;
+    struct core__heap_item tmp = r->heap[i];
+    r->heap[i] = r->heap[parent];
+    r->heap[parent] = tmp;
+    i = parent;
+  }
+}
+
+struct core__heap_item core__heap_pop(struct core__run *r)
+{
+  struct core__heap_item top = r->heap[0];
+  r->heap[0] = r->heap[--r->nheap];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, s = i;
+    if (l < r->nheap && heap_less(&r->heap[l], &r->heap[s])) s = l;
+    if (l + 1 < r->nheap && heap_less(&r->heap[l + 1], &r->heap[s])) s = l + 1;
+    if (s == i) break;
+    struct core__heap_item tmp = r->heap[i];
+    r->heap[i] = r->heap[s];
+    r->heap[s] = tmp;
+    i = s;
+  }
+  return top;
+}
+
 /* ------------------------------------------------------------------ time queues */
 
 static void tq_push(struct core__tq *q, double t, uint64_t flow)

@@ -43,6 +43,7 @@ struct core__pipe {
   double start;         /* P_ISSUE / P_INFLIGHT: start of the head instruction */
   int parts;            /* P_INFLIGHT: transfers still running */
   bool miss;            /* P_INFLIGHT: some bytes come from HBM */
+  double miss_share;    /* P_INFLIGHT, analytic: the share of its bytes expected to miss */
   double busy_s;
   uint64_t n;
 };
@@ -112,13 +113,13 @@ struct core__run {
   struct mem_l2 *l2;
   double hit_fraction;   /* analytic: share of GM reads served by L2 */
   double hit_fraction_wr; /* analytic: share of GM writes that stay in L2 */
-  double gm_share_bytes_per_s; /* analytic: per-core share of L2/HBM */
+  const double *tensor_hits; /* analytic: per GM tensor, the shares of its reads and writes L2 serves */
   double now;            /* event: simulated time of the engine, relative to t0 */
   double t0;
   double end;            /* latest completion seen */
   int sync_arrived, sync_members;
   double sync_t;
-  struct core__heap_item *heap; /* event: GM copies waiting for their start time */
+  struct core__heap_item *heap; /* event, analytic: GM copies waiting for their start time */
   int nheap, heap_cap;
   uint64_t pending_limit;
   /* analytic L2 estimate: emission only reports GM copies here and queues nothing */
@@ -148,6 +149,10 @@ void core__wake(struct core__run *r, struct core__core *c, int pipe);
  * kernel's hit share, passes the share of copies that miss (1 - hit share: expected latency). */
 void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double end, double miss);
 void core__drain(struct core__run *r);
+/* The GM copies handed to a backend that waits for simulated time (P_ISSUE): a min-heap on
+ * (start, core, pipe), so that ties resolve in the same order on every run. */
+void core__heap_push(struct core__run *r, double t, int core, int pipe);
+struct core__heap_item core__heap_pop(struct core__run *r);
 bool core__all_done(const struct core__run *r);
 int core__deadlock(struct core__run *r);
 void core__run_init(struct core__run *r, const struct arch_chip *chip, struct mem_gm *gm,
@@ -184,7 +189,6 @@ void core__func(struct core__run *r, struct core__core *c, const struct core_ins
 
 /* event.c, analytic.c */
 extern const struct core__gm_backend core__event_backend;
-extern const struct core__gm_backend core__analytic_backend;
 int core__run_event(struct core__run *r);
 int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
                        const struct core_kernel *k, const struct core_launch_opts *opts,

@@ -26,8 +26,7 @@ bool mem_platform_core_has(const struct arch_chip *chip, int i, enum arch_path w
   return false;
 }
 
-/* The fastest MTE2 read path of core i (its engine's rate). */
-static double read_rate(const struct arch_chip *chip, int i)
+double mem_platform_core_read_bytes_per_s(const struct arch_chip *chip, int i)
 {
   double r = 0;
   const double *p = chip->dma.path_bytes_per_cycle;
@@ -39,6 +38,16 @@ static double read_rate(const struct arch_chip *chip, int i)
   if (is_vector(chip, i) && p[ARCH_PATH_GM_TO_UB] > r) r = p[ARCH_PATH_GM_TO_UB];
   if (chip->dma.gm_read_bytes_per_cycle < r) r = chip->dma.gm_read_bytes_per_cycle;
   return r * chip->clock_hz;
+}
+
+double mem_platform_core_write_bytes_per_s(const struct arch_chip *chip)
+{
+  return chip->dma.gm_write_bytes_per_cycle * chip->clock_hz;
+}
+
+double mem_platform_engine_bytes_per_s(const struct arch_chip *chip, enum arch_path write_path)
+{
+  return chip->dma.path_bytes_per_cycle[write_path] * chip->clock_hz;
 }
 
 static void add_link(struct npu_buf *o, const char *prefix, const char *name, double bw, bool fat)
@@ -81,13 +90,13 @@ void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix
   for (int i = 0; i < n; i++) {
     char name[48];
     snprintf(name, sizeof name, "c%d.rd", i);
-    add_link(o, prefix, name, read_rate(chip, i), false);
+    add_link(o, prefix, name, mem_platform_core_read_bytes_per_s(chip, i), false);
     snprintf(name, sizeof name, "c%d.wr", i);
-    add_link(o, prefix, name, chip->dma.gm_write_bytes_per_cycle * chip->clock_hz, false);
+    add_link(o, prefix, name, mem_platform_core_write_bytes_per_s(chip), false);
     for (int w = 0; w < 2; w++) {
       if (!mem_platform_core_has(chip, i, writers[w].path)) continue;
       snprintf(name, sizeof name, "c%d.%s", i, writers[w].suffix);
-      add_link(o, prefix, name, chip->dma.path_bytes_per_cycle[writers[w].path] * chip->clock_hz, false);
+      add_link(o, prefix, name, mem_platform_engine_bytes_per_s(chip, writers[w].path), false);
     }
   }
   for (int i = 0; i < n; i++) {

@@ -39,6 +39,14 @@ int mem_platform_cores(const struct arch_chip *chip);
 /* Whether physical core i reads GM (MTE2), writes it from UB (MTE3), from L0C (FixPipe). */
 bool mem_platform_core_has(const struct arch_chip *chip, int i, enum arch_path write_path);
 
+/* The rates of core i's own links (bytes/s): its read side (c<i>.rd: the fastest MTE2 read path
+ * of the core, at most the GM read port), its GM write port (c<i>.wr) and a write engine's own
+ * link (c<i>.mte3 for UB->GM, c<i>.fix for L0C->GM). The analytic fidelity's lockstep model
+ * shares the same links (cores/analytic.c). */
+double mem_platform_core_read_bytes_per_s(const struct arch_chip *chip, int i);
+double mem_platform_core_write_bytes_per_s(const struct arch_chip *chip);
+double mem_platform_engine_bytes_per_s(const struct arch_chip *chip, enum arch_path write_path);
+
 /* Append the chip's hosts, links and routes (no <platform>/<zone> around them). */
 void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix,
                                 struct npu_buf *out);

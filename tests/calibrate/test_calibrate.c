@@ -120,7 +120,7 @@ Test(calibrate, gemm_points_made_at_a_known_fraction_fit_back_to_it)
  * chosen at the peak alone, none would). */
 Test(calibrate, gemm_points_bound_elsewhere_at_the_peak_fit_at_the_fixed_point)
 {
-  static const long shapes[][3] = {{8192, 8192, 8192}, {6144, 6144, 6144}};
+  static const long shapes[][3] = {{8192, 8192, 8192}, {12288, 12288, 12288}};
   char csv[2048] = "arch,m,n,k,dtype,tflops,source\n";
   for (int i = 0; i < 4; i++) {
     const long *sh = shapes[i % 2];
