@@ -11,10 +11,11 @@
  * memory roofline (a kernel the floor sets is labelled by its GM pipes:
  * core__result_memory_bound). Statistics compose the same way.
  *
- * The sampled unit runs as the lockstep unit of its launch (below): every unit makes its GM
- * copies at the same moments, so it has 1/U of L2 and HBM, shared max-min fairly by its copies
- * in flight as the event fidelity shares the chip's links. The share of reads served by L2 comes
- * from replaying the GM copies of the first two waves through a tile cache (trace_hits).
+ * The sampled unit runs on a memory system of its own (below): in step with the other units, it
+ * has 1/U of L2 and HBM; drifting among them, what they leave. Its copies in flight share the
+ * links max-min fairly, as the event fidelity shares the chip's. The share of each GM tensor's
+ * reads served by L2 comes from replaying the GM copies of the first two waves through a tile
+ * cache (trace_hits).
  *
  * What it gives up against the event fidelity: units that drift out of step (a partial last
  * wave has fewer cores sharing HBM), the order in which cores touch L2, and any interaction
@@ -113,7 +114,7 @@ static const struct core__gm_backend at_once_backend = {"analytic (functional pa
  * chip: the unit's cores keep their own links (read side, write port, write engines:
  * memory/platform.h) and get 1/U of L2 and HBM (U: the units with work). A copy becomes the event
  * fidelity's flows -- its L2 hits (L2 and the port), its misses (HBM, L2 and the port), a
- * multicast read's share from the cluster's network (the port) -- at the kernel's hit shares
+ * multicast read's share from the cluster's network (the port) -- at its tensor's hit shares
  * (trace_hits), and the flows in flight share the links they cross max-min fairly, as CM02 shares
  * the platform's links.
  *
@@ -123,8 +124,8 @@ static const struct core__gm_backend at_once_backend = {"analytic (functional pa
  * samples measure (iterated to a fixed point), and never less than its fair 1/U.
  *
  * What it gives up against the event fidelity: a partial last wave (fewer units share L2 and
- * HBM), L2 hits per copy rather than the kernel's share, the moments at which drifting units
- * really copy.
+ * HBM), L2 hits per tensor rather than per copy, the moments at which drifting units really
+ * copy.
  */
 enum { LINK_HBM, LINK_L2, LINK_CORE0 };
 enum { LINK_RD, LINK_WR, LINK_MTE3, LINK_FIX, LINKS_PER_CORE };
