@@ -119,7 +119,6 @@ static void init_core(struct core__run *r, struct core__core *c, int id, uint8_t
   c->kind = kind;
   c->pipes = kind == CORE_KIND_AIC ? PIPES_AIC : kind == CORE_KIND_AIV ? PIPES_AIV : (PIPES_AIC | PIPES_AIV);
   c->unit = -1;
-  c->flags = npu_xcalloc(CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS, sizeof *c->flags);
   for (int p = 0; p < CORE_PIPE_COUNT; p++) c->pipe[p].st = P_EMPTY;
   if (r->opts.functional) {
     for (int s = MEM_L1; s < MEM_SPACE_COUNT; s++) {
@@ -254,6 +253,8 @@ void core__wake(struct core__run *r, struct core__core *c, int pipe)
 
 static struct core__tq *flag_q(struct core__core *c, const struct core_instr *in)
 {
+  /* allocated at a core's first flag: a trace or a sample touches few of a chip's cores */
+  if (!c->flags) c->flags = npu_xcalloc(CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS, sizeof *c->flags);
   return &c->flags[(in->src_pipe * CORE_PIPE_COUNT + in->dst_pipe) * CORE_FLAG_IDS + in->id];
 }
 
