@@ -25,6 +25,8 @@
  * to every repeat.
  */
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "cores/exec_int.h"
@@ -70,15 +72,68 @@ uint64_t core__multicast_share(const struct core_instr *in, uint64_t hit_bytes)
   return g > 1 && in->u.copy.src.space == MEM_GM ? (hit_bytes + g - 1) / g : hit_bytes;
 }
 
+/*
+ * The bank passes of a repeat depend only on the UB's geometry and the instruction's addresses
+ * and block strides, and a kernel issues the same few patterns (its double buffers) thousands of
+ * times: a small direct-mapped memo of the answer, keyed by all of them. A pure cache: a miss
+ * computes what a hit returns.
+ */
+struct bank_key {
+  uint64_t bank_bytes, src0, src1, dst;
+  int banks, groups, ports, nsrc;
+  uint32_t src0_blk, src1_blk, dst_blk;
+};
+
+enum { BANK_MEMO = 1024 };
+static struct {
+  struct bank_key k;
+  int cycles;
+  bool valid;
+} bank_memo[BANK_MEMO];
+
+static double vec_bank_pattern(const struct arch_chip *chip, const struct core_vec *v, int nsrc);
+
 static double vec_bank_cycles(const struct arch_chip *chip, const struct core_vec *v)
 {
-  uint64_t reads[16], writes[8];
-  int nr = 0, nw = 0;
   int nsrc = core_vec_op_sources((enum core_vec_op)v->op);
   if (v->op == CORE_VEC_SORT32 || v->op == CORE_VEC_MRGSORT || v->op == CORE_VEC_CAST || v->op == CORE_VEC_BRCB ||
       v->op == CORE_VEC_REDUCE_SUM || v->op == CORE_VEC_REDUCE_MAX || v->op == CORE_VEC_CMP ||
       v->op == CORE_VEC_CMPS)
     return 1; /* dense or irregular access: no strided pattern to conflict */
+  struct bank_key k;
+  memset(&k, 0, sizeof k); /* padding too: the key is compared with memcmp */
+  k.bank_bytes = chip->ub.bank_bytes;
+  k.banks = chip->ub.banks;
+  k.groups = chip->ub.bank_groups;
+  k.ports = chip->ub.read_ports_per_group;
+  k.nsrc = nsrc;
+  k.dst = v->dst;
+  k.dst_blk = v->dst_blk;
+  if (nsrc >= 1) {
+    k.src0 = v->src0;
+    k.src0_blk = v->src0_blk;
+  }
+  if (nsrc >= 2) {
+    k.src1 = v->src1;
+    k.src1_blk = v->src1_blk;
+  }
+  uint64_t h = (k.src0 * 0x9E3779B97F4A7C15ull) ^ (k.src1 * 0xC2B2AE3D27D4EB4Full) ^ (k.dst * 0x165667B19E3779F9ull) ^
+               ((uint64_t)k.src0_blk << 7) ^ ((uint64_t)k.src1_blk << 19) ^ ((uint64_t)k.dst_blk << 31) ^
+               (uint64_t)k.nsrc;
+  h ^= h >> 29;
+  unsigned slot = (unsigned)(h & (BANK_MEMO - 1));
+  if (bank_memo[slot].valid && !memcmp(&bank_memo[slot].k, &k, sizeof k)) return bank_memo[slot].cycles;
+  int cycles = (int)vec_bank_pattern(chip, v, nsrc);
+  bank_memo[slot].k = k;
+  bank_memo[slot].cycles = cycles;
+  bank_memo[slot].valid = true;
+  return cycles;
+}
+
+static double vec_bank_pattern(const struct arch_chip *chip, const struct core_vec *v, int nsrc)
+{
+  uint64_t reads[16], writes[8];
+  int nr = 0, nw = 0;
   /* a block read several times in one repeat (block stride 0: a broadcast) is read once */
   for (int b = 0; b < 8; b++) {
     if (nsrc >= 1 && (b == 0 || v->src0_blk)) reads[nr++] = v->src0 + (uint64_t)b * v->src0_blk * 32;
