@@ -125,7 +125,7 @@ int wl_isolate_all(struct wl_isolate_task *t, int n, int jobs, void (*done)(void
       rc = start_child(t[next].fn, t[next].ctx, t[next].record, t[next].size, t[next].path, &c[next], diag);
       if (!rc) running[nrun++] = next++;
     }
-    if (rc || !nrun) break;
+    if (rc || nrun <= 0) break;
     for (int k = 0; k < nrun; k++) pfd[k] = (struct pollfd){.fd = c[running[k]].fd, .events = POLLIN};
     if (poll(pfd, (nfds_t)nrun, -1) < 0) {
       if (errno == EINTR) continue;

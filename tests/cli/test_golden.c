@@ -43,7 +43,7 @@ static char *check_scenario(const char *path)
     struct ts_figures f = {0};
     ts_figures_from_csv(&f, csv ? csv : "");
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    char header[1400];
+    char header[3072]; /* the base name twice (up to 1,023 bytes each) and the text */
     snprintf(header, sizeof header,
              "# Golden figures of %s: `npusim run %s -o DIR`, columns of DIR/summary.csv\n"
              "# (docs/SCENARIOS.md), checked by tests/cli/test_golden.c. KEY VALUE [TOLERANCE]: relative\n"
