@@ -61,74 +61,96 @@ static char *check_scenario(const char *path)
 }
 
 /*
- * Run every scenario under dir (recursively, but not into the subdirectory `skip`) and check its
- * golden figures; every disagreement is collected before the test fails. A scenario whose
- * comments hold the line "# npusim-test: skip-under-sanitizers" (a full-scale run that takes
- * minutes: smaller scenarios cover the same code) is not run in the sanitizer build. Sweep
- * files (*_sweep.cfg) are not scenarios: tests/sweep runs each on a sample against its own
- * golden file.
+ * The scenarios under dir (recursively, but not into the subdirectory `skip`), sorted by path:
+ * appended to list[*n]. Sweep files (*_sweep.cfg) are not scenarios: tests/sweep runs each on a
+ * sample against its own golden file.
  */
-static int run_scenarios(const char *dir, const char *skip, char **fails)
+enum { MAX_SCENARIOS = 256 };
+
+static int by_path(const void *a, const void *b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void collect(const char *dir, const char *skip, char **list, int *n)
 {
   DIR *d = opendir(dir);
   cr_assert(d != NULL, "%s", dir);
   struct dirent *e;
-  int n = 0;
-  char *names[256];
-  int nn = 0;
-  while ((e = readdir(d)) && nn < 256) names[nn++] = strdup(e->d_name);
-  closedir(d);
-  for (int i = 0; i < nn; i++) {
-    const char *name = names[i];
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+  while ((e = readdir(d))) {
+    const char *name = e->d_name;
     size_t len = strlen(name);
     if (name[0] == '.' || !strcmp(name, "models") || (skip && !strcmp(name, skip))) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     struct stat st;
     cr_assert_eq(stat(path, &st), 0, "%s", path);
     if (S_ISDIR(st.st_mode)) {
-      n += run_scenarios(path, NULL, fails);
+      collect(path, NULL, list, n);
       continue;
     }
     if (len < 5 || strcmp(name + len - 4, ".cfg") != 0) continue;
     if (len >= 10 && strcmp(name + len - 10, "_sweep.cfg") == 0) continue;
+    cr_assert_lt(*n, MAX_SCENARIOS);
+    list[(*n)++] = strdup(path);
+  }
+  closedir(d);
+  qsort(list, (size_t)*n, sizeof *list, by_path);
+}
+
+/*
+ * Run the scenarios under dir whose index in path order is part (mod parts) and check their golden
+ * figures; every disagreement is collected before the test fails. The tests below split each
+ * directory into parts so that Criterion's workers share the long runs. A scenario whose comments
+ * hold the line "# npusim-test: skip-under-sanitizers" (a full-scale run that takes minutes:
+ * smaller scenarios cover the same code) is not run in the sanitizer build. The number of
+ * scenarios of the whole directory, whether run here or not.
+ */
+static int run_scenarios(const char *dir, const char *skip, int part, int parts)
+{
+  char *list[MAX_SCENARIOS], *fails = NULL;
+  int n = 0;
+  collect(dir, skip, list, &n);
+  for (int i = part; i < n; i += parts) {
+    const char *path = list[i];
     FILE *f = fopen(path, "r");
     cr_assert(f != NULL);
     char line[512];
     bool heavy = false;
     while (fgets(line, sizeof line, f)) heavy |= !strncmp(line, "# npusim-test: skip-under-sanitizers", 36);
     fclose(f);
-    n++; /* counted whether it runs here or is skipped in the sanitizer build */
     if (heavy && UNDER_SANITIZERS) {
       cr_log_info("%s: not run in the sanitizer build (skip-under-sanitizers)", path);
       continue;
     }
     char *m = check_scenario(path);
     if (m) {
-      size_t old = *fails ? strlen(*fails) : 0;
-      *fails = realloc(*fails, old + strlen(m) + 2);
-      strcpy(*fails + old, m);
+      size_t old = fails ? strlen(fails) : 0;
+      fails = realloc(fails, old + strlen(m) + 2);
+      strcpy(fails + old, m);
       free(m);
     }
   }
-  for (int i = 0; i < nn; i++) free(names[i]);
+  for (int i = 0; i < n; i++) free(list[i]);
+  cr_assert(fails == NULL, "%s", fails);
   return n;
 }
 
-/* Two tests, so that Criterion runs the two halves side by side. */
-Test(golden, every_scenario_matches_its_golden_figures)
-{
-  char *fails = NULL;
-  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios", "validation", &fails), 15);
-  cr_assert(fails == NULL, "%s", fails);
-}
+/* The top-level scenarios in two parts, the validation scenarios in five (the 2,048-GPU, 32K MoE
+ * and 8,192-NPU runs, the longest, fall in different parts): parts run side by side. */
+#define SCENARIO_PARTS(test, dir, skip, part, parts, atleast)                                        \
+  Test(golden, test)                                                                                  \
+  {                                                                                                   \
+    cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR dir, skip, part, parts), atleast);                 \
+  }
 
-Test(golden, every_validation_scenario_matches_its_golden_figures)
-{
-  char *fails = NULL;
-  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios/validation", NULL, &fails), 30);
-  cr_assert(fails == NULL, "%s", fails);
-}
+SCENARIO_PARTS(scenarios_part_1_of_2_match_their_golden_figures, "/scenarios", "validation", 0, 2, 15)
+SCENARIO_PARTS(scenarios_part_2_of_2_match_their_golden_figures, "/scenarios", "validation", 1, 2, 15)
+SCENARIO_PARTS(validation_scenarios_part_1_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 0, 5, 30)
+SCENARIO_PARTS(validation_scenarios_part_2_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 1, 5, 30)
+SCENARIO_PARTS(validation_scenarios_part_3_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 2, 5, 30)
+SCENARIO_PARTS(validation_scenarios_part_4_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 3, 5, 30)
+SCENARIO_PARTS(validation_scenarios_part_5_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 4, 5, 30)
 
 /* The string value after `"key": "` (or the number after `"key": `) at or after p; NULL at the
  * end. *next moves past it. */
