@@ -24,13 +24,22 @@ TestSuite(golden, .timeout = 1800);
 #define UNDER_SANITIZERS false
 #endif
 
-/* Run one scenario with -o, check its summary.csv against path's .expect; NULL or a message. */
-static char *check_scenario(const char *path)
+/* Run one scenario with -o, check its summary.csv against path's .expect; NULL or a message.
+ * Training, RL and serving scenarios share the cost cache file `cache` (`run.cost_cache`: the
+ * scenarios of one model and chip cost the same kernels; a cache hit is the cost a miss computes,
+ * keyed by the chip and the cost model's fingerprint); kernel and collective ones have none. */
+static char *check_scenario(const char *path, const char *cache)
 {
   char *dir = ts_tmpdir();
-  char out[1100];
+  char out[1100], set[1200];
   snprintf(out, sizeof out, "%s/out", dir);
-  struct run_result r = ts_npusim("run", path, "-o", out, NULL);
+  snprintf(set, sizeof set, "run.cost_cache=%s", cache);
+  char *text = ts_read(path);
+  bool micro = false; /* a kernel or collective scenario: a top-level kernel or collective section */
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+    micro |= !strncmp(l, "kernel = {", 10) || !strncmp(l, "collective = {", 14);
+  free(text);
+  struct run_result r = micro ? ts_npusim("run", path, "-o", out, NULL) : ts_npusim("run", path, "-o", out, "--set", set, NULL);
   char *msg = NULL;
   if (r.status != 0 || r.err[0]) {
     msg = malloc(strlen(path) + strlen(r.err) + 64);
@@ -103,14 +112,16 @@ static void collect(const char *dir, const char *skip, char **list, int *n)
  * figures; every disagreement is collected before the test fails. The tests below split each
  * directory into parts so that Criterion's workers share the long runs. A scenario whose comments
  * hold the line "# npusim-test: skip-under-sanitizers" (a full-scale run that takes minutes:
- * smaller scenarios cover the same code) is not run in the sanitizer build. The number of
- * scenarios of the whole directory, whether run here or not.
+ * smaller scenarios cover the same code) is not run in the sanitizer build. The part's scenarios
+ * share one cost cache. The number of scenarios of the whole directory, whether run here or not.
  */
 static int run_scenarios(const char *dir, const char *skip, int part, int parts)
 {
-  char *list[MAX_SCENARIOS], *fails = NULL;
+  char *list[MAX_SCENARIOS], *fails = NULL, cache[1100];
   int n = 0;
   collect(dir, skip, list, &n);
+  char *cdir = ts_tmpdir();
+  snprintf(cache, sizeof cache, "%s/costs.cache", cdir);
   for (int i = part; i < n; i += parts) {
     const char *path = list[i];
     FILE *f = fopen(path, "r");
@@ -123,7 +134,7 @@ static int run_scenarios(const char *dir, const char *skip, int part, int parts)
       cr_log_info("%s: not run in the sanitizer build (skip-under-sanitizers)", path);
       continue;
     }
-    char *m = check_scenario(path);
+    char *m = check_scenario(path, cache);
     if (m) {
       size_t old = fails ? strlen(fails) : 0;
       fails = realloc(fails, old + strlen(m) + 2);
@@ -132,6 +143,8 @@ static int run_scenarios(const char *dir, const char *skip, int part, int parts)
     }
   }
   for (int i = 0; i < n; i++) free(list[i]);
+  ts_rmtree(cdir);
+  free(cdir);
   cr_assert(fails == NULL, "%s", fails);
   return n;
 }
