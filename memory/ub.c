@@ -14,43 +14,31 @@ int mem_ub_repeat_cycles(const struct arch_chip *chip, const uint64_t *reads, in
   const struct arch_ub *u = &chip->ub;
   int groups = u->bank_groups;
   NPU_ASSERT(u->banks <= MAX_BANKS && groups > 0);
-  /* counters are cleared and read only at the banks and groups touched (at most 24 of them):
-   * clearing all MAX_BANKS of each was most of an analytic kernel timing */
-  enum { MAX_ACCESS = 64 };
-  NPU_ASSERT(nr <= MAX_ACCESS && nw <= MAX_ACCESS);
-  int rbank[MAX_BANKS], wbank[MAX_BANKS], rgroup[MAX_BANKS], wgroup[MAX_BANKS];
-  int rg[MAX_ACCESS], rb[MAX_ACCESS], wg[MAX_ACCESS], wb[MAX_ACCESS];
+  int rbank[MAX_BANKS] = {0}, wbank[MAX_BANKS] = {0}, rgroup[MAX_BANKS] = {0},
+      wgroup[MAX_BANKS] = {0};
   uint64_t span = u->bank_bytes * (uint64_t)groups;
   for (int i = 0; i < nr; i++) {
-    rg[i] = (int)((reads[i] / 32) % (uint64_t)groups);
-    rb[i] = (rg[i] + groups * (int)(reads[i] / span)) % u->banks;
-    rgroup[rg[i]] = wgroup[rg[i]] = 0;
-    rbank[rb[i]] = wbank[rb[i]] = 0;
+    int g = (int)((reads[i] / 32) % (uint64_t)groups);
+    int b = (g + groups * (int)(reads[i] / span)) % u->banks;
+    rgroup[g]++;
+    rbank[b]++;
   }
   for (int i = 0; i < nw; i++) {
-    wg[i] = (int)((writes[i] / 32) % (uint64_t)groups);
-    wb[i] = (wg[i] + groups * (int)(writes[i] / span)) % u->banks;
-    rgroup[wg[i]] = wgroup[wg[i]] = 0;
-    rbank[wb[i]] = wbank[wb[i]] = 0;
-  }
-  for (int i = 0; i < nr; i++) {
-    rgroup[rg[i]]++;
-    rbank[rb[i]]++;
-  }
-  for (int i = 0; i < nw; i++) {
-    wgroup[wg[i]]++;
-    wbank[wb[i]]++;
+    int g = (int)((writes[i] / 32) % (uint64_t)groups);
+    int b = (g + groups * (int)(writes[i] / span)) % u->banks;
+    wgroup[g]++;
+    wbank[b]++;
   }
   int cycles = 1, ports = u->read_ports_per_group;
-  bool rw = false;
-  for (int i = 0; i < nr; i++) {
-    int rc = (rgroup[rg[i]] + ports - 1) / ports;
+  for (int g = 0; g < groups; g++) {
+    int rc = (rgroup[g] + ports - 1) / ports;
     if (rc > cycles) cycles = rc;
-    if (rbank[rb[i]] > cycles) cycles = rbank[rb[i]]; /* one bank serves one read a cycle */
+    if (wgroup[g] > cycles) cycles = wgroup[g];
   }
-  for (int i = 0; i < nw; i++) {
-    if (wgroup[wg[i]] > cycles) cycles = wgroup[wg[i]];
-    rw |= rbank[wb[i]] > 0;
+  bool rw = false;
+  for (int b = 0; b < u->banks; b++) {
+    if (rbank[b] > cycles) cycles = rbank[b]; /* one bank serves one read a cycle */
+    rw |= rbank[b] && wbank[b];
   }
   return cycles + (rw ? 1 : 0);
 }

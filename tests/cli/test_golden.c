@@ -27,18 +27,14 @@ TestSuite(golden, .timeout = 1800);
 /* Run one scenario with -o, check its summary.csv against path's .expect; NULL or a message.
  * Training, RL and serving scenarios share the cost cache file `cache` (`run.cost_cache`: the
  * scenarios of one model and chip cost the same kernels; a cache hit is the cost a miss computes,
- * keyed by the chip and the cost model's fingerprint); kernel and collective ones have none. */
-static char *check_scenario(const char *path, const char *cache)
+ * keyed by the chip and the cost model's fingerprint); kernel and collective ones (micro) have
+ * none. */
+static char *check_scenario(const char *path, bool micro, const char *cache)
 {
   char *dir = ts_tmpdir();
   char out[1100], set[1200];
   snprintf(out, sizeof out, "%s/out", dir);
   snprintf(set, sizeof set, "run.cost_cache=%s", cache);
-  char *text = ts_read(path);
-  bool micro = false; /* a kernel or collective scenario: a top-level kernel or collective section */
-  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
-    micro |= !strncmp(l, "kernel = {", 10) || !strncmp(l, "collective = {", 14);
-  free(text);
   struct run_result r = micro ? ts_npusim("run", path, "-o", out, NULL) : ts_npusim("run", path, "-o", out, "--set", set, NULL);
   char *msg = NULL;
   if (r.status != 0 || r.err[0]) {
@@ -70,8 +66,8 @@ static char *check_scenario(const char *path, const char *cache)
 }
 
 /*
- * The scenarios under dir (recursively, but not into the subdirectory `skip`), sorted by path:
- * appended to list[*n]. Sweep files (*_sweep.cfg) are not scenarios: tests/sweep runs each on a
+ * The scenarios under dir (recursively, but not into the subdirectory `skip`), appended to
+ * list[*n]. Sweep files (*_sweep.cfg) are not scenarios: tests/sweep runs each on a
  * sample against its own golden file.
  */
 enum { MAX_SCENARIOS = 256 };
@@ -104,7 +100,15 @@ static void collect(const char *dir, const char *skip, char **list, int *n)
     list[(*n)++] = strdup(path);
   }
   closedir(d);
-  qsort(list, (size_t)*n, sizeof *list, by_path);
+}
+
+/* Whether a line of text starts with prefix. */
+static bool has_line(const char *text, const char *prefix)
+{
+  size_t n = strlen(prefix);
+  for (const char *l = text; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    if (!strncmp(l, prefix, n)) return true;
+  return false;
 }
 
 /*
@@ -120,21 +124,21 @@ static int run_scenarios(const char *dir, const char *skip, int part, int parts)
   char *list[MAX_SCENARIOS], *fails = NULL, cache[1100];
   int n = 0;
   collect(dir, skip, list, &n);
+  qsort(list, (size_t)n, sizeof *list, by_path);
   char *cdir = ts_tmpdir();
   snprintf(cache, sizeof cache, "%s/costs.cache", cdir);
   for (int i = part; i < n; i += parts) {
     const char *path = list[i];
-    FILE *f = fopen(path, "r");
-    cr_assert(f != NULL);
-    char line[512];
-    bool heavy = false;
-    while (fgets(line, sizeof line, f)) heavy |= !strncmp(line, "# npusim-test: skip-under-sanitizers", 36);
-    fclose(f);
+    char *text = ts_read(path);
+    cr_assert(text != NULL, "%s", path);
+    bool heavy = has_line(text, "# npusim-test: skip-under-sanitizers");
+    bool micro = has_line(text, "kernel = {") || has_line(text, "collective = {");
+    free(text);
     if (heavy && UNDER_SANITIZERS) {
       cr_log_info("%s: not run in the sanitizer build (skip-under-sanitizers)", path);
       continue;
     }
-    char *m = check_scenario(path, cache);
+    char *m = check_scenario(path, micro, cache);
     if (m) {
       size_t old = fails ? strlen(fails) : 0;
       fails = realloc(fails, old + strlen(m) + 2);
