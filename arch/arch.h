@@ -134,6 +134,9 @@ struct arch_node {
   struct {
     double step_overhead_s;    /* the collective library's fixed cost per algorithm step */
     char step_overhead_source[ARCH_SOURCE_MAX];
+    int cores;                 /* cores (SMs) a collective inside the node occupies while it runs */
+    int scaleout_cores;        /* ... and one that crosses nodes; 0: it takes none */
+    char cores_source[ARCH_SOURCE_MAX];
   } ccl;
   struct {
     double dispatch_s;         /* host time per kernel an eager framework launches; 0: not modelled */

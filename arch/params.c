@@ -156,6 +156,14 @@ static const struct npu_param params[] = {
     {"node.ccl.step_overhead_source", NPU_PT_STRING, NPU_PARAM_OFF(node.ccl.step_overhead_source),
      NPU_PARAM_SZ(node.ccl.step_overhead_source), "HCCL's task overhead, 1-2 us (shared/reference/hccl.md)", 0, 0, 0,
      NULL, "measurement the step overhead comes from"},
+    OPT("node.ccl.cores", NPU_PT_INT, node.ccl.cores, "0", NPU_PF_NONNEG,
+        "cores (SMs) a collective of the library occupies for as long as it runs, when its group is inside a "
+        "node (NCCL: one SM per channel); compute overlapped with it runs on the others. 0: none (HCCL moves "
+        "data with its DMA engines)"),
+    OPT("node.ccl.scaleout_cores", NPU_PT_INT, node.ccl.scaleout_cores, "0", NPU_PF_NONNEG,
+        "the same for a collective whose group crosses nodes"),
+    {"node.ccl.cores_source", NPU_PT_STRING, NPU_PARAM_OFF(node.ccl.cores_source), NPU_PARAM_SZ(node.ccl.cores_source),
+     "not modelled", 0, 0, 0, NULL, "where the core counts of node.ccl come from"},
     OPT("node.host.dispatch", NPU_PT_TIME, node.host.dispatch_s, "0s", NPU_PF_NONNEG,
         "host time per kernel launched by an eager framework (Python, dispatcher, runtime launch): a "
         "stream whose kernels are shorter waits for the host; 0 leaves the host out"),

@@ -66,6 +66,10 @@ struct vcase {
 #define VARIANT_910B                                                                                                  \
   "the README does not name the 910B variant: the atlas-800t-a2 preset's 910B2 (24 AI cores at 1.8 GHz, the chip of "  \
   "Atlas 800T A2 servers) is assumed"
+#define FMS "fms-fsdp README (foundation-model-stack/fms-fsdp, commit 0d31998), throughput table, 128 A100"
+#define FMS_NOTE                                                                                                      \
+  "the README does not name the cluster or its network (IBM's Vela, RoCE): DGX A100 nodes with 8 x 200 Gb/s are "   \
+  "assumed; the layers are PyTorch eager modules (unfused RMSNorm, RoPE, SwiGLU), costed as the fused kernels"
 /* 48 model chunks: 1 layer with the embedding, 1 with the head, 2 in each of the other 46 */
 #define PANGU_VPP6                                                                                                    \
   {"plan.first_stage_layers=1", "plan.last_stage_layers=1", "plan.schedule=\"interleaved\"", "plan.vpp=6", NULL}
@@ -131,6 +135,10 @@ static const struct vcase cases[] = {
     {"llama2-13b 910b tokens/s per NPU", "mindspeed_llama2_13b.cfg", {NULL}, M_TOKENS_DEV, 2016, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B},
     {"llama2-70b 910b tokens/s per NPU", "mindspeed_llama2_70b.cfg", {NULL}, M_TOKENS_DEV, 420, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B},
     {"llama3-8b 8k 910b tokens/s per NPU", "mindspeed_llama3_8b.cfg", {NULL}, M_TOKENS_DEV, 2483, MS, .set = "MindSpeed-LLM (910B)", .cls = V_VALID, .note = VARIANT_910B, .why = WHY_MS_TP8},
+    {"llama2-34b fsdp 128 a100 tokens/s per GPU", "fms_fsdp_llama2_34b.cfg", {NULL}, M_TOKENS_DEV, 772, FMS,
+     .set = "fms-fsdp (A100, FSDP)", .cls = V_VALID, .note = FMS_NOTE},
+    {"llama2-70b fsdp 128 a100 tokens/s per GPU", "fms_fsdp_llama2_70b.cfg", {NULL}, M_TOKENS_DEV, 380, FMS,
+     .set = "fms-fsdp (A100, FSDP)", .cls = V_VALID, .note = FMS_NOTE},
     /* 180K H800 GPU hours per trillion tokens: 1e12 / (180e3 x 3600 s) = 1,543 tokens/s per GPU */
     {"deepseek-v3 2048 h800 tokens/s per GPU", "deepseek_v3_h800.cfg", {NULL}, M_TOKENS_DEV, 1543.2,
      "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens",

@@ -152,12 +152,14 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
   memset(sg, 0, sizeof *sg);
   sg->first_item = first;
   sg->nitems = n;
-  double *item_s = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *item_s);
+  double *item_s = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *item_s), slow = 0;
   for (int i = first; i < first + n; i++) {
     const struct wl_item *it = &j->items[i];
     double lost, exposed, hidden, t = item_time(j, i, &lost, &exposed, &hidden);
     item_s[i - first] = t;
     sg->time_s += t;
+    int twin = it->coll ? 0 : j->kernels[it->index].dp_twin;
+    slow += twin ? j->kernels[twin - 1].time_s : t;
     sg->cat_s[WL_CAT_INTERFERE] += lost;
     sg->cat_s[it->cat] += exposed;
     sg->tp_hidden_s += hidden;
@@ -177,12 +179,19 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
     sg->host_lead_s = wl__host_lead(item_s, n, d);
   }
   free(item_s);
+  sg->dp_loss = slow > sg->time_s ? 1 - sg->time_s / slow : 0;
 }
 
 void wl_program_sum_segments(struct wl_program *j)
 {
-  for (int k = 0; k < WL_SEG_KINDS; k++) sum_seg(j, &j->seg[k]);
+  double t = 0, lost = 0;
+  for (int k = 0; k < WL_SEG_KINDS; k++) {
+    sum_seg(j, &j->seg[k]);
+    t += j->seg[k].time_s;
+    lost += j->seg[k].time_s * j->seg[k].dp_loss;
+  }
   for (int s = 0; s < j->plan.pp; s++) sum_seg(j, &j->optim[s]);
+  j->dp_loss = t > 0 ? lost / t : 0;
 }
 
 /* Cost one kernel call through the cache: its time in a step and its FLOPs. */
@@ -262,4 +271,64 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
 void wl_kernel_label(const struct wl_kernel *k, char *buf, size_t n)
 {
   op_call_label(&k->call, buf, n);
+}
+
+/* ------------------------------------------------------------------ data-parallel interference */
+
+/* Whether call c sets its operator's "cores" parameter. */
+static bool gives_cores(const struct op_call *c)
+{
+  for (int i = 0; c->desc && i < c->desc->nparams; i++)
+    if (!strcmp(c->desc->params[i].name, "cores")) return c->given >> i & 1u;
+  return false;
+}
+
+/* Whether the data-parallel group of stage 0, tp rank 0 spans more than one node. */
+static bool dp_crosses_nodes(const struct wl_program *j)
+{
+  const struct wl_plan *p = &j->plan;
+  int per = j->job->sys.node.devices > 0 ? j->job->sys.node.devices : 1;
+  int first = wl__phys_rank(p, 0, 0, 0, 0) / per;
+  for (int c = 0; c < p->cp; c++)
+    for (int d = 0; d < p->dp; d++)
+      if (wl__phys_rank(p, 0, 0, c, d) / per != first) return true;
+  return false;
+}
+
+int wl__dp_twins(struct wl_program *j, struct op_cache *cache, struct npu_diag *diag)
+{
+  const struct wl_plan *p = &j->plan;
+  const struct arch_system *sys = &j->job->sys;
+  if ((p->dp * p->cp < 2 && j->edp < 2) || !sys->has_node) return 0;
+  bool out = dp_crosses_nodes(j);
+  const struct arch_node *n = &sys->node;
+  int cores = out ? n->ccl.scaleout_cores : n->ccl.cores;
+  const char *key = out ? "node.ccl.scaleout_cores" : "node.ccl.cores";
+  if (cores >= sys->chip.aic_count)
+    return npu_diag_set(diag, j->job->path, 0, key, "%d cores for a collective leave none of the chip's %d to compute",
+                        cores, sys->chip.aic_count), NPU_ECONFIG;
+  /* what the collective injects into its links, and so reads from and writes to HBM */
+  double inj = out ? sys->cluster.scaleout.nic_bw_bytes_per_s * sys->cluster.scaleout.nics_per_device *
+                         sys->cluster.scaleout.efficiency.value
+                   : n->link.bw_bytes_per_s * n->link.ports * n->link_efficiency.value;
+  double take = sys->has_cluster || !out ? fmin(2 * inj, 0.5 * sys->chip.hbm.bw_bytes_per_s) : 0;
+  if (cores <= 0 && !(take > 0)) return 0;
+  struct arch_system v = *sys;
+  /* an AI core is a cube core and its vector cores (one on coupled GPUs, two on Ascend A2/A3) */
+  int per = v.chip.aiv_count / v.chip.aic_count;
+  v.chip.aic_count -= cores;
+  v.chip.aiv_count -= cores * per;
+  if (take > 0) v.chip.hbm.bw_bytes_per_s -= take;
+  j->slow_sys = npu_xrealloc(j->slow_sys, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_sys);
+  j->slow_sys[j->nslow_sys++] = v;
+  j->dp_sys = j->nslow_sys;
+  int nk = j->nkernels;
+  for (int i = 0; i < nk; i++) {
+    /* a GEMM already given its cores runs beside a TP collective (plan.tp_overlap): kept as is */
+    if (j->kernels[i].sys != 0 || gives_cores(&j->kernels[i].call)) continue;
+    struct op_call c = j->kernels[i].call;
+    int t = wl__kernel_add_on(j, &c, j->dp_sys);
+    j->kernels[i].dp_twin = t + 1;
+  }
+  return wl__cost_kernels(j, cache, diag);
 }

@@ -1190,3 +1190,8 @@ int wl__kernel_add(struct wl_program *p, const struct op_call *c)
 {
   return add_kernel(p, c);
 }
+
+int wl__kernel_add_on(struct wl_program *p, const struct op_call *c, int sys)
+{
+  return add_kernel_on(p, c, sys);
+}

@@ -85,6 +85,9 @@ struct wl_seg {
   double host_lead_s;             /* max over items j of (j x d + the device time of items j..n) */
   double tp_hidden_s;             /* TP communication time hidden under GEMMs (plan.tp_overlap) */
   int launches;                   /* host dispatches: nitems, or what the builder set (optimizer) */
+  double dp_loss;                 /* the share of its throughput it loses while a data-parallel
+                                     collective runs beside it: 1 - time_s / (time_s with every
+                                     kernel on the chip the collective leaves); 0: none */
 };
 
 
@@ -143,6 +146,8 @@ struct wl_kernel {
   double time_s, flops;
   char bottleneck[24];
   bool costed;
+  int dp_twin;          /* > 0: kernels[dp_twin - 1] is this kernel as it runs while a data-parallel
+                           collective occupies its cores and HBM (wl__dp_twins); 0: none */
 };
 
 /* A distinct collective on a TP-like group, costed alone on its links (memoised). */

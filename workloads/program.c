@@ -322,6 +322,7 @@ int wl_program_create(struct wl_program **out, const struct wl_job *job, struct 
   struct wl_program *p = wl_program_expand(job);
   struct op_cache *cache = op_cache_open(job->run.cost_cache[0] ? job->run.cost_cache : NULL, stderr);
   int rc = wl__cost_kernels(p, cache, diag);
+  if (!rc) rc = wl__dp_twins(p, cache, diag);
   if (!rc && job->model.moe.experts) rc = build_moe(p, cache, diag);
   size_t entries;
   uint64_t hits, misses;

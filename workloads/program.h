@@ -122,6 +122,9 @@ struct wl_program {
   struct arch_system *slow_sys; /* [nslow_sys] the system with HBM bandwidth taken by overlapped
                                    TP collectives (plan.tp_overlap): what wl_kernel.sys names */
   int nslow_sys;
+  int dp_sys;                   /* > 0: slow_sys[dp_sys - 1] is the chip a data-parallel collective
+                                   leaves to compute beside it (node.ccl cores, its HBM traffic) */
+  double dp_loss;               /* the step's compute-weighted dp_loss (for the routed experts) */
   struct wl_seg seg[WL_SEG_KINDS];
   struct wl_expert_cost *experts; /* costed expert buckets (see wl__expert_cost) */
   int nexperts, cap_experts;

@@ -120,15 +120,63 @@ static void host_dispatch(const struct wl__replay *r, struct wl__rank *rk, int n
  * whose lead over the host's clock is `lead` (struct wl_seg), it waits for the host when the
  * host is behind (max(now + dev, host + lead)); the wait is counted as host time. */
 static double stream_end(const struct wl__replay *r, struct wl__rank *rk, double now, double dev, double lead,
-                         int launches)
+                         int launches, double loss)
 {
-  double end = now + dev, h = rk->host + lead;
+  /* compute lost to data-parallel collectives found done since the last work runs first */
+  double debt = rk->debt;
+  rk->res->cat_s[WL_CAT_INTERFERE] += debt;
+  rk->debt = 0;
+  double end = now + debt + dev, h = rk->host + lead;
   host_dispatch(r, rk, launches);
   if (r->host_d > 0 && h > end) { /* host-bound; with the host left out exactly the stream's time */
     rk->res->cat_s[WL_CAT_HOST] += h - end;
     end = h;
   }
+  if (r->prog->dp_sys && dev > 0) {
+    if (rk->nbusy == rk->capbusy) {
+      rk->capbusy = rk->capbusy ? 2 * rk->capbusy : 256;
+      rk->busy = npu_xrealloc(rk->busy, (size_t)rk->capbusy * sizeof *rk->busy);
+    }
+    rk->busy[rk->nbusy++] = (struct wl__busy){end - dev, end, loss};
+  }
   return end;
+}
+
+/*
+ * Data-parallel collective h, posted by rk at t0, is done: the compute it slowed. While it ran
+ * (t0 to its end) it held node.ccl's cores and part of HBM, so the stream's work in that window
+ * progressed at (1 - loss) of its rate: loss x the busy time was not done and runs later, less
+ * what the window's idle time (the stream waiting, for this collective or anything else) would
+ * have absorbed. A fully hidden collective costs loss x its duration; one longer than the
+ * compute beside it, only its exposed part (docs/TRAINING.md, "Interference").
+ */
+double wl__dp_lost(const struct wl__busy *b, int n, double t0, double t1)
+{
+  if (!(t1 > t0)) return 0;
+  double w = 0, busy = 0;
+  for (int i = n - 1; i >= 0; i--) {
+    if (b[i].t1 <= t0) break; /* in time order: every earlier one ended before the window */
+    double o = fmin(b[i].t1, t1) - fmax(b[i].t0, t0);
+    if (o > 0) {
+      w += b[i].loss * o;
+      busy += o;
+    }
+  }
+  return fmax(0, w - ((t1 - t0) - busy));
+}
+
+static void charge_dp(struct wl__replay *r, struct wl__rank *rk, int h, double t0)
+{
+  if (r->prog->dp_sys) rk->debt += wl__dp_lost(rk->busy, rk->nbusy, t0, wl__shared_end_s(&r->sh, h, r->x));
+}
+
+/* The step ends at t: what interference is still owed runs first. */
+static double pay_debt(struct wl__rank *rk, double t)
+{
+  rk->res->cat_s[WL_CAT_INTERFERE] += rk->debt;
+  t += rk->debt;
+  rk->debt = 0;
+  return t;
 }
 
 static void add_seg(struct wl__rank *rk, const struct wl_seg *sg)
@@ -244,7 +292,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       double end;
       if (s->kind == WL_STEP_SEG) {
         const struct wl_seg *sg = s->u.seg.seg;
-        end = stream_end(r, rk, now, sg->time_s, sg->host_lead_s, sg->launches);
+        end = stream_end(r, rk, now, sg->time_s, sg->host_lead_s, sg->launches, sg->dp_loss);
         add_seg(rk, sg);
         if (r->trace) trace_seg(r, rk, sg, end);
       } else { /* the experts' FLOPs are not counted per rank (the model's formula has them) */
@@ -252,7 +300,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
                                          (enum wl_expert_pass)s->u.experts.pass);
         rk->res->cat_s[WL_CAT_GEMM] += dev;
         /* three grouped launches: up, activation, down */
-        end = stream_end(r, rk, now, dev, wl__host_lead_equal(dev, 3, r->host_d), 3);
+        end = stream_end(r, rk, now, dev, wl__host_lead_equal(dev, 3, r->host_d), 3, r->prog->dp_loss);
       }
       double d = end - now;
       if (r->trace && d > 0 && s->kind == WL_STEP_EXPERTS) npu_trace_add(r->trace, rk->idx, 0, "experts", now, d);
@@ -290,12 +338,15 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
     case WL_STEP_GATHER: {
       host_dispatch(r, rk, 1);
       /* piece q's gather (posted by piece q-1, or now for the first), then piece q+1's */
-      int h = s->u.gather.piece == 0 ? wl__post_gather(r, rk, s->u.gather.params, now) : rk->next_gather;
+      bool first = s->u.gather.piece == 0;
+      int h = first ? wl__post_gather(r, rk, s->u.gather.params, now) : rk->next_gather;
+      double t0 = first ? now : rk->gather_t;
       rk->next_gather = -1;
       if (s->u.gather.next) { /* the next piece's gather step follows this piece's compute */
         for (int i = rk->sk + 1; i < rk->nsteps; i++)
           if (rk->steps[i].kind == WL_STEP_GATHER) {
             rk->next_gather = wl__post_gather(r, rk, rk->steps[i].u.gather.params, now);
+            rk->gather_t = now;
             break;
           }
       }
@@ -303,8 +354,10 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       if (h < 0) break;
       if (!sh_done(r, h)) {
         wait_on(rk, h, WL_CAT_DP, now);
+        rk->wait_t0 = t0;
         return;
       }
+      charge_dp(r, rk, h, t0);
       sh_drop(r, h);
       break;
     }
@@ -336,6 +389,7 @@ static bool on_wait_coll(struct wl__replay *r, struct wl__rank *rk, double now)
   if (!sh_done(r, rk->waitsh)) return false;
   rk->res->cat_s[rk->waitcat] += now - rk->since;
   if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
+  if (rk->waitcat == WL_CAT_DP) charge_dp(r, rk, rk->waitsh, rk->wait_t0);
   sh_drop(r, rk->waitsh);
   if (rk->pair_wait) {
     rk->pair_wait = false;
@@ -422,6 +476,7 @@ static bool ids_done(struct wl__replay *r, struct wl__rank *rk)
   for (int i = 0; i < rk->nids; i++)
     if (!sh_done(r, rk->ids[i])) return false;
   for (int i = 0; r->trace && i < rk->nids; i++) trace_dp(r, rk, i);
+  for (int i = 0; i < rk->nids; i++) charge_dp(r, rk, rk->ids[i], rk->ids_t[i]);
   for (int i = 0; i < rk->nids; i++) sh_drop(r, rk->ids[i]);
   rk->nids = 0;
   return true;
@@ -436,7 +491,7 @@ static bool on_wait_dp(struct wl__replay *r, struct wl__rank *rk, double now)
   /* the gradient norm's clipping reads it on the host (Megatron's clip_grad_norm .item()): the
    * host waits for the stream, then dispatches the optimizer's kernels */
   if (rk->host < now) rk->host = now;
-  rk->run_end = stream_end(r, rk, now, opt->time_s, opt->host_lead_s, opt->launches);
+  rk->run_end = stream_end(r, rk, now, opt->time_s, opt->host_lead_s, opt->launches, opt->dp_loss);
   if (r->trace) npu_trace_add(r->trace, rk->idx, 0, "optimizer", now, rk->run_end - now);
   rk->st = WL__ST_OPT;
   return true;
@@ -447,7 +502,7 @@ static bool on_opt(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   const struct wl_job *j = r->job;
   if (rk->run_end > now + EPS) return false;
-  double t = rk->run_end > now ? rk->run_end : now;
+  double t = pay_debt(rk, rk->run_end > now ? rk->run_end : now);
   if (j->plan.zero >= 1 && !zero3(r) && !j->plan.overlap_param_gather && j->plan.dp * j->plan.cp > 1) {
     wl__post_param_gathers(r, rk, t);
     rk->since = t;
@@ -463,7 +518,7 @@ static bool on_wait_ag(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   if (!ids_done(r, rk)) return false;
   rk->res->cat_s[WL_CAT_DP] += now - rk->since;
-  rk->res->end_s = now;
+  rk->res->end_s = pay_debt(rk, now);
   rk->st = WL__ST_DONE;
   return true;
 }
@@ -671,6 +726,7 @@ static void rp_release(struct wl__replay *r)
     free(r->rk[i].ids_t);
     free(r->rk[i].ids_name);
     free(r->rk[i].paired);
+    free(r->rk[i].busy);
   }
   free(r->rk);
   free(r->heap);

@@ -20,6 +20,8 @@
 
 /* The index of kernel "op args" in p->kernels, added (not costed) if new. */
 int wl__kernel_add(struct wl_program *p, const struct op_call *c);
+/* The same on chip variant sys (0: the system's; else p->slow_sys[sys - 1]). */
+int wl__kernel_add_on(struct wl_program *p, const struct op_call *c, int sys);
 /* The typed calls of the routed experts' kernels (expand.c): a grouped GEMM, a SwiGLU. */
 struct op_call wl__grouped_gemm_call(int64_t groups, int64_t m, int64_t n, int64_t k, enum npu_dtype dt);
 struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
@@ -34,6 +36,14 @@ double wl__item_time(const struct wl_program *j, int i);
 /* Cost every kernel of p not costed yet through cache (the chip model at the run's fidelity).
  * Returns 0, or an error with diag naming the kernel (a shape the chip cannot run). */
 int wl__cost_kernels(struct wl_program *p, struct op_cache *cache, struct npu_diag *diag);
+/*
+ * Data-parallel interference (docs/TRAINING.md): with a data-parallel group, the chip a DP
+ * collective leaves to compute beside it (p->dp_sys: node.ccl.cores, or scaleout_cores when the
+ * group crosses nodes, fewer cores; HBM less twice the device's injection rate on those links),
+ * and every kernel's twin on it, costed (wl_kernel.dp_twin). 0, or an error (a core count that
+ * leaves no core, a kernel that does not fit the smaller chip).
+ */
+int wl__dp_twins(struct wl_program *p, struct op_cache *cache, struct npu_diag *diag);
 
 /* The routed experts of one rank receiving `tokens` token copies in one layer and micro-batch:
  * seconds of each pass (out[WL_EXPERT_PASSES]), from p->experts' bucket of tokens (within 5%,
@@ -141,6 +151,21 @@ double wl__host_dispatch_s(const struct wl_program *j);
 double wl__host_lead(const double *t, int n, double d);
 double wl__host_lead_equal(double total_s, int n, double d);
 
+/* An interval the compute stream was busy, and the share of its throughput a data-parallel
+ * collective beside it would take (wl_seg.dp_loss). */
+struct wl__busy {
+  double t0, t1, loss;
+};
+
+/*
+ * The compute time a data-parallel collective running from t0 to t1 costs a stream whose busy
+ * intervals (in time order, not overlapping) are b[0..n-1]: in the window each busy second
+ * does (1 - loss) of its work, so loss x the busy time is owed, less the window's idle time
+ * (which slowed work would have filled). A collective under busy compute throughout costs
+ * loss x (t1 - t0); one longer than the compute beside it, nothing beyond its exposed part.
+ */
+double wl__dp_lost(const struct wl__busy *b, int n, double t0, double t1);
+
 struct wl__rank {
   int s, e;              /* pipeline stage, EP index */
   int idx;               /* s x E + e */
@@ -169,6 +194,13 @@ struct wl__rank {
   bool pair_wait;
   struct wl_stage_result *res;
   double host;           /* the host's clock: when it has dispatched what the rank ran so far */
+  /* data-parallel interference (wl__dp_twins): the stream's busy intervals of the step, the
+   * compute time lost to DP collectives found done and not yet added to the stream, and the
+   * post times of the ZeRO-3 gather posted ahead and of the DP collective waited on */
+  struct wl__busy *busy;
+  int nbusy, capbusy;
+  double debt;
+  double gather_t, wait_t0;
 };
 
 /* A replay rank to look at again at time t (the driver's min-heap). */

@@ -55,6 +55,7 @@ static const struct {
     {"gpt3-175b", 174.6e9, EXACT_GPT, 0, 0, false},
     {"llama2-7b", 6.74e9, EXACT_COUNT, 6738415616.0, 0, false},
     {"llama2-13b", 13.0e9, EXACT_COUNT, 13015864320.0, 0, false},
+    {"llama2-34b", 33.7e9, EXACT_COUNT, 33743970304.0, 0, false}, /* codellama/CodeLlama-34b-hf */
     {"llama2-70b", 69.0e9, EXACT_COUNT, 68976648192.0, 0, false},
     {"llama3-8b", 8.03e9, EXACT_COUNT, 8030261248.0, 0, false},
     {"llama3.1-8b", 8.03e9, EXACT_COUNT, 8030261248.0, 0, false},

@@ -266,3 +266,26 @@ Test(overlap, tp_split_experts_gather_their_tokens)
   cr_expect(fabs(per_copy[1] / per_copy[0] - 1) < 0.02, "a gathered copy costs 1 / tp of a copy at tp 1: %g vs %g FLOP",
             per_copy[1], per_copy[0]);
 }
+
+/* ------------------------------------------------------------------ data-parallel interference */
+
+Test(overlap, a_dp_collective_under_busy_compute_costs_loss_times_its_duration)
+{
+  struct wl__busy b[] = {{0, 10, 0.2}};
+  close_to(wl__dp_lost(b, 1, 2, 6), 0.2 * 4, "hidden in one kernel");
+  struct wl__busy c[] = {{0, 3, 0.1}, {3, 5, 0}, {5, 9, 0.3}};
+  close_to(wl__dp_lost(c, 3, 1, 8), 2 * 0.1 + 2 * 0 + 3 * 0.3, "across three segments");
+}
+
+Test(overlap, a_dp_collective_longer_than_its_compute_costs_only_what_the_wait_does_not_absorb)
+{
+  /* compute 4 beside a collective of 10: the 6 idle seconds absorb the 1 second of slowed work */
+  struct wl__busy b[] = {{0, 4, 0.25}};
+  close_to(wl__dp_lost(b, 1, 0, 10), 0, "absorbed by the wait");
+  /* compute 8 at half its rate beside 10: 4 owed, 2 absorbed */
+  struct wl__busy c[] = {{0, 8, 0.5}};
+  close_to(wl__dp_lost(c, 1, 0, 10), 2, "partly absorbed");
+  /* compute that ended before the collective started costs nothing, nor does an empty window */
+  close_to(wl__dp_lost(c, 1, 8, 12), 0, "after the compute");
+  close_to(wl__dp_lost(c, 1, 5, 5), 0, "empty window");
+}

@@ -428,3 +428,26 @@ Test(replay, trace_shows_gradient_buckets_from_post_to_finish)
   wl_result_release(&res);
   wl_job_release(&job);
 }
+
+/* ZeRO-3 over 8 NPUs of one server: every layer's gathers and gradient reduce-scatters run
+ * beside the compute and take HBM from it; cores taken as well (node.ccl.cores) slow it more.
+ * The step's breakdown still adds up to the step, and a core count that leaves the chip no core
+ * is refused with its key. */
+Test(replay, data_parallel_collectives_slow_the_compute_beside_them)
+{
+  struct wl_outcome r0 = isolated(SETS("plan.pp=1", "plan.zero=3", "plan.global_batch=16", "node.ccl.cores=0"));
+  struct wl_outcome r1 = isolated(SETS("plan.pp=1", "plan.zero=3", "plan.global_batch=16", "node.ccl.cores=12"));
+  cr_expect_gt(r0.cat_s[WL_CAT_INTERFERE], 0, "HBM taken: %g s", r0.cat_s[WL_CAT_INTERFERE]);
+  cr_expect_gt(r1.cat_s[WL_CAT_INTERFERE], 2 * r0.cat_s[WL_CAT_INTERFERE], "half the cores taken: %g s, HBM only %g s",
+               r1.cat_s[WL_CAT_INTERFERE], r0.cat_s[WL_CAT_INTERFERE]);
+  cr_expect_gt(r1.step_time_s, r0.step_time_s);
+  cr_expect_float_eq(sum_cats(r0.cat_s), r0.step_time_s, 1e-9 * r0.step_time_s);
+  cr_expect_float_eq(sum_cats(r1.cat_s), r1.step_time_s, 1e-9 * r1.step_time_s);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_outcome bad;
+  const char *const *sets = SETS("plan.pp=1", "plan.zero=3", "node.ccl.cores=24");
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, nsets(sets), &bad, &d), 0, "%s", d.msg);
+  cr_expect_neq(bad.status, 0);
+  cr_expect(strstr(bad.message, "node.ccl.cores") != NULL, "%s", bad.message);
+}
