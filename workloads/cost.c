@@ -295,6 +295,20 @@ static bool dp_crosses_nodes(const struct wl_program *j)
   return false;
 }
 
+/*
+ * Whether segment kind k can run while a data-parallel collective is in flight: with ZeRO-3
+ * (gathers and reduce-scatters all through the step) and DualPipe (forward and backward
+ * chunks paired to the end) every kind; with overlapped gradient buckets (posted by the last
+ * micro-batch's backward, waited for before the optimizer) the backward kinds; else none.
+ */
+static bool seg_beside_dp(const struct wl_program *j, enum wl_seg_kind k)
+{
+  if (wl_plan_zero3(&j->plan) || j->plan.schedule == WL_SCHED_DUALPIPE) return true;
+  if (!j->plan.overlap_grad_reduce) return false;
+  return k != WL_SEG_EMBED_F && k != WL_SEG_LAYER_F && k != WL_SEG_MOE_PRE_F && k != WL_SEG_MOE_POST_F &&
+         k != WL_SEG_HEAD_F;
+}
+
 int wl__dp_twins(struct wl_program *j, struct op_cache *cache, struct npu_diag *diag)
 {
   const struct wl_plan *p = &j->plan;
@@ -311,24 +325,28 @@ int wl__dp_twins(struct wl_program *j, struct op_cache *cache, struct npu_diag *
   double inj = out ? sys->cluster.scaleout.nic_bw_bytes_per_s * sys->cluster.scaleout.nics_per_device *
                          sys->cluster.scaleout.efficiency.value
                    : n->link.bw_bytes_per_s * n->link.ports * n->link_efficiency.value;
-  double take = sys->has_cluster || !out ? fmin(2 * inj, 0.5 * sys->chip.hbm.bw_bytes_per_s) : 0;
+  double take = fmin(2 * inj, 0.5 * sys->chip.hbm.bw_bytes_per_s);
   if (cores <= 0 && !(take > 0)) return 0;
   struct arch_system v = *sys;
   /* an AI core is a cube core and its vector cores (one on coupled GPUs, two on Ascend A2/A3) */
   int per = v.chip.aiv_count / v.chip.aic_count;
   v.chip.aic_count -= cores;
   v.chip.aiv_count -= cores * per;
-  if (take > 0) v.chip.hbm.bw_bytes_per_s -= take;
-  j->slow_sys = npu_xrealloc(j->slow_sys, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_sys);
-  j->slow_sys[j->nslow_sys++] = v;
-  j->dp_sys = j->nslow_sys;
-  int nk = j->nkernels;
-  for (int i = 0; i < nk; i++) {
-    /* a GEMM already given its cores runs beside a TP collective (plan.tp_overlap): kept as is */
-    if (j->kernels[i].sys != 0 || gives_cores(&j->kernels[i].call)) continue;
-    struct op_call c = j->kernels[i].call;
-    int t = wl__kernel_add_on(j, &c, j->dp_sys);
-    j->kernels[i].dp_twin = t + 1;
+  v.chip.hbm.bw_bytes_per_s -= take;
+  j->dp_sys = wl__slow_sys(j, &v);
+  for (int k = 0; k < WL_SEG_KINDS; k++) {
+    if (!seg_beside_dp(j, (enum wl_seg_kind)k)) continue;
+    const struct wl_seg *sg = &j->seg[k];
+    for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
+      const struct wl_item *it = &j->items[i];
+      /* a GEMM already given its cores runs beside a TP collective (plan.tp_overlap): kept as is */
+      if (it->coll || j->kernels[it->index].sys != 0 || j->kernels[it->index].dp_twin ||
+          gives_cores(&j->kernels[it->index].call))
+        continue;
+      struct op_call c = j->kernels[it->index].call;
+      int t = wl__kernel_add_on(j, &c, j->dp_sys); /* may move kernels: index them again */
+      j->kernels[it->index].dp_twin = t + 1;
+    }
   }
   return wl__cost_kernels(j, cache, diag);
 }

@@ -187,12 +187,18 @@ static int ovl_sys(struct wl_program *j, int factor)
   double inj = n->link.bw_bytes_per_s * n->link.ports * n->link_efficiency.value;
   double take = fmin(factor * inj, 0.5 * sys->chip.hbm.bw_bytes_per_s);
   if (!(take > 0)) return 0;
-  double left = sys->chip.hbm.bw_bytes_per_s - take;
+  struct arch_system v = *sys;
+  v.chip.hbm.bw_bytes_per_s -= take;
+  return wl__slow_sys(j, &v);
+}
+
+int wl__slow_sys(struct wl_program *j, const struct arch_system *v)
+{
+  uint64_t f = arch_chip_fingerprint(v);
   for (int i = 0; i < j->nslow_sys; i++)
-    if (j->slow_sys[i].chip.hbm.bw_bytes_per_s == left) return i + 1;
+    if (arch_chip_fingerprint(&j->slow_sys[i]) == f) return i + 1;
   j->slow_sys = npu_xrealloc(j->slow_sys, (size_t)(j->nslow_sys + 1) * sizeof *j->slow_sys);
-  j->slow_sys[j->nslow_sys] = *sys;
-  j->slow_sys[j->nslow_sys].chip.hbm.bw_bytes_per_s = left;
+  j->slow_sys[j->nslow_sys] = *v;
   return ++j->nslow_sys;
 }
 

@@ -86,6 +86,11 @@ void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p)
   npu_cfg_add_table(cfg, &table, p);
 }
 
+bool wl_plan_zero3(const struct wl_plan *p)
+{
+  return p->zero >= 3 && p->dp * p->cp > 1;
+}
+
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer)
 {
   if (p->recompute != WL_RECOMPUTE_FULL) return false;

@@ -104,6 +104,8 @@ int wl_plan_rank(const struct wl_plan *p, const struct wl_coord *c);
 /* The ranks of rank's group along d (size wl_plan_dim(d)), in coordinate order. */
 void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks);
 
+/* Whether parameters are sharded (ZeRO-3 / FSDP) over a data-parallel group of more than one. */
+bool wl_plan_zero3(const struct wl_plan *p);
 /* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer);
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */

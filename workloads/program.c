@@ -58,11 +58,6 @@ static int model_chunk(const struct wl_program *p, int stage, const struct wl_sl
   return wl_schedule_model_chunk((enum wl_schedule)p->plan.schedule, p->pp, p->plan.vpp, stage, sl->chunk);
 }
 
-static bool zero3(const struct wl_plan *plan)
-{
-  return plan->zero >= 3 && plan->dp * plan->cp > 1;
-}
-
 int wl_program_p2p_index(const struct wl_program *p, int dir, int b, int m)
 {
   return (dir * (p->mchunks - 1) + b) * p->mb + m;
@@ -134,7 +129,7 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
   const struct wl_model *md = &p->model;
   const struct wl_plan *pl = &p->plan;
   int k = model_chunk(p, stage, sl), mb = (int)sl->mb;
-  bool first = k == 0, last = k == p->mchunks - 1, fwd = sl->phase == WL_PH_F, z3 = zero3(pl);
+  bool first = k == 0, last = k == p->mchunks - 1, fwd = sl->phase == WL_PH_F, z3 = wl_plan_zero3(pl);
   int n = wl_plan_chunk_layers(pl, md->layers, p->mchunks, k);
   int l0 = wl_plan_chunk_first_layer(pl, md->layers, p->mchunks, k);
   bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && mb == p->mb - 1 && pl->overlap_grad_reduce && !z3;
@@ -211,7 +206,7 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
 static unsigned slot_shape(const struct wl_program *p, const struct wl_slot *sl)
 {
   bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && (int)sl->mb == p->mb - 1 &&
-               p->plan.overlap_grad_reduce && !zero3(&p->plan);
+               p->plan.overlap_grad_reduce && !wl_plan_zero3(&p->plan);
   return (unsigned)sl->chunk << 3 | (unsigned)sl->phase << 1 | (grads ? 1u : 0u);
 }
 

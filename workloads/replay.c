@@ -50,11 +50,6 @@
 
 #define EPS 1e-12
 
-static bool zero3(const struct wl__replay *r)
-{
-  return r->job->plan.zero >= 3 && r->job->plan.dp * r->job->plan.cp > 1;
-}
-
 /* The micro-batch of step s of rank rk's current slot (or its pair's second slot). */
 static int step_mb(const struct wl__rank *rk, const struct wl_step *s)
 {
@@ -406,7 +401,7 @@ static bool on_ready(struct wl__replay *r, struct wl__rank *rk, double now)
   const struct wl_job *j = r->job;
   const struct wl_program *pg = r->prog;
   if (rk->pc == rk->ps->nslots) {
-    if (!j->plan.overlap_grad_reduce && !zero3(r)) {
+    if (!j->plan.overlap_grad_reduce && !wl_plan_zero3(&j->plan)) {
       wl__post_bucket(r, rk, pg->stage_params[rk->s], now);
       wl__post_ebucket(r, rk, pg->stage_eparams[rk->s], now);
     }
@@ -503,7 +498,7 @@ static bool on_opt(struct wl__replay *r, struct wl__rank *rk, double now)
   const struct wl_job *j = r->job;
   if (rk->run_end > now + EPS) return false;
   double t = pay_debt(rk, rk->run_end > now ? rk->run_end : now);
-  if (j->plan.zero >= 1 && !zero3(r) && !j->plan.overlap_param_gather && j->plan.dp * j->plan.cp > 1) {
+  if (j->plan.zero >= 1 && !wl_plan_zero3(&j->plan) && !j->plan.overlap_param_gather && j->plan.dp * j->plan.cp > 1) {
     wl__post_param_gathers(r, rk, t);
     rk->since = t;
     rk->st = WL__ST_WAIT_AG;

@@ -22,6 +22,9 @@
 int wl__kernel_add(struct wl_program *p, const struct op_call *c);
 /* The same on chip variant sys (0: the system's; else p->slow_sys[sys - 1]). */
 int wl__kernel_add_on(struct wl_program *p, const struct op_call *c, int sys);
+/* The 1-based index of chip variant v among p->slow_sys (added when no variant with the same
+ * chip fingerprint is there). */
+int wl__slow_sys(struct wl_program *p, const struct arch_system *v);
 /* The typed calls of the routed experts' kernels (expand.c): a grouped GEMM, a SwiGLU. */
 struct op_call wl__grouped_gemm_call(int64_t groups, int64_t m, int64_t n, int64_t k, enum npu_dtype dt);
 struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
