@@ -20,8 +20,10 @@
  *
  * Backward (FlashAttention-2, key/value-block outer loop): a vector kernel first computes
  * D_i = rowsum(dO_i o O_i) and dQ's fp32 accumulator is zeroed. One block is a key/value block
- * of 64 rows of one key/value head; its steps are the query blocks (128 rows) of every query
- * head sharing it (i >= j when causal):
+ * of kb rows of one key/value head; its steps are the query blocks (qb rows) of every query
+ * head sharing it (i >= j when causal). The tile is qb x kb = 128 x 64, or FlashAttention-3's
+ * 64 x 128 on coupled cores whose L0C holds it (the H100: half the Q, dO loads and dQ atomics
+ * per MAC); each vector role takes qb / 2 rows:
  *   AIC: S = Q_i K_j^T / sqrt(dim), dP = dO_i V_j^T -> workspace
  *   AIV: P = exp(S - LSE_i), dS = P o (dP - D_i) / sqrt(dim) -> workspace (input type)
  *   AIC: dV_j += P^T dO_i and dK_j += dS^T Q_i (both held in L0C over the block's steps),
@@ -34,7 +36,7 @@
  * Hopper) where L1 holds Q, two K/V slots and P and the unified buffer two roles (on the H100
  * preset, whose UB is the register file, with the half-row scratch in P's buffer), else of 64
  * rows (one role: the A100, whose 164 KiB L1 does not hold them); the backward keeps its two
- * 64-row roles. The instructions of the roles are emitted interleaved per key block, so a pipe
+ * vector roles. The instructions of the roles are emitted interleaved per key block, so a pipe
  * shared by the roles (MTE2) never waits on work queued behind it.
  * Buffers are double buffered where the chip's L1 and UB hold two copies (the tiling decides).
  *
@@ -56,9 +58,7 @@
 #include "ops/vecutil.h"
 
 #define BC 128u    /* forward: key rows per block */
-#define KB 64u     /* backward: key rows per block (its dK and dV stay in L0C) */
-#define QB 128u    /* backward: query rows per step */
-#define HALF 64u   /* rows per vector role */
+#define HALF 64u   /* forward: rows per vector role */
 
 static const char *const passes[] = {"fwd", "bwd", NULL};
 
@@ -97,9 +97,15 @@ struct attn {
   uint32_t halves;               /* vector roles per block: 2 (split), 1 (coupled forward) */
   uint32_t br;                   /* forward query rows per block */
   uint32_t look, ns;             /* forward lookahead; slots = look + 1 */
-  uint32_t nl1, lookb;           /* backward: L1 buffers (2: double buffered), steps the cube
-                                    core runs ahead (1 when double buffered, else 0) */
-  uint32_t qblocks, kblocks;     /* forward: S / br; backward: S / QB and S / KB */
+  uint32_t nl1, lookb;           /* backward: L1 buffers of Q, dO and P, dS (2: double
+                                    buffered), steps the cube core runs ahead (1 when double
+                                    buffered, else 0) */
+  uint32_t nkv;                  /* backward: L1 buffers of K, V (2: the next block's load
+                                    overlaps this block's steps) */
+  uint32_t qb, kb, hb;           /* backward: query rows per step, key rows per block (its dK
+                                    and dV stay in L0C), rows per vector role (qb / 2) */
+  uint32_t xslot;                /* backward: bytes of each of the two L0C slots after dK, dV */
+  uint32_t qblocks, kblocks;     /* forward: S / br; backward: S / qb and S / kb */
   uint64_t nblocks;
   int cores;
   float scale;                   /* 1 / sqrt(D) */
@@ -160,20 +166,21 @@ static struct core_vec vop(enum core_vec_op op, uint64_t dst, uint64_t s0, uint6
                            .mask = {~0ull, 0}, .dst = dst, .src0 = s0, .src1 = s1};
 }
 
-/* Per-row scalars (HALF fp32 at src) broadcast into 32-byte blocks at bc. */
-static void brcb(struct core_tp *t, uint64_t bc, uint64_t src)
+/* Per-row scalars (`rows` fp32 at src) broadcast into 32-byte blocks at bc. */
+static void brcb(struct core_tp *t, uint64_t bc, uint64_t src, uint32_t rows)
 {
-  struct core_vec v = vop(CORE_VEC_BRCB, bc, src, 0, HALF / 8);
+  struct core_vec v = vop(CORE_VEC_BRCB, bc, src, 0, (uint16_t)(rows / 8));
   v.src0_rep = 1;
   v.dst_rep = 8;
   core_vec(t, &v);
 }
 
-/* dst[r][c] = src[r][c] op bcast[r] for HALF rows of `cols` fp32 (cols a multiple of 64). */
-static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t src, uint64_t bc, uint32_t cols)
+/* dst[r][c] = src[r][c] op bcast[r] for `rows` rows of `cols` fp32 (cols a multiple of 64). */
+static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t src, uint64_t bc, uint32_t rows,
+                    uint32_t cols)
 {
   for (uint32_t c = 0; c < cols; c += 64) {
-    struct core_vec v = vop(op, dst + c * 4, src + c * 4, bc, HALF);
+    struct core_vec v = vop(op, dst + c * 4, src + c * 4, bc, (uint16_t)rows);
     v.dst_rep = v.src0_rep = (uint16_t)(cols * 4 / 32);
     v.src1_blk = 0;
     v.src1_rep = 1;
@@ -181,19 +188,20 @@ static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64
   }
 }
 
-/* Cast HALF x cols fp32 at src to the input type at dst. */
-static void cast_out(struct core_tp *t, const struct attn *a, uint64_t dst, uint64_t src, uint32_t cols)
+/* Cast rows x cols fp32 at src to the input type at dst. */
+static void cast_out(struct core_tp *t, const struct attn *a, uint64_t dst, uint64_t src, uint32_t rows, uint32_t cols)
 {
-  struct core_vec v = vop(CORE_VEC_CAST, dst, src, 0, (uint16_t)(HALF * cols / 64));
+  struct core_vec v = vop(CORE_VEC_CAST, dst, src, 0, (uint16_t)(rows * cols / 64));
   v.dst_dtype = (uint8_t)a->dt;
   v.dst_rep = (uint16_t)(64 * es(a->dt) / 32);
   core_vec(t, &v);
 }
 
-/* S = bits ? S : -inf over HALF x cols fp32 (bits at mask, one per element). */
-static void apply_mask(struct core_tp *t, const struct ub_map *m, uint64_t s, uint64_t mask, uint32_t cols)
+/* S = bits ? S : -inf over rows x cols fp32 (bits at mask, one per element). */
+static void apply_mask(struct core_tp *t, const struct ub_map *m, uint64_t s, uint64_t mask, uint32_t rows,
+                       uint32_t cols)
 {
-  struct core_vec v = vop(CORE_VEC_SELECT, s, s, m->ninf, (uint16_t)(HALF * cols / 64));
+  struct core_vec v = vop(CORE_VEC_SELECT, s, s, m->ninf, (uint16_t)(rows * cols / 64));
   v.src1_blk = 0;
   v.src1_rep = 0;
   v.aux = mask;
@@ -501,7 +509,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   }
   uint32_t row0 = i * a->br + r * HALF;
   if (a->causal && j == row0 / BC) /* the diagonal block: keys after the query get -inf */
-    apply_mask(t, m, S, m->mask + (row0 % BC) / HALF * (HALF * BC / 8), BC);
+    apply_mask(t, m, S, m->mask + (row0 % BC) / HALF * (HALF * BC / 8), HALF, BC);
   /* row max of the block; running max m_new; alpha_j = exp(m - m_new) */
   if (a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* t is P's buffer: its copy is out */
   v = vop(CORE_VEC_MAX, m->t, S, S + 256, HALF);
@@ -517,8 +525,8 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   v = vop(CORE_VEC_EXP, VEC(m, alpha), VEC(m, alpha), 0, 1);
   core_vec(t, &v);
   /* P = exp(S - m_new); row sums; l = l alpha + rowsum; m = m_new */
-  brcb(t, m->brcb, VEC(m, V_MNEW));
-  rowwise(t, CORE_VEC_SUB, S, S, m->brcb, BC);
+  brcb(t, m->brcb, VEC(m, V_MNEW), HALF);
+  rowwise(t, CORE_VEC_SUB, S, S, m->brcb, HALF, BC);
   v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(HALF * BC / 64));
   core_vec(t, &v);
   v = vop(CORE_VEC_ADD, m->t, S, S + 256, HALF);
@@ -534,7 +542,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   core_vec(t, &v);
   /* P to the cube core, in the input type */
   if (!a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
-  cast_out(t, a, m->pb, S, BC);
+  cast_out(t, a, m->pb, S, HALF, BC);
   core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
@@ -571,8 +579,8 @@ static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint3
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   }
-  brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns));
-  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, a->D);
+  brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns), HALF);
+  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, HALF, a->D);
   struct core_vec add = vop(CORE_VEC_ADD, m->o, m->o, m->oj, (uint16_t)(HALF * a->D / 64));
   core_vec(t, &add);
   core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
@@ -584,14 +592,14 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   const struct ub_map *m = &a->fub[r];
   struct core_vec v = vop(CORE_VEC_RECIP, VEC(m, V_R), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
-  brcb(t, m->brcb, VEC(m, V_R));
-  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, a->D);
+  brcb(t, m->brcb, VEC(m, V_R), HALF);
+  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, HALF, a->D);
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* the previous block's O and LSE are out */
   v = vop(CORE_VEC_LN, VEC(m, V_LSE), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
   v = vop(CORE_VEC_ADD, VEC(m, V_LSE), VEC(m, V_LSE), VEC(m, V_M), 1);
   core_vec(t, &v);
-  cast_out(t, a, m->pb, m->o, a->D);
+  cast_out(t, a, m->pb, m->o, HALF, a->D);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   uint32_t row = i * a->br + r * HALF;
@@ -668,10 +676,17 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
 
 /* ------------------------------------------------------------------ backward: geometry */
 
-/* Workspace of unit u: two slots of S, dP (fp32 QB x KB), P, dS (input type QB x KB). */
+/* Bytes of the backward's masks: one hb x kb variant per offset o = (first row) - (first key) of
+ * a role's rows and a key block, o = (v - 1) hb for v = 0 .. kb / hb (v = 0: all masked). */
+static uint32_t bwd_mask_bytes(const struct attn *a)
+{
+  return (a->kb / a->hb + 1) * a->hb * a->kb / 8;
+}
+
+/* Workspace of unit u: two slots of S, dP (fp32 a->qb x a->kb), P, dS (input type a->qb x a->kb). */
 static uint64_t bws(const struct attn *a, int u, uint32_t slot, int which)
 {
-  uint64_t f = (uint64_t)QB * KB * 4, h = (uint64_t)QB * KB * es(a->dt);
+  uint64_t f = (uint64_t)a->qb * a->kb * 4, h = (uint64_t)a->qb * a->kb * es(a->dt);
   uint64_t base = a->ws + (uint64_t)u * a->ws_bytes + (uint64_t)slot * 2 * (f + h);
   return which < 2 ? base + (uint64_t)which * f : base + 2 * f + (uint64_t)(which - 2) * h;
 }
@@ -688,7 +703,7 @@ static void bwd_decompose(const struct attn *a, uint64_t b, uint32_t *bb, uint32
 /* First query block that sees key block j. */
 static uint32_t bwd_first_q(const struct attn *a, uint32_t j)
 {
-  return a->causal ? j * KB / QB : 0;
+  return a->causal ? j * a->kb / a->qb : 0;
 }
 
 static int bwd_class(void *ctx, uint64_t b)
@@ -721,17 +736,17 @@ static void bwd_step(const struct attn *a, uint32_t kvh, uint32_t j, uint32_t s,
 
 static uint32_t bl1_kv(const struct attn *a, uint32_t z, int which)
 {
-  return (z * 2 + (uint32_t)which) * KB * a->D * es(a->dt);
+  return (z * 2 + (uint32_t)which) * a->kb * a->D * es(a->dt);
 }
 
 static uint32_t bl1_qd(const struct attn *a, uint32_t x, int which)
 {
-  return bl1_kv(a, a->nl1, 0) + (x * 2 + (uint32_t)which) * QB * a->D * es(a->dt);
+  return bl1_kv(a, a->nkv, 0) + (x * 2 + (uint32_t)which) * a->qb * a->D * es(a->dt);
 }
 
 static uint32_t bl1_pd(const struct attn *a, uint32_t y, int which)
 {
-  return bl1_qd(a, a->nl1, 0) + (y * 2 + (uint32_t)which) * QB * KB * es(a->dt);
+  return bl1_qd(a, a->nl1, 0) + (y * 2 + (uint32_t)which) * a->qb * a->kb * es(a->dt);
 }
 
 static uint32_t l1_bytes_bwd(const struct attn *a)
@@ -746,9 +761,9 @@ static void bwd_aic_begin(struct core_tp *t, const struct attn *a)
   for (uint32_t x = 0; x < a->nl1; x++) {
     core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
     core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(x));
-    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(x));
     for (int r = 0; r < 2 && a->onchip; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * r + (int)x);
   }
+  for (uint32_t z = 0; z < a->nkv; z++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
 }
 
 static void bwd_aic_end(struct core_tp *t, const struct attn *a)
@@ -758,9 +773,9 @@ static void bwd_aic_end(struct core_tp *t, const struct attn *a)
   for (uint32_t x = 0; x < a->nl1; x++) {
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(x));
-    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(x));
     for (int r = 0; r < 2 && a->onchip; r++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * r + (int)x);
   }
+  for (uint32_t z = 0; z < a->nkv; z++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
 }
 
 static struct core_tile l1t(const struct attn *a, uint32_t addr, uint32_t rows, uint32_t cols, uint32_t ld)
@@ -776,9 +791,10 @@ static struct core_tile l0c(uint32_t addr, uint32_t rows, uint32_t cols)
   return c;
 }
 
+/* L0C: dV at 0, dK after it, then the two slots of xslot bytes. */
 #define L0C_DV 0u
-#define L0C_DK 32768u
-#define L0C_X(x) (65536u + 32768u * (uint32_t)(x))
+#define L0C_DK (a->kb * a->D * 4)
+#define L0C_X(x) (2 * L0C_DK + a->xslot * (uint32_t)(x))
 
 /* c (+)= op(A) x op(B) from L1 tiles through a ping-pong pair of L0A/L0B slots; `fix` >= 0:
  * first wait until FixPipe has read that L0C slot out. */
@@ -820,17 +836,17 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->dout : a->q;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, i * QB, h, a->H) * es(a->dt), QB, a->D,
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, i * a->qb, h, a->H) * es(a->dt), a->qb, a->D,
                                   a->H * a->D);
-    struct core_tile l = l1t(a, bl1_qd(a, x, which), QB, a->D, 0);
+    struct core_tile l = l1t(a, bl1_qd(a, x, which), a->qb, a->D, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
   for (int which = 0; which < 2; which++) { /* S = Q K^T, dP = dO V^T */
     int xs = (int)(unit_of(t)->xc++ % 2);
-    struct core_tile c = l0c(L0C_X(xs), QB, KB);
-    bwd_mm(t, a, l1t(a, bl1_qd(a, x, which), QB, a->D, 0), false, l1t(a, bl1_kv(a, z, which), KB, a->D, 0), true,
+    struct core_tile c = l0c(L0C_X(xs), a->qb, a->kb);
+    bwd_mm(t, a, l1t(a, bl1_qd(a, x, which), a->qb, a->D, 0), false, l1t(a, bl1_kv(a, z, which), a->kb, a->D, 0), true,
            c, true, xs);
     if (a->onchip) { /* each role's 64 rows straight into its UB buffer */
       uint32_t us = s % (uint32_t)a->ub.nbuf;
@@ -839,16 +855,16 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
       for (uint32_t r = 0; r < 2; r++) {
         if (!which) core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2 * (int)r + (int)us);
         struct core_copy o = {.scale = which ? 1.0f : a->scale, .fb_scale = UINT64_MAX};
-        o.src = l0c(L0C_X(xs) + r * HALF * 16 * 4, HALF, KB);
-        o.src.ld = QB;
-        o.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, role_base(a, r) + a->ub.buf[us] + (uint32_t)which * HALF * KB * 4,
-                         HALF, KB, 0);
+        o.src = l0c(L0C_X(xs) + r * a->hb * 16 * 4, a->hb, a->kb);
+        o.src.ld = a->qb;
+        o.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, role_base(a, r) + a->ub.buf[us] + (uint32_t)which * a->hb * a->kb * 4,
+                         a->hb, a->kb, 0);
         core_copy_ex(t, &o);
       }
       core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, xs);
       continue;
     }
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, bws(a, u, w, which ? W_DP : W_S), QB, KB, 0);
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, bws(a, u, w, which ? W_DP : W_S), a->qb, a->kb, 0);
     bwd_out(t, xs, c, g, which ? 1.0f : a->scale, false);
   }
   for (uint32_t r = 0; r < 2; r++) {
@@ -871,8 +887,8 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
     for (uint32_t r = 0; r < 2; r++) core_xwait(t, CORE_PIPE_MTE2, (enum core_sub)(CORE_SUB_AIV0 + r), BX_P(w));
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_PD(y));
     for (int which = 0; which < 2; which++) {
-      struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, bws(a, u, w, which ? W_DS : W_P), QB, KB, 0);
-      struct core_tile l = l1t(a, bl1_pd(a, y, which), QB, KB, 0);
+      struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, bws(a, u, w, which ? W_DS : W_P), a->qb, a->kb, 0);
+      struct core_tile l = l1t(a, bl1_pd(a, y, which), a->qb, a->kb, 0);
       core_copy(t, &l, &g);
     }
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_PD(y));
@@ -880,19 +896,20 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   }
   bool first = s == 0;
   /* dV += P^T dO_i; dK += dS^T Q_i (the block's first step waits for the last read-out) */
-  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 0), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 1), QB, a->D, 0), false,
-         l0c(L0C_DV, KB, a->D), first, first ? 2 : -1);
-  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 1), QB, KB, 0), true, l1t(a, bl1_qd(a, x, 0), QB, a->D, 0), false,
-         l0c(L0C_DK, KB, a->D), first, -1);
+  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 0), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 1), a->qb, a->D, 0), false,
+         l0c(L0C_DV, a->kb, a->D), first, first ? 2 : -1);
+  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 1), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 0), a->qb, a->D, 0), false,
+         l0c(L0C_DK, a->kb, a->D), first, -1);
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x)); /* Q_i, dO_i no longer needed */
-  /* dQ_i += dS K_j, in two halves of 64 rows */
-  for (uint32_t half = 0; half < 2; half++) {
+  /* dQ_i += dS K_j, in pieces of the rows an L0C slot holds (two halves of 64 rows at 128 x 64) */
+  uint32_t dqr = a->xslot / (a->D * 4) < a->qb ? a->xslot / (a->D * 4) : a->qb; /* rows a slot holds */
+  for (uint32_t half = 0; half < a->qb / dqr; half++) {
     int xs = (int)(unit_of(t)->xc++ % 2);
-    struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * HALF * 16 * es(a->dt), HALF, KB, QB);
-    struct core_tile c = l0c(L0C_X(xs), HALF, a->D);
-    bwd_mm(t, a, ds, false, l1t(a, bl1_kv(a, z, 0), KB, a->D, 0), false, c, true, xs);
+    struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * dqr * 16 * es(a->dt), dqr, a->kb, a->qb);
+    struct core_tile c = l0c(L0C_X(xs), dqr, a->D);
+    bwd_mm(t, a, ds, false, l1t(a, bl1_kv(a, z, 0), a->kb, a->D, 0), false, c, true, xs);
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
-                                  a->dq32 + bsnd(a, bb, i * QB + half * HALF, h, a->H) * 4, HALF, a->D, a->H * a->D);
+                                  a->dq32 + bsnd(a, bb, i * a->qb + half * dqr, h, a->H) * 4, dqr, a->D, a->H * a->D);
     bwd_out(t, xs, c, g, 1.0f, true);
   }
   if (a->onchip)
@@ -919,8 +936,8 @@ static void bwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
   ni.mask[0] = 0xff;
   core_vec(t, &ni);
   if (a->causal) {
-    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, 2 * HALF * KB / 8, 0);
-    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, rb + m->mask, 1, 2 * HALF * KB / 8, 0);
+    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, bwd_mask_bytes(a), 0);
+    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, rb + m->mask, 1, bwd_mask_bytes(a), 0);
     core_copy(t, &um, &gm);
   }
 }
@@ -941,47 +958,48 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
   const struct ub_map *m = &a->ub;
   uint32_t rb = role_base(a, r), h, i, w = s % 2, us = s % (uint32_t)m->nbuf;
   bwd_step(a, kvh, j, s, &h, &i);
-  uint64_t S = rb + m->buf[us], dP = S + HALF * KB * 4, L = dP + HALF * KB * 4, D = L + 256;
+  uint64_t S = rb + m->buf[us], dP = S + a->hb * a->kb * 4, L = dP + a->hb * a->kb * 4, D = L + 256;
   uint64_t bc = rb + m->brcb;
   int ev = 2 * (int)r + (int)us;
-  uint32_t row0 = i * QB + r * HALF;
+  uint32_t row0 = i * a->qb + r * a->hb;
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
   if (!a->onchip) {
     core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, BX_S(w));
     for (int which = 0; which < 2; which++) {
-      struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, bws(a, u, w, which ? W_DP : W_S) + r * HALF * KB * 4,
-                                    HALF, KB, 0);
-      struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, which ? dP : S, HALF, KB, 0);
+      struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, bws(a, u, w, which ? W_DP : W_S) + r * a->hb * a->kb * 4,
+                                    a->hb, a->kb, 0);
+      struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, which ? dP : S, a->hb, a->kb, 0);
       core_copy(t, &l, &g);
     }
   }
   for (int which = 0; which < 2; which++) {
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, (which ? a->dd : a->lse) + lse_at(a, bb, h, row0), 1,
-                                  HALF, 0);
-    struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, which ? D : L, 1, HALF, 0);
+                                  a->hb, 0);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, which ? D : L, 1, a->hb, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   if (a->onchip) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
-  if (a->causal && j * KB + KB > row0 + 1) { /* keys after some query: the diagonal or all */
-    uint32_t full = j * KB > row0;
-    apply_mask(t, m, S, rb + m->mask + full * (HALF * KB / 8), KB);
+  if (a->causal && j * a->kb + a->kb > row0 + 1) { /* keys after some query: the diagonal or all */
+    int64_t o = (int64_t)row0 - (int64_t)j * a->kb; /* the mask variant of this offset (masks()) */
+    uint32_t var = o <= -(int64_t)a->hb ? 0 : (uint32_t)((o + a->hb) / a->hb);
+    apply_mask(t, m, S, rb + m->mask + var * (a->hb * a->kb / 8), a->hb, a->kb);
   }
-  brcb(t, bc, L);
-  rowwise(t, CORE_VEC_SUB, S, S, bc, KB);
-  struct core_vec v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(HALF * KB / 64));
+  brcb(t, bc, L, a->hb);
+  rowwise(t, CORE_VEC_SUB, S, S, bc, a->hb, a->kb);
+  struct core_vec v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(a->hb * a->kb / 64));
   core_vec(t, &v);
-  brcb(t, bc, D);
-  rowwise(t, CORE_VEC_SUB, dP, dP, bc, KB);
-  v = vop(CORE_VEC_MUL, dP, dP, S, (uint16_t)(HALF * KB / 64));
+  brcb(t, bc, D, a->hb);
+  rowwise(t, CORE_VEC_SUB, dP, dP, bc, a->hb, a->kb);
+  v = vop(CORE_VEC_MUL, dP, dP, S, (uint16_t)(a->hb * a->kb / 64));
   core_vec(t, &v);
-  v = vop(CORE_VEC_MULS, dP, dP, 0, (uint16_t)(HALF * KB / 64));
+  v = vop(CORE_VEC_MULS, dP, dP, 0, (uint16_t)(a->hb * a->kb / 64));
   v.scalar = a->scale;
   core_vec(t, &v);
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
-  cast_out(t, a, rb + m->pb, S, KB);
-  cast_out(t, a, rb + m->ds, dP, KB);
+  cast_out(t, a, rb + m->pb, S, a->hb, a->kb);
+  cast_out(t, a, rb + m->ds, dP, a->hb, a->kb);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
   if (a->onchip) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, ev);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
@@ -990,8 +1008,8 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
     uint32_t y = s % a->nl1;
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * (int)r + (int)y);
     for (int which = 0; which < 2; which++) {
-      struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), HALF, KB, 0);
-      struct core_tile d = l1t(a, bl1_pd(a, y, which) + r * HALF * 16 * es(a->dt), HALF, KB, QB);
+      struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), a->hb, a->kb, 0);
+      struct core_tile d = l1t(a, bl1_pd(a, y, which) + r * a->hb * 16 * es(a->dt), a->hb, a->kb, a->qb);
       core_copy(t, &d, &l);
     }
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
@@ -999,9 +1017,9 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
     return;
   }
   for (int which = 0; which < 2; which++) {
-    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), HALF, KB, 0);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), a->hb, a->kb, 0);
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt,
-                                  bws(a, u, w, which ? W_DS : W_P) + (uint64_t)r * HALF * KB * es(a->dt), HALF, KB, 0);
+                                  bws(a, u, w, which ? W_DS : W_P) + (uint64_t)r * a->hb * a->kb * es(a->dt), a->hb, a->kb, 0);
     core_copy(t, &g, &l);
   }
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
@@ -1040,14 +1058,14 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   int u = core_unit(t);
   uint32_t bb, kvh, j;
   bwd_decompose(a, b, &bb, &kvh, &j);
-  uint32_t steps = a->group * (a->qblocks - bwd_first_q(a, j)), z = unit_of(t)->kv_slot++ % a->nl1;
+  uint32_t steps = a->group * (a->qblocks - bwd_first_q(a, j)), z = unit_of(t)->kv_slot++ % a->nkv;
   core_select(t, CORE_SUB_AIC);
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->v : a->k;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * KB, kvh, a->KVH) * es(a->dt), KB,
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH) * es(a->dt), a->kb,
                                   a->D, a->KVH * a->D);
-    struct core_tile l = l1t(a, bl1_kv(a, z, which), KB, a->D, 0);
+    struct core_tile l = l1t(a, bl1_kv(a, z, which), a->kb, a->D, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_KV(z));
@@ -1074,8 +1092,8 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 2);
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->dk : a->dv;
-    struct core_copy o = {.src = l0c(which ? L0C_DK : L0C_DV, KB, a->D), .scale = 1.0f, .fb_scale = UINT64_MAX};
-    o.dst = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * KB, kvh, a->KVH) * es(a->dt), KB, a->D,
+    struct core_copy o = {.src = l0c(which ? L0C_DK : L0C_DV, a->kb, a->D), .scale = 1.0f, .fb_scale = UINT64_MAX};
+    o.dst = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH) * es(a->dt), a->kb, a->D,
                      a->KVH * a->D);
     core_copy_ex(t, &o);
   }
@@ -1171,11 +1189,11 @@ static uint32_t ub_bwd(struct ub_map *m, const struct attn *a, int nbuf)
   uint32_t at = 0, es_ = es(a->dt);
   memset(m, 0, sizeof *m);
   m->nbuf = nbuf;
-  for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, 2 * HALF * KB * 4 + 512);
-  m->pb = take(&at, HALF * KB * es_);
-  m->ds = take(&at, HALF * KB * es_);
-  m->mask = take(&at, 2 * HALF * KB / 8);
-  m->brcb = take(&at, HALF * 32);
+  for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, 2 * a->hb * a->kb * 4 + 512);
+  m->pb = take(&at, a->hb * a->kb * es_);
+  m->ds = take(&at, a->hb * a->kb * es_);
+  m->mask = take(&at, bwd_mask_bytes(a));
+  m->brcb = take(&at, a->hb * 32);
   m->ninf = take(&at, 32);
   return m->size = at;
 }
@@ -1216,6 +1234,30 @@ static int nofit(struct npu_diag *diag, const struct arch_chip *chip, const char
                       "the attention tiling needs %llu bytes of %s, %s has %llu", (unsigned long long)need, what,
                       chip->name, (unsigned long long)have),
          NPU_ENOFIT;
+}
+
+/* The backward's tiling with qb query rows per step and kb key rows per block: L0C holds dV, dK
+ * and two slots of qb x kb fp32; L1 Q, dO and P, dS double buffered if it can (then the cube core
+ * runs a step ahead), K, V too if it can; UB the two roles' maps. False (diag set) when nothing
+ * fits. */
+static bool bwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t qb, uint32_t kb, struct npu_diag *diag)
+{
+  uint64_t l0c = chip->buf[ARCH_BUF_L0C].size_bytes, l1 = chip->buf[ARCH_BUF_L1].size_bytes;
+  uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
+  a->halves = 2;
+  a->qb = qb, a->kb = kb, a->hb = qb / 2;
+  a->xslot = qb * kb * 4;
+  if (2 * L0C_DK + 2 * a->xslot > l0c) return nofit(diag, chip, "L0C", 2 * L0C_DK + 2 * a->xslot, l0c), false;
+  a->nl1 = a->nkv = 2;
+  if (l1_bytes_bwd(a) > l1) a->nkv = 1;
+  if (l1_bytes_bwd(a) > l1) a->nl1 = 1;
+  if (l1_bytes_bwd(a) > l1) return nofit(diag, chip, "L1", l1_bytes_bwd(a), l1), false;
+  a->lookb = a->nl1 == 2 ? 1 : 0;
+  uint32_t roles = a->coupled ? 2 : 1;
+  if (ub_bwd(&a->ub, a, 2) * roles > ub && ub_bwd(&a->ub, a, 1) * roles > ub)
+    return nofit(diag, chip, "UB", a->ub.size * roles, ub), false;
+  a->role_stride = a->ub.size;
+  return true;
 }
 
 static int plan(void *p, const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
@@ -1263,20 +1305,18 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
     a->nblocks = (uint64_t)a->B * a->H * a->qblocks;
     a->ws_bytes = (uint64_t)a->ns * (a->br * BC * 4 + a->br * BC * e + (uint64_t)a->br * a->D * 4);
   } else {
-    a->halves = 2;
-    a->nl1 = 2;
-    if (l1_bytes_bwd(a) > chip->buf[ARCH_BUF_L1].size_bytes) a->nl1 = 1;
-    if (l1_bytes_bwd(a) > chip->buf[ARCH_BUF_L1].size_bytes) return nofit(diag, chip, "L1", l1_bytes_bwd(a), chip->buf[ARCH_BUF_L1].size_bytes);
-    a->lookb = a->nl1 == 2 ? 1 : 0;
-    uint32_t roles = a->coupled ? 2 : 1;
-    if (ub_bwd(&a->ub, a, 2) * roles > chip->buf[ARCH_BUF_UB].size_bytes && ub_bwd(&a->ub, a, 1) * roles > chip->buf[ARCH_BUF_UB].size_bytes)
-      return nofit(diag, chip, "UB", a->ub.size * roles, chip->buf[ARCH_BUF_UB].size_bytes);
-    a->role_stride = a->ub.size;
+    /* On coupled cores (GPU SMs) FlashAttention-3's backward tile where L0C holds it with the
+     * cube core a step ahead: 64 query rows per step against 128-row key blocks, half the Q, dO
+     * loads and dQ atomics per MAC of 128 x 64. Else, and on split chips (CANN's tiles), 128 x 64. */
+    if (!a->coupled || !bwd_tiling(a, chip, 64, 128, diag) || a->nl1 < 2) {
+      npu_diag_clear(diag);
+      if (!bwd_tiling(a, chip, 128, 64, diag)) return NPU_ENOFIT;
+    }
     if (chip->buf[ARCH_BUF_UB].size_bytes < 114688 + 256) return nofit(diag, chip, "UB", 114688 + 256, chip->buf[ARCH_BUF_UB].size_bytes);
-    a->qblocks = a->S / QB;
-    a->kblocks = a->S / KB;
+    a->qblocks = a->S / a->qb;
+    a->kblocks = a->S / a->kb;
     a->nblocks = (uint64_t)a->B * a->KVH * a->kblocks;
-    a->ws_bytes = 2 * 2 * ((uint64_t)QB * KB * 4 + (uint64_t)QB * KB * e);
+    a->ws_bytes = 2 * 2 * ((uint64_t)a->qb * a->kb * 4 + (uint64_t)a->qb * a->kb * e);
   }
   a->cores = a->nblocks < (uint64_t)chip->aic_count ? (int)a->nblocks : chip->aic_count;
   return 0;
@@ -1297,20 +1337,30 @@ static int bwd_class_b(void *ctx, uint64_t b)
 }
 
 /* The diagonal masks: forward 2 x 64 rows x 128 keys (rows of the lower and upper half of a
- * 128-row block), backward 64 x 64 (c <= r) and 64 x 64 of zeros (all masked). */
+ * 128-row block); backward the variants of bwd_mask_bytes (key c sees row r when c <= r + o). */
 static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
 {
-  uint8_t m[2 * HALF * BC / 8];
+  uint8_t m[4096];
   memset(m, 0, sizeof m);
-  uint32_t cols = a->bwd ? KB : BC, halves = a->bwd ? 1 : 2;
-  for (uint32_t hf = 0; hf < halves; hf++)
+  if (a->bwd) {
+    NPU_ASSERT(bwd_mask_bytes(a) <= sizeof m);
+    for (uint32_t v = 0; v <= a->kb / a->hb; v++)
+      for (uint32_t r = 0; r < a->hb; r++)
+        for (uint32_t c = 0; c < a->kb; c++)
+          if ((int64_t)c <= (int64_t)r + ((int64_t)v - 1) * a->hb) {
+            uint32_t bit = (v * a->hb + r) * a->kb + c;
+            m[bit / 8] |= (uint8_t)(1u << (bit % 8));
+          }
+    return op_tensor_bytes(x, "mask", bwd_mask_bytes(a), m);
+  }
+  for (uint32_t hf = 0; hf < 2; hf++)
     for (uint32_t r = 0; r < HALF; r++)
-      for (uint32_t c = 0; c < cols; c++)
+      for (uint32_t c = 0; c < BC; c++)
         if (c <= hf * HALF + r) {
-          uint32_t bit = (hf * HALF + r) * cols + c;
+          uint32_t bit = (hf * HALF + r) * BC + c;
           m[bit / 8] |= (uint8_t)(1u << (bit % 8));
         }
-  return op_tensor_bytes(x, "mask", a->bwd ? 2 * HALF * KB / 8 : sizeof m, m);
+  return op_tensor_bytes(x, "mask", 2 * HALF * BC / 8, m);
 }
 
 static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, double *O,

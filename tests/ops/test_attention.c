@@ -13,7 +13,7 @@
 
 #include "common/err.h"
 
-static struct arch_system b2, a100, a100_gm, h100, h100_smem, h100_32;
+static struct arch_system b2, a100, a100_gm, h100, h100_smem, h100_32, h100_l0c;
 
 static void setup(void)
 {
@@ -24,6 +24,8 @@ static void setup(void)
   /* the UB as the shared memory it was before the H100 preset made it the register file */
   ts_load_system(&h100_smem, "nvidia-h100-sxm", (const char *const[]){"chip.ub.size=228KiB", "chip.ub.bank_bytes=7.125KiB", NULL});
   ts_load_system(&h100_32, "nvidia-h100-sxm", (const char *const[]){"chip.aic_count=32", "chip.aiv_count=32", NULL});
+  /* the A100's 128 KiB of accumulators (L0C) the H100 preset had before it took the register file */
+  ts_load_system(&h100_l0c, "nvidia-h100-sxm", (const char *const[]){"chip.l0c.size=128KiB", NULL});
 }
 
 TestSuite(attention, .init = setup, .timeout = 300);
@@ -100,6 +102,33 @@ Test(attention, coupled_forward_takes_128_row_blocks_where_two_roles_fit)
   cr_expect(reads > 0.49 && reads < 0.52, "GM reads of 128-row / 64-row blocks %.3f", reads);
   cr_expect_lt(big.total.time_s, 0.9 * small.total.time_s, "128 rows %g s, 64 rows %g s", big.total.time_s,
                small.total.time_s);
+}
+
+/* Where L0C holds dK and dV of a 128-row key block with two 64 x 128 fp32 slots (the H100, whose
+ * accumulators are its register file), the backward takes FlashAttention-3's tile: 64 query rows
+ * per step against 128 key rows, so each Q, dO load and each dQ atomic add serves twice the keys
+ * of the 128 x 64 tile the same chip takes with 128 KiB of L0C (there L1 keeps Q, dO, P and dS
+ * double buffered and K, V single). Both tilings check their gradients, causal and full, GQA. */
+Test(attention, coupled_backward_takes_64_by_128_tiles_where_l0c_holds_them)
+{
+  const char *const *cases[] = {ARGS("heads=2", "seq=384", "dim=64", "pass=bwd"),
+                                ARGS("heads=4", "kv_heads=2", "seq=256", "causal=false", "pass=bwd"),
+                                ARGS("heads=2", "kv_heads=1", "seq=512", "pass=bwd", "dtype=fp16")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100_l0c.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "kv_heads=1", "seq=384", "pass=bwd"));
+  struct op_result wide = ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                ARGS("heads=16", "seq=4096", "causal=false", "pass=bwd"));
+  struct op_result narrow = ts_op(&h100_l0c.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                  ARGS("heads=16", "seq=4096", "causal=false", "pass=bwd"));
+  double reads = (double)wide.total.gm_read_bytes / (double)narrow.total.gm_read_bytes;
+  double writes = (double)wide.total.gm_write_bytes / (double)narrow.total.gm_write_bytes;
+  cr_expect(reads > 0.45 && reads < 0.6, "GM reads of the 64 x 128 / 128 x 64 backward %.3f", reads);
+  cr_expect(writes > 0.45 && writes < 0.6, "GM writes of the 64 x 128 / 128 x 64 backward %.3f", writes);
+  cr_expect_lt(wide.total.time_s, 0.8 * narrow.total.time_s, "64 x 128 %g s, 128 x 64 %g s", wide.total.time_s,
+               narrow.total.time_s);
 }
 
 Test(attention, coupled_forward_with_two_roles_at_event_fidelity)
