@@ -40,6 +40,7 @@ enum arch_buf { ARCH_BUF_L1, ARCH_BUF_L0A, ARCH_BUF_L0B, ARCH_BUF_L0C, ARCH_BUF_
   XX(L1_TO_L0B, "l1_to_l0b", "MTE1: L1 -> L0B")                          \
   XX(L1_TO_UB, "l1_to_ub", "L1 -> UB")                                   \
   XX(UB_TO_L1, "ub_to_l1", "UB -> L1")                                   \
+  XX(UB_TO_L0A, "ub_to_l0a", "UB -> L0A (registers as the cube's A operand)") \
   XX(L0C_TO_GM, "l0c_to_gm", "FixPipe: L0C -> GM")                       \
   XX(L0C_TO_L1, "l0c_to_l1", "FixPipe: L0C -> L1")                       \
   XX(L0C_TO_UB, "l0c_to_ub", "FixPipe: L0C -> UB")                       \

@@ -146,7 +146,7 @@ static enum core_pipe path_pipe(enum mem_space src, enum mem_space dst)
   if (src == MEM_GM) return CORE_PIPE_MTE2;
   if (src == MEM_L0C || dst == MEM_FB) return CORE_PIPE_FIX;
   if (src == MEM_L1) return CORE_PIPE_MTE1;
-  return CORE_PIPE_MTE3; /* UB -> GM, UB -> L1 */
+  return CORE_PIPE_MTE3; /* UB -> GM, UB -> L1, UB -> L0A */
 }
 
 void core_copy_ex(struct core_tp *t, const struct core_copy *cp)

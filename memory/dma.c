@@ -12,6 +12,7 @@ static const struct {
     {MEM_L0C, MEM_GM, ARCH_PATH_L0C_TO_GM},   {MEM_L0C, MEM_L1, ARCH_PATH_L0C_TO_L1},
     {MEM_L0C, MEM_UB, ARCH_PATH_L0C_TO_UB},   {MEM_UB, MEM_GM, ARCH_PATH_UB_TO_GM},
     {MEM_L1, MEM_FB, ARCH_PATH_L1_TO_FB},     {MEM_L1, MEM_BT, ARCH_PATH_L1_TO_BT},
+    {MEM_UB, MEM_L0A, ARCH_PATH_UB_TO_L0A},
 };
 
 bool mem_path_of(const struct arch_chip *chip, enum mem_space src, enum mem_space dst,

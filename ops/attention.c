@@ -38,6 +38,9 @@
  * rows (one role: the A100, whose 164 KiB L1 does not hold them); the backward keeps its two
  * vector roles. The instructions of the roles are emitted interleaved per key block, so a pipe
  * shared by the roles (MTE2) never waits on work queued behind it.
+ * Where the UB reaches L0A (the Hopper presets: both are registers), the forward's roles write P
+ * straight into L0A as the PV GEMM's A operand (FlashAttention-3's wgmma with A in registers),
+ * and L1 holds no P: on the H100 three K/V slots instead of two, S two key blocks ahead.
  * Buffers are double buffered where the chip's L1 and UB hold two copies (the tiling decides).
  *
  * FLOPs (FlashAttention-2 paper): forward 4 x seq^2 x dim x heads x batch (halved when
@@ -93,6 +96,9 @@ struct attn {
   bool causal, bwd, coupled;
   bool onchip;                   /* coupled core with FixPipe -> UB and UB -> L1: hand-overs
                                     stay on the core (no GM workspace round trip) */
+  bool rs;                       /* forward, on chip with UB -> L0A: the vector roles write P
+                                    straight into L0A as the PV GEMM's A operand (Hopper's wgmma
+                                    with A in registers), not through L1 */
   enum npu_dtype dt;
   uint32_t halves;               /* vector roles per block: 2 (split), 1 (coupled forward) */
   uint32_t br;                   /* forward query rows per block */
@@ -303,7 +309,8 @@ static void fwd_aic_begin(struct core_tp *t, const struct attn *a)
     core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
   }
   for (int i = E_P; i <= E_Q(a); i++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
-  for (uint32_t r = 0; r < a->halves && a->onchip; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r); /* L1 P free */
+  for (uint32_t r = 0; r < a->halves && a->onchip; r++) /* P's L1 (L0A) slot free */
+    core_set_flag(t, a->rs ? CORE_PIPE_M : CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
 }
 
 static void fwd_aic_end(struct core_tp *t, const struct attn *a)
@@ -313,7 +320,8 @@ static void fwd_aic_end(struct core_tp *t, const struct attn *a)
     core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, i);
   }
   for (int i = E_P; i <= E_Q(a); i++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, i);
-  for (uint32_t r = 0; r < a->halves && a->onchip; r++) core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
+  for (uint32_t r = 0; r < a->halves && a->onchip; r++)
+    core_wait_flag(t, a->rs ? CORE_PIPE_M : CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
 }
 
 static void fwd_load_q(struct core_tp *t, const struct attn *a, uint32_t bb, uint32_t h, uint32_t i)
@@ -400,7 +408,11 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
 {
   uint32_t slot = j % a->ns;
   struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a), a->br, BC, 0);
-  if (a->onchip) { /* the vector roles wrote P into L1 */
+  struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768, a->br, BC, 0);
+  if (a->rs) { /* the vector roles wrote P into L0A */
+    for (uint32_t r = 0; r < a->halves; r++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_M, (int)r);
+    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
+  } else if (a->onchip) { /* the vector roles wrote P into L1 */
     for (uint32_t r = 0; r < a->halves; r++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
   } else {
     for (uint32_t r = 0; r < a->halves; r++)
@@ -411,16 +423,19 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
   }
-  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
-  struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768, a->br, BC, 0);
-  core_copy(t, &l0p, &lp);
+  if (!a->rs) {
+    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
+    core_copy(t, &l0p, &lp);
+  }
   struct core_tile lv = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), BC, a->D, 0);
   struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, BC, a->D, 0);
   core_copy(t, &l0v, &lv);
-  if (a->onchip) /* L1 P free */
+  if (a->rs) {
+  } else if (a->onchip) { /* L1 P free */
     for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
-  else
+  } else {
     core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
+  }
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(kvslot)); /* K/V slot free */
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
@@ -429,6 +444,7 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
   c.c0 = 16;
   core_mmad(t, &c, &l0p, &l0v, a->br, BC, a->D, true);
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
+  for (uint32_t r = 0; r < a->halves && a->rs; r++) core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE3, (int)r); /* L0A P free */
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
   if (a->onchip) { /* each role's rows straight into its O_j buffer */
@@ -547,6 +563,14 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   struct core_tile up = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, BC, 0);
+  if (a->rs) { /* P into the cube role's L0A, its rows of the PV GEMM's A operand */
+    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE3, (int)r);
+    struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768 + r * HALF * BC * es(a->dt), HALF, BC, 0);
+    core_copy(t, &l0p, &up);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_M, (int)r);
+    return;
+  }
   if (a->onchip) { /* P into the cube role's L1 */
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
     struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 16 * es(a->dt), HALF, BC, a->br);
@@ -1209,7 +1233,7 @@ static bool fwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t ha
   a->br = halves * HALF;
   for (a->look = 2; a->look >= 1; a->look--) { /* as far ahead as L1 holds K/V slots for */
     a->ns = a->look + 1;
-    if (l1_p(a) + a->br * BC * es(a->dt) <= l1) break;
+    if (l1_p(a) + (a->rs ? 0 : a->br * BC * es(a->dt)) <= l1) break;
   }
   if (!a->look) return false;
   a->tight = false;
@@ -1277,6 +1301,7 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   a->coupled = chip->org != ARCH_ORG_SPLIT;
   a->onchip = a->coupled && chip->dma.path_bytes_per_cycle[ARCH_PATH_L0C_TO_UB] > 0 &&
               chip->dma.path_bytes_per_cycle[ARCH_PATH_UB_TO_L1] > 0;
+  a->rs = !a->bwd && a->onchip && chip->dma.path_bytes_per_cycle[ARCH_PATH_UB_TO_L0A] > 0;
   if (a->dt != NPU_DT_BF16 && a->dt != NPU_DT_FP16)
     return npu_diag_set(diag, "command line", 0, "--dtype", "attention takes bf16 or fp16, got %s", npu_dtype_name(a->dt)), NPU_EINVAL;
   if (a->H % a->KVH)

@@ -13,7 +13,7 @@
 
 #include "common/err.h"
 
-static struct arch_system b2, a100, a100_gm, h100, h100_smem, h100_32, h100_l0c;
+static struct arch_system b2, a100, a100_gm, h100, h100_smem, h100_32, h100_l0c, h100_p_l1;
 
 static void setup(void)
 {
@@ -26,6 +26,8 @@ static void setup(void)
   ts_load_system(&h100_32, "nvidia-h100-sxm", (const char *const[]){"chip.aic_count=32", "chip.aiv_count=32", NULL});
   /* the A100's 128 KiB of accumulators (L0C) the H100 preset had before it took the register file */
   ts_load_system(&h100_l0c, "nvidia-h100-sxm", (const char *const[]){"chip.l0c.size=128KiB", NULL});
+  /* without the register path of P (UB -> L0A): P goes to the PV GEMM through L1 */
+  ts_load_system(&h100_p_l1, "nvidia-h100-sxm", (const char *const[]){"chip.dma.bytes_per_cycle.ub_to_l0a=0", NULL});
 }
 
 TestSuite(attention, .init = setup, .timeout = 300);
@@ -129,6 +131,28 @@ Test(attention, coupled_backward_takes_64_by_128_tiles_where_l0c_holds_them)
   cr_expect(writes > 0.45 && writes < 0.6, "GM writes of the 64 x 128 / 128 x 64 backward %.3f", writes);
   cr_expect_lt(wide.total.time_s, 0.8 * narrow.total.time_s, "64 x 128 %g s, 128 x 64 %g s", wide.total.time_s,
                narrow.total.time_s);
+}
+
+/* Where the UB reaches L0A (the H100: both are registers), the vector roles write P straight into
+ * L0A as the PV GEMM's A operand, as FlashAttention-3's second wgmma takes it from registers: no P
+ * slot in L1, whose 228 KiB then holds three K/V slots (Q 32 KiB + 3 x 64 KiB) instead of two, so
+ * the cube core computes S two key blocks ahead instead of one. Outputs check either way. */
+Test(attention, coupled_forward_feeds_p_from_registers_where_ub_reaches_l0a)
+{
+  const char *const *cases[] = {ARGS("heads=2", "seq=384", "dim=64"), ARGS("heads=4", "kv_heads=2", "seq=256", "causal=false"),
+                                ARGS("batch=2", "heads=1", "seq=256", "dtype=fp16")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100_p_l1.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "kv_heads=1", "seq=512"));
+  struct op_result reg = ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                               ARGS("heads=16", "seq=4096", "causal=false"));
+  struct op_result l1 = ts_op(&h100_p_l1.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                              ARGS("heads=16", "seq=4096", "causal=false"));
+  cr_expect_eq(reg.total.gm_read_bytes, l1.total.gm_read_bytes, "the same K/V and Q reads");
+  cr_expect_lt(reg.total.time_s, 0.9 * l1.total.time_s, "P from registers %g s, through L1 %g s", reg.total.time_s,
+               l1.total.time_s);
 }
 
 Test(attention, coupled_forward_with_two_roles_at_event_fidelity)
