@@ -61,7 +61,7 @@
 #include "ops/vecutil.h"
 
 #define BC 128u    /* forward: key rows per block */
-#define HALF 64u   /* forward: rows per vector role */
+#define HALF 64u   /* forward: rows per vector role; the backward's D kernel: rows per block */
 
 static const char *const passes[] = {"fwd", "bwd", NULL};
 
@@ -110,7 +110,6 @@ struct attn {
                                     overlaps this block's steps) */
   uint32_t qb, kb, hb;           /* backward: query rows per step, key rows per block (its dK
                                     and dV stay in L0C), rows per vector role (qb / 2) */
-  uint32_t xslot;                /* backward: bytes of each of the two L0C slots after dK, dV */
   uint32_t qblocks, kblocks;     /* forward: S / br; backward: S / qb and S / kb */
   uint64_t nblocks;
   int cores;
@@ -430,12 +429,10 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
   struct core_tile lv = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), BC, a->D, 0);
   struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, BC, a->D, 0);
   core_copy(t, &l0v, &lv);
-  if (a->rs) {
-  } else if (a->onchip) { /* L1 P free */
+  if (a->onchip && !a->rs) /* L1 P free */
     for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
-  } else {
+  else if (!a->onchip)
     core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
-  }
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(kvslot)); /* K/V slot free */
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
@@ -815,10 +812,24 @@ static struct core_tile l0c(uint32_t addr, uint32_t rows, uint32_t cols)
   return c;
 }
 
-/* L0C: dV at 0, dK after it, then the two slots of xslot bytes. */
+/* L0C: dV at 0, dK after it, then two slots of qb x kb fp32 (S, dP, or a piece of dQ). */
 #define L0C_DV 0u
-#define L0C_DK (a->kb * a->D * 4)
-#define L0C_X(x) (2 * L0C_DK + a->xslot * (uint32_t)(x))
+
+static uint32_t l0c_dk(const struct attn *a)
+{
+  return a->kb * a->D * 4;
+}
+
+static uint32_t l0c_slot_bytes(const struct attn *a)
+{
+  return a->qb * a->kb * 4;
+}
+
+/* Slot x's address; l0c_x(a, 2) is the bytes the backward needs. */
+static uint32_t l0c_x(const struct attn *a, int x)
+{
+  return 2 * l0c_dk(a) + l0c_slot_bytes(a) * (uint32_t)x;
+}
 
 /* c (+)= op(A) x op(B) from L1 tiles through a ping-pong pair of L0A/L0B slots; `fix` >= 0:
  * first wait until FixPipe has read that L0C slot out. */
@@ -869,7 +880,7 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
   for (int which = 0; which < 2; which++) { /* S = Q K^T, dP = dO V^T */
     int xs = (int)(unit_of(t)->xc++ % 2);
-    struct core_tile c = l0c(L0C_X(xs), a->qb, a->kb);
+    struct core_tile c = l0c(l0c_x(a, xs), a->qb, a->kb);
     bwd_mm(t, a, l1t(a, bl1_qd(a, x, which), a->qb, a->D, 0), false, l1t(a, bl1_kv(a, z, which), a->kb, a->D, 0), true,
            c, true, xs);
     if (a->onchip) { /* each role's 64 rows straight into its UB buffer */
@@ -879,7 +890,7 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
       for (uint32_t r = 0; r < 2; r++) {
         if (!which) core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_FIX, 2 * (int)r + (int)us);
         struct core_copy o = {.scale = which ? 1.0f : a->scale, .fb_scale = UINT64_MAX};
-        o.src = l0c(L0C_X(xs) + r * a->hb * 16 * 4, a->hb, a->kb);
+        o.src = l0c(l0c_x(a, xs) + r * a->hb * 16 * 4, a->hb, a->kb);
         o.src.ld = a->qb;
         o.dst = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, role_base(a, r) + a->ub.buf[us] + (uint32_t)which * a->hb * a->kb * 4,
                          a->hb, a->kb, 0);
@@ -923,14 +934,14 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   bwd_mm(t, a, l1t(a, bl1_pd(a, y, 0), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 1), a->qb, a->D, 0), false,
          l0c(L0C_DV, a->kb, a->D), first, first ? 2 : -1);
   bwd_mm(t, a, l1t(a, bl1_pd(a, y, 1), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 0), a->qb, a->D, 0), false,
-         l0c(L0C_DK, a->kb, a->D), first, -1);
+         l0c(l0c_dk(a), a->kb, a->D), first, -1);
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x)); /* Q_i, dO_i no longer needed */
   /* dQ_i += dS K_j, in pieces of the rows an L0C slot holds (two halves of 64 rows at 128 x 64) */
-  uint32_t dqr = a->xslot / (a->D * 4) < a->qb ? a->xslot / (a->D * 4) : a->qb; /* rows a slot holds */
+  uint32_t dqr = l0c_slot_bytes(a) / (a->D * 4) < a->qb ? l0c_slot_bytes(a) / (a->D * 4) : a->qb; /* rows a slot holds */
   for (uint32_t half = 0; half < a->qb / dqr; half++) {
     int xs = (int)(unit_of(t)->xc++ % 2);
     struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * dqr * 16 * es(a->dt), dqr, a->kb, a->qb);
-    struct core_tile c = l0c(L0C_X(xs), dqr, a->D);
+    struct core_tile c = l0c(l0c_x(a, xs), dqr, a->D);
     bwd_mm(t, a, ds, false, l1t(a, bl1_kv(a, z, 0), a->kb, a->D, 0), false, c, true, xs);
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
                                   a->dq32 + bsnd(a, bb, i * a->qb + half * dqr, h, a->H) * 4, dqr, a->D, a->H * a->D);
@@ -1116,7 +1127,7 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 2);
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->dk : a->dv;
-    struct core_copy o = {.src = l0c(which ? L0C_DK : L0C_DV, a->kb, a->D), .scale = 1.0f, .fb_scale = UINT64_MAX};
+    struct core_copy o = {.src = l0c(which ? l0c_dk(a) : L0C_DV, a->kb, a->D), .scale = 1.0f, .fb_scale = UINT64_MAX};
     o.dst = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH) * es(a->dt), a->kb, a->D,
                      a->KVH * a->D);
     core_copy_ex(t, &o);
@@ -1270,8 +1281,7 @@ static bool bwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t qb
   uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
   a->halves = 2;
   a->qb = qb, a->kb = kb, a->hb = qb / 2;
-  a->xslot = qb * kb * 4;
-  if (2 * L0C_DK + 2 * a->xslot > l0c) return nofit(diag, chip, "L0C", 2 * L0C_DK + 2 * a->xslot, l0c), false;
+  if (l0c_x(a, 2) > l0c) return nofit(diag, chip, "L0C", l0c_x(a, 2), l0c), false;
   a->nl1 = a->nkv = 2;
   if (l1_bytes_bwd(a) > l1) a->nkv = 1;
   if (l1_bytes_bwd(a) > l1) a->nl1 = 1;
