@@ -296,14 +296,16 @@ static bool dp_crosses_nodes(const struct wl_program *j)
 }
 
 /*
- * Whether segment kind k can run while a data-parallel collective is in flight: with ZeRO-3
- * (gathers and reduce-scatters all through the step) and DualPipe (forward and backward
- * chunks paired to the end) every kind; with overlapped gradient buckets (posted by the last
+ * Whether segment kind k can run while a data-parallel collective (or, in an F&B pair, an
+ * expert all-to-all: the same library on the same links) is in flight: with ZeRO-3 (gathers
+ * and reduce-scatters all through the step), DualPipe and plan.ep_overlap (forward and
+ * backward chunks paired) every kind; with overlapped gradient buckets (posted by the last
  * micro-batch's backward, waited for before the optimizer) the backward kinds; else none.
  */
 static bool seg_beside_dp(const struct wl_program *j, enum wl_seg_kind k)
 {
-  if (wl_plan_zero3(&j->plan) || j->plan.schedule == WL_SCHED_DUALPIPE) return true;
+  if (wl_plan_zero3(&j->plan) || j->plan.schedule == WL_SCHED_DUALPIPE || j->plan.ep_overlap != WL_EPO_NONE)
+    return true;
   if (!j->plan.overlap_grad_reduce) return false;
   return k != WL_SEG_EMBED_F && k != WL_SEG_LAYER_F && k != WL_SEG_MOE_PRE_F && k != WL_SEG_MOE_POST_F &&
          k != WL_SEG_HEAD_F;

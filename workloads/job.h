@@ -45,7 +45,7 @@
   XX(BUBBLE, "bubble", "waiting for another pipeline stage")                  \
   XX(IDLE, "idle", "done before the slowest rank (imbalance)")              \
   XX(HOST, "host", "waiting for the host to dispatch kernels (host-bound)")      \
-  XX(INTERFERE, "interfere", "GEMMs slowed by overlapped TP communication (cores, HBM it takes)")
+  XX(INTERFERE, "interfere", "compute slowed by overlapped TP, DP and EP communication (cores, HBM it takes)")
 
 enum wl_cat {
 #define WL__CAT_ENUM(e, name, desc) WL_CAT_##e,

@@ -14,6 +14,9 @@
  *          pp - rank - 1 micro-batches; interleaved warm-up 2 (pp - rank - 1) + (vpp - 1) x
  *          microbatch_group_size_per_vp_stage (default pp) micro-batch chunks, all of them when
  *          that reaches the total; forward chunk k runs model chunk (k mod pp vpp) / pp.
+ *   [MCA]  Megatron Core user guide, "Combined 1F1B: Expert-Parallel All-to-All Overlap", and
+ *          MindSpeed docs/features/megatron_moe/megatron-moe-fb-overlap.md: the paired schedule
+ *          runs one more warm-up forward than the interleaved (or pp 1) one.
  *   [MDA]  Megatron-LM megatron/core/transformer/dot_product_attention.py: the unfused attention
  *          repeats K and V to every query head (repeat_interleave) before its batched GEMMs.
  *   [FA2]  Dao 2023, "FlashAttention-2" (arXiv:2307.08691): the backward recomputes the score
@@ -286,12 +289,14 @@ static int held_stages(const struct wl_plan *p, int stage, struct held *out, int
      * chunk (k mod pp v) / pp. At stage 0 this holds (v pp + pp - 1) chunks of L / (pp v) layers,
      * L (1 + (pp - 1) / (pp v)) layers: Korthikanti's interleaving factor [KOR 4.2.3]. */
     int total = mb * v, warm = 2 * (pp - stage - 1) + (v - 1) * pp;
+    if (p->ep_overlap != WL_EPO_NONE) warm++; /* combined 1F1B: one more warm-up forward [MCA] */
     int k = warm >= total ? total : warm + 1;
     for (int i = 0; i < k; i++) out[(i % (pp * v)) / pp].n += 1;
   } else {
     /* GPipe: every micro-batch's forward runs before the first backward. 1F1B [MSC]: the
      * pp - stage - 1 warm-up forwards and one more. ZB-H1 peaks as 1F1B [ZB]. */
     int n = p->schedule == WL_SCHED_GPIPE ? mb : (mb < pp - stage ? mb : pp - stage);
+    if (p->ep_overlap != WL_EPO_NONE && n < mb) n++; /* combined 1F1B (pp 1): F of i+1 beside B of i [MCA] */
     for (int c = 0; c < v; c++) out[c].n = n;
   }
   return v;

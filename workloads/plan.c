@@ -19,6 +19,7 @@ static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
+static const char *const ep_overlap_names[] = {"none", "megatron", "mindspeed", NULL};
 static const char *const dim_names[WL_DIM_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
 
 static const struct npu_section sections[] = {
@@ -70,6 +71,12 @@ static const struct npu_param params[] = {
          "TP collectives overlapped with the GEMMs that produce or consume them: none (exposed), megatron "
          "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers on GPUs), mc2 (MindSpeed "
          "--use-ascend-mc2, CANN's fused matmul-communication kernels on Ascend); needs plan.sp with tp > 1"),
+    NPU_PARAM_ENUM("plan.ep_overlap", ep_overlap, "none", ep_overlap_names,
+         "MoE all-to-alls overlapped across micro-batches: none, megatron (Megatron-Core "
+         "--overlap-moe-expert-parallel-comm, GPUs) or mindspeed (MindSpeed --moe-fb-overlap, Ascend): the "
+         "steady state's forward of one micro-batch and backward of the one before run as a pair, each one's "
+         "dispatch and combine under the other's computation; needs ep > 1, and with pp > 1 the interleaved "
+         "schedule"),
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,
@@ -108,6 +115,12 @@ const char *wl_tp_overlap_name(enum wl_tp_overlap o)
 {
   NPU_ASSERT(o >= WL_TPO_NONE && o <= WL_TPO_MC2);
   return tp_overlap_names[o];
+}
+
+const char *wl_ep_overlap_name(enum wl_ep_overlap o)
+{
+  NPU_ASSERT(o >= WL_EPO_NONE && o <= WL_EPO_MINDSPEED);
+  return ep_overlap_names[o];
 }
 
 const char *wl_schedule_name(enum wl_schedule s)
@@ -314,6 +327,37 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
                         "\"mc2\" is CANN's fused matmul-communication kernels, on Ascend; %s is not an Ascend chip: "
                         "use \"megatron\"", sys->chip.name);
+  if (p->ep_overlap != WL_EPO_NONE) {
+    const char *fw = p->ep_overlap == WL_EPO_MEGATRON ? "Megatron's combined 1F1B" : "MindSpeed's --moe-fb-overlap";
+    if (p->ep < 2)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "overlapping the expert all-to-alls needs an MoE model with "
+                          "plan.ep > 1 (ep %d: the tokens stay on the rank)", p->ep);
+    if (p->ep_overlap == WL_EPO_MEGATRON && ascend)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "\"megatron\" is Megatron-Core's, on GPUs; %s is an Ascend "
+                          "chip: use \"mindspeed\"", sys->chip.name);
+    if (p->ep_overlap == WL_EPO_MINDSPEED && !ascend)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "\"mindspeed\" is MindSpeed's, on Ascend; %s is not an "
+                          "Ascend chip: use \"megatron\"", sys->chip.name);
+    if (p->schedule == WL_SCHED_DUALPIPE)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "the dualpipe schedule pairs its forwards and backwards "
+                          "itself: leave plan.ep_overlap \"none\"");
+    if (p->pp > 1 ? p->schedule != WL_SCHED_INTERLEAVED : p->schedule != WL_SCHED_1F1B)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "%s pairs the steady state of the interleaved schedule "
+                          "(pp > 1, with vpp) or of 1F1B without pipeline stages; pp %d with the \"%s\" schedule "
+                          "is neither", fw, p->pp, sched_names[p->schedule]);
+    if (mb < 2)
+      return npu_cfg_fail(cfg, diag, "plan.global_batch", "%s pairs the forward of one micro-batch with the "
+                          "backward of another: %d micro-batch per step", fw, mb);
+    if (wl_plan_zero3(p))
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "npusim does not pair slots that gather ZeRO-3 "
+                          "parameters piece by piece: use plan.zero <= 2 with plan.ep_overlap");
+    if (p->ep_overlap == WL_EPO_MINDSPEED && p->etp != 1)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "MindSpeed's --moe-fb-overlap needs "
+                          "--expert-tensor-parallel-size 1: set plan.etp = 1 (now %d)", p->etp);
+    if (p->ep_overlap == WL_EPO_MINDSPEED && p->overlap_grad_reduce)
+      return npu_cfg_fail(cfg, diag, "plan.ep_overlap", "MindSpeed's --moe-fb-overlap does not run with "
+                          "--overlap-grad-reduce: set plan.overlap_grad_reduce = false");
+  }
   /* the schedule's own shape rules (DualPipe: even pp and micro-batches), located in the file */
   struct npu_diag sd;
   npu_diag_clear(&sd);

@@ -47,6 +47,16 @@ enum wl_tp_overlap {
   WL_TPO_MC2       /* MindSpeed --use-ascend-mc2 (CANN AllGatherMatmul / MatmulReduceScatter) */
 };
 
+/* MoE all-to-alls overlapped across micro-batches (plan.ep_overlap): in the steady state the
+ * forward of micro-batch i+1 and the backward of micro-batch i run as one pair, each one's
+ * dispatch and combine under the other's computation (docs/TRAINING.md, "Overlapped EP
+ * communication"). */
+enum wl_ep_overlap {
+  WL_EPO_NONE,      /* every all-to-all waited for where its micro-batch needs it */
+  WL_EPO_MEGATRON,  /* Megatron-Core --overlap-moe-expert-parallel-comm (combined 1F1B) */
+  WL_EPO_MINDSPEED  /* MindSpeed --moe-fb-overlap (the same pairing on Ascend) */
+};
+
 /* Parallel dimensions, in the order of enum values used by wl_coord. */
 enum wl_dim { WL_DIM_TP, WL_DIM_CP, WL_DIM_EP, WL_DIM_DP, WL_DIM_PP, WL_DIM_COUNT };
 
@@ -70,6 +80,7 @@ struct wl_plan {
   int dtype;                /* enum wl_dtype */
   int fp8_recipe;           /* enum wl_fp8_recipe */
   int tp_overlap;           /* enum wl_tp_overlap */
+  int ep_overlap;           /* enum wl_ep_overlap */
   int etp;                  /* expert tensor-parallel size: tp or 1 (0 in the file: tp) */
   int recompute_method;     /* enum wl_recompute_method (recompute full) */
   int recompute_layers;     /* its group (uniform) or layers per chunk (block); 0 in the file: 1 / all */
@@ -110,6 +121,9 @@ bool wl_plan_zero3(const struct wl_plan *p);
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer);
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */
 const char *wl_tp_overlap_name(enum wl_tp_overlap o);
+
+/* plan.ep_overlap's name: "none", "megatron", "mindspeed". */
+const char *wl_ep_overlap_name(enum wl_ep_overlap o);
 const char *wl_schedule_name(enum wl_schedule s);
 
 /* The 16-bit type of everything but fp8 GEMMs: fp16 for an fp16 plan, else bf16 (also the

@@ -10,9 +10,11 @@
  * PRE | dispatch | experts | combine | POST, its input gradients POST_BI | combine^T | experts |
  * dispatch^T | PRE_BI and its weight gradients MOE_W | experts. In the last micro-batch the pass
  * that finishes a piece's weight gradients adds them to the buckets; with ZeRO-3 each piece
- * first gathers its parameters. A slot's steps depend on its chunk, phase and pairing, not on
- * its micro-batch (the expert times and all-to-all sizes are looked up by micro-batch), so
- * slots alike share one step list.
+ * first gathers its parameters. An F&B pair (DualPipe, plan.ep_overlap) is one list: the two
+ * slots' layers side by side, their all-to-alls posted to the rank's communication stream and
+ * waited for where the frameworks wait (build_pair). A slot's steps depend on its chunk, phase
+ * and pairing, not on its micro-batch (the expert times and all-to-all sizes are looked up by
+ * micro-batch), so slots alike share one step list.
  */
 #include "workloads/program.h"
 
@@ -106,13 +108,12 @@ static void experts_step(struct wl_prog_stage *st, int layer, enum wl_expert_pas
   s->u.experts.pass = (uint8_t)pass;
 }
 
-static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, int which, bool pair, int half)
+static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, int which, int half)
 {
   if (p->E < 2) return; /* ep 1: every expert is local, the tokens stay */
   struct wl_step *s = add_step(st, WL_STEP_A2A, WL_CAT_EP, half);
   s->u.a2a.layer = layer;
   s->u.a2a.which = (uint8_t)which;
-  s->u.a2a.pair = pair;
 }
 
 /* The BI segment of `layer`: seg, or keep when a partial full recompute leaves the layer out. */
@@ -122,9 +123,12 @@ static enum wl_seg_kind layer_bi(const struct wl_program *p, int layer, enum wl_
   return partial && !wl_plan_layer_recomputed(&p->plan, p->model.layers, p->mchunks, layer) ? keep : seg;
 }
 
-/* Append the steps of slot sl of `stage` (half: its place in a pair, pair: whether in one). */
-static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int stage, const struct wl_slot *sl,
-                       bool pair, int half)
+/* Append the steps of slot sl of `stage` (half: its place in a pair); returns its number of
+ * pieces, and when first_step is not NULL the index of each piece's first step in
+ * first_step[0 .. np] (first_step[np]: the end), in *lead the pieces before its layers (the
+ * embedding of a forward, the head of a backward) and in *trail those after them. */
+static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int stage, const struct wl_slot *sl,
+                      int half, int *first_step, int *lead, int *trail)
 {
   const struct wl_model *md = &p->model;
   const struct wl_plan *pl = &p->plan;
@@ -135,7 +139,10 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
   bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && mb == p->mb - 1 && pl->overlap_grad_reduce && !z3;
   double emb = (double)md->vocab * md->hidden / pl->tp, head = emb + md->hidden, acc = 0, eacc = 0;
   int np = n + (first ? 1 : 0) + (last ? 1 : 0);
+  if (lead) *lead = (fwd ? first : last) ? 1 : 0;
+  if (trail) *trail = (fwd ? last : first) ? 1 : 0;
   for (int q = 0; q < np; q++) {
+    if (first_step) first_step[q] = st->nsteps;
     int pos = fwd ? q : np - 1 - q; /* position in layer order (the embedding first) */
     bool is_emb = first && pos == 0, is_head = last && pos == np - 1;
     int layer = l0 + pos - (first ? 1 : 0);
@@ -155,9 +162,9 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
       else if (!is_moe) seg_step(st, &sg[WL_SEG_LAYER_F], half);
       else {
         seg_step(st, &sg[WL_SEG_MOE_PRE_F], half);
-        a2a_step(p, st, layer, 0, pair, half);
+        a2a_step(p, st, layer, 0, half);
         experts_step(st, layer, WL_EXPERT_F, half);
-        a2a_step(p, st, layer, 1, pair, half);
+        a2a_step(p, st, layer, 1, half);
         seg_step(st, &sg[WL_SEG_MOE_POST_F], half);
       }
       continue;
@@ -174,9 +181,9 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
     } else {
       if (do_bi) {
         seg_step(st, &sg[layer_bi(p, layer, WL_SEG_MOE_POST_BI, WL_SEG_MOE_POST_BI_KEEP)], half);
-        a2a_step(p, st, layer, 2, pair, half);
+        a2a_step(p, st, layer, 2, half);
         experts_step(st, layer, WL_EXPERT_BI, half);
-        a2a_step(p, st, layer, 3, pair, half);
+        a2a_step(p, st, layer, 3, half);
         seg_step(st, &sg[WL_SEG_MOE_PRE_BI], half);
       }
       if (do_w) {
@@ -200,6 +207,118 @@ static void build_slot(const struct wl_program *p, struct wl_prog_stage *st, int
       }
     }
   }
+  if (first_step) first_step[np] = st->nsteps;
+  return np;
+}
+
+/* Append steps a[0 .. n-1]. */
+static void copy_steps(struct wl_prog_stage *st, const struct wl_step *a, int n)
+{
+  for (int i = 0; i < n; i++) *add_step(st, (enum wl_step_kind)a[i].kind, (enum wl_cat)a[i].cat, a[i].half) = a[i];
+}
+
+/* The index in a[0 .. n-1] of the all-to-all `which`, or -1. */
+static int find_a2a(const struct wl_step *a, int n, int which)
+{
+  for (int i = 0; i < n; i++)
+    if (a[i].kind == WL_STEP_A2A && a[i].u.a2a.which == which) return i;
+  return -1;
+}
+
+/* Post all-to-all step a without waiting; its wait comes later. */
+static void defer_a2a(struct wl_prog_stage *st, const struct wl_step *a)
+{
+  struct wl_step *s = add_step(st, WL_STEP_A2A, WL_CAT_EP, a->half);
+  *s = *a;
+  s->u.a2a.defer = true;
+}
+
+static void wait_a2a(struct wl_prog_stage *st, const struct wl_step *a)
+{
+  add_step(st, WL_STEP_A2A_WAIT, WL_CAT_EP, a->half)->u.a2a_wait.which = a->u.a2a.which;
+}
+
+/*
+ * One piece of each half of an F&B pair, f[0 .. nf-1] of the forward and b[0 .. nb-1] of the
+ * backward. When both are MoE layers, in the order of Megatron-Core's combined 1F1B (docs/
+ * user-guide/features/moe_a2a_overlap.md) and MindSpeed's --moe-fb-overlap (DeepSeek-V3's F&B
+ * pairs): the backward's combine^T under the forward's attention, the forward's dispatch under
+ * the backward's experts, the backward's dispatch^T under the forward's experts, the forward's
+ * combine under the backward's attention and weight gradients:
+ *   B.POST_BI, post combine^T | F.PRE, post dispatch | wait combine^T, B.experts, post
+ *   dispatch^T | wait dispatch, F.experts, post combine | wait dispatch^T, B.PRE_BI (and W) |
+ *   wait combine, F.POST.
+ * An MoE layer beside a dense one (Megatron's dense layers have no-op dispatch and combine
+ * nodes) hides its first all-to-all under the dense layer, one segment here. Anything else (two
+ * dense layers, the embedding or head, ZeRO-3 gathers) runs one half after the other.
+ */
+static void merge_pieces(struct wl_prog_stage *st, const struct wl_step *f, int nf, const struct wl_step *b, int nb)
+{
+  int d = find_a2a(f, nf, 0), c = find_a2a(f, nf, 1), ct = find_a2a(b, nb, 2), dt = find_a2a(b, nb, 3);
+  bool gathers = false, fmoe = d >= 0 && c >= 0, bmoe = ct >= 0 && dt >= 0;
+  for (int i = 0; i < nf; i++) gathers |= f[i].kind == WL_STEP_GATHER;
+  for (int i = 0; i < nb; i++) gathers |= b[i].kind == WL_STEP_GATHER;
+  if (gathers || (!fmoe && !bmoe)) {
+    copy_steps(st, f, nf);
+    copy_steps(st, b, nb);
+  } else if (fmoe && bmoe) {
+    copy_steps(st, b, ct);
+    defer_a2a(st, &b[ct]);
+    copy_steps(st, f, d);
+    defer_a2a(st, &f[d]);
+    wait_a2a(st, &b[ct]);
+    copy_steps(st, b + ct + 1, dt - ct - 1);
+    defer_a2a(st, &b[dt]);
+    wait_a2a(st, &f[d]);
+    copy_steps(st, f + d + 1, c - d - 1);
+    defer_a2a(st, &f[c]);
+    wait_a2a(st, &b[dt]);
+    copy_steps(st, b + dt + 1, nb - dt - 1);
+    wait_a2a(st, &f[c]);
+    copy_steps(st, f + c + 1, nf - c - 1);
+  } else if (bmoe) { /* a dense forward layer (one segment) under the backward's combine^T */
+    copy_steps(st, b, ct);
+    defer_a2a(st, &b[ct]);
+    copy_steps(st, f, nf);
+    wait_a2a(st, &b[ct]);
+    copy_steps(st, b + ct + 1, nb - ct - 1);
+  } else { /* a dense backward layer under the forward's dispatch */
+    copy_steps(st, f, d);
+    defer_a2a(st, &f[d]);
+    copy_steps(st, b, nb);
+    wait_a2a(st, &f[d]);
+    copy_steps(st, f + d + 1, nf - d - 1);
+  }
+}
+
+/* Append the steps of the F&B pair (fs, bs) of `stage`, as Megatron's combined 1F1B runs a
+ * pair of model chunks: the pieces before the layers (the forward's embedding, the backward's
+ * head), then the forward's layers in order beside the backward's in reverse, the k-th of each
+ * together (merge_pieces: F.layer[k] + B.layer[n-1-k]; a half with more layers ends alone),
+ * then the pieces after them. */
+static void build_pair(const struct wl_program *p, struct wl_prog_stage *st, int stage, const struct wl_slot *fs,
+                       const struct wl_slot *bs)
+{
+  int cap = p->model.layers + 3, *pf = npu_xcalloc((size_t)cap, sizeof *pf), *pb = npu_xcalloc((size_t)cap, sizeof *pb);
+  int base = st->nsteps, leadf, leadb, trailf, trailb;
+  int nf = build_slot(p, st, stage, fs, 0, pf, &leadf, &trailf), nb = build_slot(p, st, stage, bs, 1, pb, &leadb, &trailb);
+  int n = st->nsteps - base;
+  struct wl_step *tmp = npu_xmalloc((size_t)n * sizeof *tmp);
+  memcpy(tmp, st->steps + base, (size_t)n * sizeof *tmp);
+  st->nsteps = base;
+  /* pieces [a, b) of a half, as steps of tmp */
+#define PIECES(pp_, a, b) tmp + ((pp_)[a] - base), (pp_)[b] - (pp_)[a]
+  int layf = nf - leadf - trailf, layb = nb - leadb - trailb;
+  merge_pieces(st, PIECES(pf, 0, leadf), PIECES(pb, 0, leadb));
+  for (int k = 0; k < layf || k < layb; k++) {
+    int f0 = leadf + (k < layf ? k : layf), b0 = leadb + (k < layb ? k : layb);
+    merge_pieces(st, PIECES(pf, f0, k < layf ? f0 + 1 : f0), PIECES(pb, b0, k < layb ? b0 + 1 : b0));
+  }
+  merge_pieces(st, PIECES(pf, leadf + layf, nf), PIECES(pb, leadb + layb, nb));
+#undef PIECES
+  free(tmp);
+  free(pf);
+  free(pb);
 }
 
 /* What a slot's steps depend on: chunk, phase and whether it adds to the gradient buckets. */
@@ -218,6 +337,7 @@ static int build_stage(struct wl_program *p, int s, struct npu_diag *diag)
   size_t n;
   int rc = wl_schedule_build((enum wl_schedule)p->plan.schedule, p->pp, p->plan.vpp, p->mb, s, &sched, &n, diag);
   if (rc) return rc;
+  if (p->plan.ep_overlap != WL_EPO_NONE) wl_schedule_pair_fb(sched, n);
   st->slots = npu_xcalloc(n ? n : 1, sizeof *st->slots);
   st->nslots = n;
   for (size_t i = 0; i < n; i++) {
@@ -240,8 +360,10 @@ static int build_stage(struct wl_program *p, int s, struct npu_diag *diag)
       }
       keys[l] = key;
       st->lists[l].first = st->nsteps;
-      build_slot(p, st, s, &sched[pc], pair, 0);
-      if (pair) build_slot(p, st, s, &sched[pc + 1], true, 1);
+      if (pair)
+        build_pair(p, st, s, &sched[pc], &sched[pc + 1]);
+      else
+        build_slot(p, st, s, &sched[pc], 0, NULL, NULL, NULL);
       st->lists[l].n = st->nsteps - st->lists[l].first;
       st->nlists++;
     }

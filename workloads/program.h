@@ -40,7 +40,9 @@ enum wl_step_kind {
   WL_STEP_EXPERTS, /* the compute stream runs this rank's routed experts for the token copies it
                       received in (layer, micro-batch): a pass of program->expert_s */
   WL_STEP_A2A,     /* join the EP all-to-all of (layer, micro-batch, which) and wait for it now
-                      or, inside a DualPipe F&B pair, at the pair's end */
+                      or, inside an F&B pair, at the WL_STEP_A2A_WAIT of the same which */
+  WL_STEP_A2A_WAIT,/* inside an F&B pair: wait for the all-to-all `which` posted before (the
+                      compute beside it is charged what the collective took from it) */
   WL_STEP_BUCKET,  /* post gradient buckets (dense over DP x CP, experts over expert DP) */
   WL_STEP_GATHER,  /* ZeRO-3: the all-gather of a piece's parameters (posted by the piece before,
                       or now for a slot's first piece), post the next piece's, wait for this one */
@@ -49,11 +51,11 @@ enum wl_step_kind {
 /* The passes of a rank's routed experts (program->expert_s). */
 enum wl_expert_pass { WL_EXPERT_F, WL_EXPERT_BI, WL_EXPERT_W, WL_EXPERT_PASSES };
 
-/* One step of a slot. The micro-batch is the slot's (half: which slot of a DualPipe pair). */
+/* One step of a slot. The micro-batch is the slot's (half: which slot of an F&B pair). */
 struct wl_step {
   uint8_t kind;  /* enum wl_step_kind */
   uint8_t cat;   /* enum wl_cat: where waiting in this step counts (compute: by its segment) */
-  uint8_t half;  /* 0, or 1: the step belongs to the second slot of a DualPipe F&B pair */
+  uint8_t half;  /* 0, or 1: the step belongs to the second slot of an F&B pair */
   union {
     struct {
       const struct wl_seg *seg; /* costed segment of the program (nitems > 0) */
@@ -65,8 +67,11 @@ struct wl_step {
     struct {
       int layer;                /* MoE layer */
       uint8_t which;            /* 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T */
-      bool pair;                /* in a DualPipe F&B pair: waited for at the pair's end */
+      bool defer;               /* in an F&B pair: waited for by a later WL_STEP_A2A_WAIT */
     } a2a;                      /* WL_STEP_A2A */
+    struct {
+      uint8_t which;            /* the deferred all-to-all's which (one in flight per which) */
+    } a2a_wait;                 /* WL_STEP_A2A_WAIT */
     struct {
       double params;            /* dense parameters in the bucket (fp32 gradients) */
       double eparams;           /* routed-expert parameters in the bucket */
@@ -79,7 +84,7 @@ struct wl_step {
   } u;
 };
 
-/* A run of steps: what a slot (or a DualPipe F&B pair of slots) does, shared by every slot
+/* A run of steps: what a slot (or an F&B pair of slots) does, shared by every slot
  * with the same chunk, phase and pairing (the micro-batch is the slot's). */
 struct wl_step_list {
   int first, n;  /* steps first .. first + n - 1 of the stage's steps */
@@ -87,7 +92,7 @@ struct wl_step_list {
 
 /* One slot of a stage's schedule and the communications around it. */
 struct wl_prog_slot {
-  struct wl_slot slot;  /* phase, chunk, micro-batch, DualPipe pairing (schedule.h) */
+  struct wl_slot slot;  /* phase, chunk, micro-batch, F&B pairing (schedule.h) */
   int list;             /* its steps (with its partner's, if it opens a pair): stage's lists[] */
   int recv, send;       /* pipeline transfer it waits for first / posts when done: index of
                            wl_program_p2p_index (times EP, plus EP index), or -1 */

@@ -197,7 +197,7 @@ static void start_slot(struct wl__rank *rk, double now)
   const struct wl_step_list *l = &rk->ps->lists[ps->list];
   rk->steps = &rk->ps->steps[l->first];
   rk->nsteps = l->n;
-  rk->sk = rk->npaired = 0;
+  rk->sk = 0;
   rk->slot_t0 = now;
   rk->st = WL__ST_STEP;
 }
@@ -247,6 +247,7 @@ static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const str
 static void end_slot(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   bool pair = rk->ps->slots[rk->pc].slot.overlap && rk->pc + 1 < rk->ps->nslots;
+  NPU_ASSERT(rk->ndq == 0); /* every deferred all-to-all was waited for in the pair */
   if (r->trace) trace_slot(r, rk, pair, now);
   for (int q = 0; q <= (pair ? 1 : 0); q++) {
     int send = rk->ps->slots[rk->pc].send;
@@ -260,23 +261,56 @@ static void end_slot(struct wl__replay *r, struct wl__rank *rk, double now)
   rk->st = WL__ST_READY;
 }
 
+/*
+ * An F&B pair's communication stream (Megatron's combined 1F1B and DualPipe issue their
+ * dispatches and combines on one communication stream): the deferred all-to-alls run one at a
+ * time in issue order; when the one in flight is done the next starts, at the moment this
+ * notices it (the driver looks at a rank with deferred all-to-alls after every network event
+ * and at every formula collective's end).
+ */
+static void pump_comm(struct wl__replay *r, struct wl__rank *rk, double now)
+{
+  for (int i = 0; i < rk->ndq && !r->rc; i++) {
+    struct wl__defer *q = &rk->dq[i];
+    if (q->done) continue;
+    if (q->h < 0) {
+      q->t0 = now;
+      q->h = wl__join_a2a(r, rk, q->layer, q->mb, q->which, now);
+      if (q->h < 0) { /* nothing to move (or a replay error, in r->rc) */
+        q->done = true;
+        continue;
+      }
+    }
+    if (!sh_done(r, q->h)) return; /* in flight: the stream is busy */
+    q->done = true;
+  }
+}
+
+static int find_deferred(const struct wl__rank *rk, int which)
+{
+  for (int i = 0; i < rk->ndq; i++)
+    if (rk->dq[i].which == which) return i;
+  NPU_PANIC("no deferred all-to-all %d", which);
+}
+
+/* Deferred all-to-all i is done and waited for: the compute beside it pays what it took. */
+static void finish_deferred(struct wl__replay *r, struct wl__rank *rk, int i)
+{
+  struct wl__defer *q = &rk->dq[i];
+  if (q->h >= 0) {
+    charge_dp(r, rk, q->h, q->t0);
+    sh_drop(r, q->h);
+  }
+  memmove(q, q + 1, (size_t)(rk->ndq - i - 1) * sizeof *q);
+  rk->ndq--;
+}
+
 /* Run the current slot's steps from sk at `now` until one needs time or a collective. */
 static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   for (;;) {
     if (r->rc) return;
     if (rk->sk == rk->nsteps) {
-      if (rk->npaired) { /* a DualPipe pair: its all-to-alls' ends */
-        int h = rk->paired[--rk->npaired];
-        if (!sh_done(r, h)) {
-          wait_on(rk, h, WL_CAT_EP, now);
-          rk->sk--; /* come back here */
-          rk->pair_wait = true;
-          return;
-        }
-        sh_drop(r, h);
-        continue;
-      }
       end_slot(r, rk, now);
       return;
     }
@@ -306,22 +340,34 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
     }
     case WL_STEP_A2A: {
       host_dispatch(r, rk, 1);
+      if (s->u.a2a.defer) { /* onto the pair's communication stream; waited for by its WL_STEP_A2A_WAIT */
+        NPU_ASSERT(rk->ndq < (int)(sizeof rk->dq / sizeof rk->dq[0]));
+        rk->dq[rk->ndq++] = (struct wl__defer){s->u.a2a.layer, step_mb(rk, s), s->u.a2a.which, -1, now, false};
+        pump_comm(r, rk, now);
+        rk->sk++;
+        break;
+      }
       int h = wl__join_a2a(r, rk, s->u.a2a.layer, step_mb(rk, s), s->u.a2a.which, now);
       rk->sk++;
       if (h < 0) return;
-      if (s->u.a2a.pair) { /* waited for at the pair's end */
-        if (rk->npaired == rk->cap_paired) {
-          rk->cap_paired = rk->cap_paired ? 2 * rk->cap_paired : 16;
-          rk->paired = npu_xrealloc(rk->paired, (size_t)rk->cap_paired * sizeof *rk->paired);
-        }
-        rk->paired[rk->npaired++] = h;
-        break;
-      }
       if (!sh_done(r, h)) {
         wait_on(rk, h, WL_CAT_EP, now);
         return;
       }
       sh_drop(r, h);
+      break;
+    }
+    case WL_STEP_A2A_WAIT: {
+      pump_comm(r, rk, now);
+      int i = find_deferred(rk, s->u.a2a_wait.which);
+      if (!rk->dq[i].done) {
+        rk->wait_which = s->u.a2a_wait.which;
+        rk->since = now;
+        rk->st = WL__ST_WAIT_A2A;
+        return;
+      }
+      finish_deferred(r, rk, i);
+      rk->sk++;
       break;
     }
     case WL_STEP_BUCKET:
@@ -386,10 +432,19 @@ static bool on_wait_coll(struct wl__replay *r, struct wl__rank *rk, double now)
   if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
   if (rk->waitcat == WL_CAT_DP) charge_dp(r, rk, rk->waitsh, rk->wait_t0);
   sh_drop(r, rk->waitsh);
-  if (rk->pair_wait) {
-    rk->pair_wait = false;
-    rk->sk++; /* undo the step back */
-  }
+  rk->st = WL__ST_STEP;
+  return true;
+}
+
+static bool on_wait_a2a(struct wl__replay *r, struct wl__rank *rk, double now)
+{
+  pump_comm(r, rk, now);
+  int i = find_deferred(rk, rk->wait_which);
+  if (!rk->dq[i].done) return false;
+  rk->res->cat_s[WL_CAT_EP] += now - rk->since;
+  if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
+  finish_deferred(r, rk, i);
+  rk->sk++;
   rk->st = WL__ST_STEP;
   return true;
 }
@@ -527,7 +582,8 @@ static bool on_done(struct wl__replay *r, struct wl__rank *rk, double now)
 /* The phase function of each state. */
 static bool (*const phases[WL__ST_COUNT])(struct wl__replay *, struct wl__rank *, double) = {
     [WL__ST_READY] = on_ready,         [WL__ST_WAIT_RECV] = on_wait_recv, [WL__ST_STEP] = on_step,
-    [WL__ST_RUN] = on_run,             [WL__ST_WAITC] = on_wait_coll,     [WL__ST_WAIT_DP] = on_wait_dp,
+    [WL__ST_RUN] = on_run,             [WL__ST_WAITC] = on_wait_coll,     [WL__ST_WAIT_A2A] = on_wait_a2a,
+    [WL__ST_WAIT_DP] = on_wait_dp,
     [WL__ST_OPT] = on_opt,             [WL__ST_WAIT_AG] = on_wait_ag,     [WL__ST_DONE] = on_done,
 };
 
@@ -597,6 +653,7 @@ static bool waits_on_flows(const struct wl__replay *r, const struct wl__rank *rk
 {
   switch (rk->st) {
   case WL__ST_WAITC: return r->sh.v[rk->waitsh].formula_s < 0;
+  case WL__ST_WAIT_A2A: return true;
   case WL__ST_WAIT_RECV: return r->p2p[rk->wait].n > 0;
   case WL__ST_WAIT_DP:
   case WL__ST_WAIT_AG: return true;
@@ -616,6 +673,7 @@ static bool exec_catch_up(struct wl__replay *r, double now)
 static void step_rank(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   bool was_done = rk->st == WL__ST_DONE;
+  if (rk->ndq) pump_comm(r, rk, now);
   advance(r, rk, now);
   if (!was_done && rk->st == WL__ST_DONE) r->ndone++;
   double t = own_time(rk);
@@ -662,7 +720,7 @@ static void run_timers(struct wl__replay *r, double now)
 static void run_flow_waiters(struct wl__replay *r, double now)
 {
   for (int i = 0; i < r->nr; i++)
-    if (waits_on_flows(r, &r->rk[i])) step_rank(r, &r->rk[i], now);
+    if (waits_on_flows(r, &r->rk[i]) || r->rk[i].ndq) step_rank(r, &r->rk[i], now);
 }
 
 /*
@@ -720,7 +778,6 @@ static void rp_release(struct wl__replay *r)
     free(r->rk[i].ids);
     free(r->rk[i].ids_t);
     free(r->rk[i].ids_name);
-    free(r->rk[i].paired);
     free(r->rk[i].busy);
   }
   free(r->rk);

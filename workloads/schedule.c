@@ -128,6 +128,18 @@ static void build_interleaved(struct prog *p, int pp, int vpp, int mb, int stage
   for (int k = remaining; k < total; k++) push(p, WL_PH_B, il_chunk(k, pp, vpp, 0), il_mb(k, pp, vpp), 0);
 }
 
+void wl_schedule_pair_fb(struct wl_slot *s, size_t n)
+{
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (s[i].phase != WL_PH_B || s[i + 1].phase != WL_PH_F) continue;
+    struct wl_slot b = s[i];
+    s[i] = s[i + 1];
+    s[i].overlap = 1;
+    s[i + 1] = b;
+    i++;
+  }
+}
+
 /* ZB-H1: the handcrafted schedule of the zero-bubble paper (sail-sg repository, branch arxiv,
  * efficiency.py get_hand_schedule with warmup_c = 1): 1F1B with each backward split into B and
  * W; rank `stage` defers its first `stage` W passes, which then trail its program (FIFO). */

@@ -43,8 +43,8 @@ struct wl_slot {
   uint8_t chunk;   /* local model chunk, 0 .. wl_schedule_chunks()-1 */
   uint32_t mb;     /* micro-batch, 0 .. mb-1 */
   uint8_t overlap; /* 1: this slot (a forward) and the next one (a full backward) run together
-                      as one DualPipe F&B pair, computation of each overlapping the other's
-                      communication; 0 otherwise */
+                      as one F&B pair (DualPipe, or combined 1F1B: wl_schedule_pair_fb), each
+                      one's all-to-alls under the other's computation; 0 otherwise */
 };
 
 /*
@@ -63,6 +63,15 @@ struct wl_slot {
  */
 int wl_schedule_build(enum wl_schedule kind, int pp, int vpp, int mb, int stage,
                       struct wl_slot **out, size_t *n, struct npu_diag *diag);
+
+/*
+ * Combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, MindSpeed --moe-fb-overlap):
+ * turn a 1F1B or interleaved program of n slots into its paired form in place. Each steady-state
+ * backward followed by a forward swaps with it and the two become an F&B pair (the forward's
+ * overlap set): one more forward runs in warm-up, and every pair's forward and backward are of
+ * different micro-batches, so neither waits for the other. Warm-up and cool-down stay unpaired.
+ */
+void wl_schedule_pair_fb(struct wl_slot *s, size_t n);
 
 /* The model chunk (0 .. pp*vpp-1, layer order) that local chunk c of rank `stage` holds:
  * interleaved c*pp + stage (Megatron); dualpipe chunk 0 = stage, chunk 1 = pp-1-stage (the

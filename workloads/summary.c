@@ -43,6 +43,10 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
   }
+  if (p->ep_overlap != WL_EPO_NONE) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
+  }
 }
 
 void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
@@ -149,6 +153,8 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
     num(&j, "load_max_over_mean_ep_rank", r->moe_max_mean_rank);
     num(&j, "dropped_fraction", r->moe_dropped_fraction);
     num(&j, "exposed_all_to_all_s", r->cat_s[WL_CAT_EP]);
+    npu_json_key(&j, "ep_overlap");
+    npu_json_string(&j, wl_ep_overlap_name((enum wl_ep_overlap)job->plan.ep_overlap));
     npu_json_object_end(&j);
   }
   npu_json_key(&j, "breakdown_s");
@@ -284,6 +290,11 @@ static const char *c_tp_overlap(const void *x, int i)
   (void)i;
   return wl_tp_overlap_name((enum wl_tp_overlap)J(x)->plan.tp_overlap);
 }
+static const char *c_ep_overlap(const void *x, int i)
+{
+  (void)i;
+  return wl_ep_overlap_name((enum wl_ep_overlap)J(x)->plan.ep_overlap);
+}
 static double c_launches(const void *x, int i)
 {
   (void)i;
@@ -349,8 +360,9 @@ static const struct rpt_column columns[] = {
     {"tp_overlap", RPT_STRING, "text", "plan.tp_overlap: none, megatron or mc2", .text = c_tp_overlap},
     {"tp_hidden_s", RPT_REAL, "s", "TP communication of the slowest stage hidden under GEMMs (plan.tp_overlap)",
      .real = c_tp_hidden},
+    {"ep_overlap", RPT_STRING, "text", "plan.ep_overlap: none, megatron or mindspeed", .text = c_ep_overlap},
     {"interference_s", RPT_REAL, "s",
-     "time of the slowest stage in: GEMMs slowed by overlapped TP communication (the cores and HBM it takes)",
+     "time of the slowest stage in: compute slowed by overlapped TP, DP and EP communication (the cores and HBM it takes)",
      .real = c_interfere},
     {"schedule", RPT_STRING, "text", "plan.schedule", .text = c_schedule},
     {"recompute", RPT_STRING, "text", "plan.recompute: none, selective or full", .text = c_recompute},

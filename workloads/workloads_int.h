@@ -128,6 +128,7 @@ enum wl__state {
   WL__ST_STEP,      /* running the current slot's steps */
   WL__ST_RUN,       /* the compute stream is busy until run_end */
   WL__ST_WAITC,     /* waiting for a shared collective (waitcat) */
+  WL__ST_WAIT_A2A,  /* in an F&B pair: waiting for a deferred all-to-all (wait_which) */
   WL__ST_WAIT_DP,   /* after the slots: waiting for the gradient reductions */
   WL__ST_OPT,       /* running the optimizer until run_end */
   WL__ST_WAIT_AG,   /* waiting for the parameter all-gathers after the optimizer */
@@ -192,9 +193,17 @@ struct wl__rank {
   int buckets;           /* gradient buckets posted (the shared key's sequence number) */
   int gathers;           /* ZeRO-3 gathers posted */
   int next_gather;       /* ZeRO-3: the next piece's gather, posted ahead */
-  int *paired;           /* a DualPipe pair's all-to-alls, waited for at its end */
-  int npaired, cap_paired;
-  bool pair_wait;
+  /* an F&B pair's communication stream: its deferred all-to-alls in issue order, one at a
+   * time (replay.c, pump_comm), each until its WL_STEP_A2A_WAIT */
+  struct wl__defer {
+    int layer, mb;
+    uint8_t which;
+    int h;               /* the collective once started (-1: queued behind the one in flight) */
+    double t0;           /* when it started */
+    bool done;
+  } dq[8];
+  int ndq;
+  int wait_which;        /* WL__ST_WAIT_A2A: the all-to-all waited for */
   struct wl_stage_result *res;
   double host;           /* the host's clock: when it has dispatched what the rank ran so far */
   /* data-parallel interference (wl__dp_twins): the stream's busy intervals of the step, the

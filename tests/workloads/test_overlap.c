@@ -4,6 +4,9 @@
  * the GEMM loses to it; a longer one is exposed by the difference), which collectives pair with
  * which GEMMs for each framework, what the pairing takes from the GEMM (SMs, HBM bandwidth),
  * the segment sums, the plan checks, and the MoE layer's TP all-gather and reduce-scatter.
+ * Expert all-to-alls overlapped across micro-batches (plan.ep_overlap): the order of a paired
+ * MoE layer's steps, and the replay's closed forms (hidden all-to-alls cost only what they take
+ * from the compute beside them; all-to-alls longer than the compute hide no more than it).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -11,6 +14,7 @@
 
 #include "common/err.h"
 #include "tests/workloads/helpers.h"
+#include "workloads/isolate.h"
 #include "workloads/job.h"
 #include "workloads/program.h"
 #include "workloads/workloads_int.h"
@@ -288,4 +292,121 @@ Test(overlap, a_dp_collective_longer_than_its_compute_costs_only_what_the_wait_d
   /* compute that ended before the collective started costs nothing, nor does an empty window */
   close_to(wl__dp_lost(c, 1, 8, 12), 0, "after the compute");
   close_to(wl__dp_lost(c, 1, 5, 5), 0, "empty window");
+}
+
+/* ------------------------------------------------------------------ overlapped EP communication */
+
+#define MOE SCN "tiny_moe.cfg"
+
+Test(overlap, ep_overlap_plans_the_frameworks_cannot_run_are_refused)
+{
+  load_fails(SCN "tiny.cfg", (const char *const[]){"plan.pp=1", "plan.ep_overlap=\"mindspeed\""}, 2, "plan.ep_overlap",
+             "plan.ep > 1");
+  load_fails(MOE, (const char *const[]){"plan.ep_overlap=\"megatron\""}, 1, "plan.ep_overlap", "use \"mindspeed\"");
+  load_fails(MOE, (const char *const[]){"preset=dgx-h100", "plan.ep_overlap=\"mindspeed\""}, 2, "plan.ep_overlap",
+             "use \"megatron\"");
+  load_fails(MOE, (const char *const[]){"plan.ep_overlap=\"mindspeed\""}, 1, "plan.ep_overlap",
+             "plan.overlap_grad_reduce = false");
+  load_fails(MOE, (const char *const[]){"plan.ep_overlap=\"mindspeed\"", "plan.overlap_grad_reduce=false", "plan.pp=2",
+             "plan.ep=2"}, 4, "plan.ep_overlap", "interleaved");
+  load_fails(MOE, (const char *const[]){"plan.ep_overlap=\"mindspeed\"", "plan.overlap_grad_reduce=false", "plan.zero=3"},
+             3, "plan.ep_overlap", "ZeRO-3");
+  load_fails(MOE, (const char *const[]){"plan.ep_overlap=\"mindspeed\"", "plan.overlap_grad_reduce=false",
+             "plan.global_batch=8"}, 3, "plan.global_batch", "1 micro-batch");
+}
+
+/* One step as a token: S segment, E<pass> experts, a<which> an all-to-all waited for at once,
+ * p<which> one posted to the pair's communication stream, w<which> its wait. */
+static void step_token(const struct wl_step *s, char *buf, size_t n)
+{
+  switch ((enum wl_step_kind)s->kind) {
+  case WL_STEP_SEG: snprintf(buf, n, "S"); break;
+  case WL_STEP_EXPERTS: snprintf(buf, n, "E%d", s->u.experts.pass); break;
+  case WL_STEP_A2A: snprintf(buf, n, "%c%d", s->u.a2a.defer ? 'p' : 'a', s->u.a2a.which); break;
+  case WL_STEP_A2A_WAIT: snprintf(buf, n, "w%d", s->u.a2a_wait.which); break;
+  default: snprintf(buf, n, "?"); break;
+  }
+}
+
+/* A pair of two MoE layers runs as MindSpeed's --moe-fb-overlap and Megatron's combined 1F1B
+ * order them: the backward's combine^T (2) under the forward's attention, the forward's
+ * dispatch (0) under the backward's experts (E1), the backward's dispatch^T (3) under the
+ * forward's experts (E0), the forward's combine (1) under the backward's attention and weight
+ * gradients (E2); one all-to-all on the stream at a time, each waited for before its consumer. */
+Test(overlap, a_paired_moe_layer_runs_in_the_frameworks_order)
+{
+  struct wl_job job;
+  tw_job_load(&job, MOE, (const char *const[]){"plan.ep_overlap=\"mindspeed\"", "plan.overlap_grad_reduce=false",
+                                              "model.moe.dense_layers=0", "plan.global_batch=64"}, 4);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_program *p;
+  cr_assert_eq(wl_program_create(&p, &job, &d), 0, "%s", d.msg);
+  const struct wl_prog_stage *st = &p->stages[0];
+  int pairs = 0;
+  for (size_t i = 0; i < st->nslots; i++) {
+    if (!st->slots[i].slot.overlap) continue;
+    pairs++;
+    const struct wl_step_list *l = &st->lists[st->slots[i].list];
+    char seq[4096] = "";
+    size_t off = 0;
+    for (int k = l->first; k < l->first + l->n; k++) {
+      char t[8];
+      step_token(&st->steps[k], t, sizeof t);
+      off += (size_t)snprintf(seq + off, sizeof seq - off, "%s%s", off ? " " : "", t);
+    }
+    const char *layer = "S p2 S p0 w2 E1 p3 w0 E0 p1 w3 S S E2 w1 S";
+    int n = 0;
+    for (const char *q = strstr(seq, layer); q; q = strstr(q + 1, layer)) n++;
+    cr_expect_eq(n, job.model.layers, "every layer of the pair in the frameworks' order: %s", seq);
+    cr_expect(!strstr(seq, " a"), "no all-to-all waited for at once inside a pair: %s", seq);
+  }
+  cr_expect_eq(pairs, p->mb - 1, "combined 1F1B without pipeline stages: %d micro-batches, %d pairs", p->mb, pairs);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
+
+static struct wl_outcome run_moe(const char *const *sets)
+{
+  int n = 0;
+  while (sets[n]) n++;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_outcome o;
+  cr_assert_eq(wl_run_isolated(MOE, sets, n, &o, &d), 0, "%s", d.msg);
+  cr_assert_eq(o.status, 0, "%s", o.message);
+  return o;
+}
+
+#define MOE_SETS(ovl, bw) \
+  (const char *const[]){"plan.ep_overlap=\"" ovl "\"", "plan.overlap_grad_reduce=false", "model.moe.dense_layers=0", \
+                        "plan.global_batch=64", "node.link.bandwidth=" bw, NULL}
+
+/* Fast links (the all-to-alls far shorter than the compute beside them): only the unpaired first
+ * forward and last backward of the 8 micro-batches expose theirs, about 1/8 of the exposed time
+ * without the overlap (skew between EP ranks aside), and the step is the same compute plus what
+ * stays exposed plus what the hidden ones took from the compute beside them (HBM bandwidth). */
+Test(overlap, hidden_all_to_alls_cost_only_their_interference, .timeout = 240)
+{
+  struct wl_outcome a = run_moe(MOE_SETS("none", "100TBps")), b = run_moe(MOE_SETS("mindspeed", "100TBps"));
+  double ea = a.cat_s[WL_CAT_EP], eb = b.cat_s[WL_CAT_EP], lost = b.cat_s[WL_CAT_INTERFERE];
+  cr_expect(eb > 0.75 * ea / 8 && eb < 1.25 * ea / 8, "exposed all-to-all %g s paired, %g s unpaired (1/8: %g s)", eb, ea,
+            ea / 8);
+  cr_expect_gt(lost, 0, "the hidden all-to-alls take HBM bandwidth from the compute beside them");
+  cr_expect_eq(a.cat_s[WL_CAT_INTERFERE], 0, "nothing runs beside the unpaired all-to-alls");
+  close_to(b.step_time_s - eb - lost, a.step_time_s - ea, "the same compute either way");
+}
+
+/* Slow links (the all-to-alls far longer than the compute): the pairs hide compute under the
+ * communication, never more than all of it; the exposed all-to-all time falls by at most the
+ * compute. */
+Test(overlap, all_to_alls_longer_than_their_compute_hide_it_at_most, .timeout = 240)
+{
+  struct wl_outcome a = run_moe(MOE_SETS("none", "2GBps")), b = run_moe(MOE_SETS("mindspeed", "2GBps"));
+  double compute = b.cat_s[WL_CAT_GEMM] + b.cat_s[WL_CAT_ATTN] + b.cat_s[WL_CAT_VEC];
+  cr_expect_lt(b.step_time_s, a.step_time_s);
+  cr_expect_leq(a.step_time_s - b.step_time_s, compute, "saved %g s of %g s of compute", a.step_time_s - b.step_time_s,
+                compute);
+  cr_expect_geq(b.cat_s[WL_CAT_EP], a.cat_s[WL_CAT_EP] - compute);
+  cr_expect_gt(a.cat_s[WL_CAT_EP], 5 * compute, "the case is communication-bound");
 }

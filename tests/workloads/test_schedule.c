@@ -85,16 +85,30 @@ static char *format_prog(const struct wl_slot *s, size_t n, int chunks)
   return buf;
 }
 
-static void expect_prog(enum wl_schedule kind, int pp, int vpp, int mb, int stage, const char *want)
+/* The program of rank `stage`, paired by wl_schedule_pair_fb (combined 1F1B) when asked: each
+ * pair a forward and the backward of another micro-batch or chunk. */
+static void check_prog(enum wl_schedule kind, int pp, int vpp, int mb, int stage, bool paired, const char *want)
 {
   struct wl_slot *s;
   size_t n;
   struct npu_diag d = {0};
   cr_assert_eq(wl_schedule_build(kind, pp, vpp, mb, stage, &s, &n, &d), 0, "%s", d.msg);
+  if (paired) wl_schedule_pair_fb(s, n);
   char *got = format_prog(s, n, wl_schedule_chunks(kind, vpp));
-  cr_expect_str_eq(got, want, "%s pp=%d vpp=%d mb=%d rank %d", wl_schedule_name(kind), pp, vpp, mb, stage);
+  cr_expect_str_eq(got, want, "%s%s pp=%d vpp=%d mb=%d rank %d", paired ? "paired " : "", wl_schedule_name(kind), pp,
+                   vpp, mb, stage);
+  for (size_t i = 0; paired && i + 1 < n; i++)
+    if (s[i].overlap) {
+      cr_expect(s[i].phase == WL_PH_F && s[i + 1].phase == WL_PH_B, "slot %zu", i);
+      cr_expect(s[i].mb != s[i + 1].mb || s[i].chunk != s[i + 1].chunk, "slot %zu pairs a micro-batch with itself", i);
+    }
   free(got);
   free(s);
+}
+
+static void expect_prog(enum wl_schedule kind, int pp, int vpp, int mb, int stage, const char *want)
+{
+  check_prog(kind, pp, vpp, mb, stage, false, want);
 }
 
 /* ---- 1. completeness --------------------------------------------------------------------- */
@@ -635,6 +649,26 @@ Test(schedule, literal_programs)
               "F1.4 F0.0 F1.5 F0.1 F1.6 B0.0 F0.2+B1.4 F1.7+B0.1 F0.3+B1.5 B0.2 B1.6 I0.3 I1.7 W0.3 W1.7");
   expect_prog(WL_SCHED_DUALPIPE, 4, 1, 8, 3,
               "F1.4 F1.5 F1.6 F0.0 I0.0 W0.0 F0.1 F1.7+B0.1 F0.2+B1.4 B0.2 F0.3+B1.5 B0.3 I1.6 W1.6 I1.7 W1.7");
+}
+
+/* Combined 1F1B (plan.ep_overlap): one more warm-up forward, then each steady-state forward
+ * paired with the backward of an earlier micro-batch ('+'), never its own. */
+static void expect_paired(enum wl_schedule kind, int pp, int vpp, int mb, int stage, const char *want)
+{
+  check_prog(kind, pp, vpp, mb, stage, true, want);
+}
+
+Test(schedule, combined_1f1b_pairs_the_steady_state)
+{
+  /* Megatron-Core's moe_a2a_overlap guide, pp 1: F0 | F1+B0 | ... | B(N-1) */
+  expect_paired(WL_SCHED_1F1B, 1, 1, 4, 0, "F0 F1+B0 F2+B1 F3+B2 B3");
+  /* pp 2, vpp 2 (interleaved): the warm-up of 4 (rank 0) and 2 (rank 1) chunks gains one */
+  expect_paired(WL_SCHED_INTERLEAVED, 2, 2, 4, 0,
+                "F0.0 F0.1 F1.0 F1.1 F0.2 F0.3+B1.0 F1.2+B1.1 F1.3+B0.0 B0.1 B1.2 B1.3 B0.2 B0.3");
+  expect_paired(WL_SCHED_INTERLEAVED, 2, 2, 4, 1,
+                "F0.0 F0.1 F1.0 F1.1+B1.0 F0.2+B1.1 F0.3+B0.0 F1.2+B0.1 F1.3+B1.2 B1.3 B0.2 B0.3");
+  /* one micro-batch: nothing to pair */
+  expect_paired(WL_SCHED_1F1B, 1, 1, 1, 0, "F0 B0");
 }
 
 Test(schedule, chunk_maps)
