@@ -87,16 +87,16 @@ static void push(struct core__run *r, struct core__core *c, struct core_instr *i
 {
   struct core__pipe *p = &c->pipe[in->pipe];
   if (in->op != CORE_OP_SCALAR) in->scalar_seq = c->scalar_emitted;
-  if (p->count == p->cap) {
-    uint32_t cap = p->cap ? 2 * p->cap : 64;
-    struct core_instr *q = npu_xmalloc(cap * sizeof *q);
-    for (uint32_t i = 0; i < p->count; i++) q[i] = p->q[(p->head + i) % p->cap];
-    free(p->q);
+  if (p->count == p->cap) { /* a kept ring (exec.c), or one twice as large, the queue in order */
+    uint32_t cap;
+    struct core_instr *q = core__ring_take(p->cap ? 2 * p->cap : 64, &cap);
+    for (uint32_t i = 0, m = p->cap - 1; i < p->count; i++) q[i] = p->q[(p->head + i) & m];
+    core__ring_give(p->q, p->cap);
     p->q = q;
     p->head = 0;
     p->cap = cap;
   }
-  p->q[(p->head + p->count) % p->cap] = *in;
+  p->q[(p->head + p->count) & (p->cap - 1)] = *in;
   p->count++;
   c->used = true;
   (void)r;

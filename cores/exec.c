@@ -111,6 +111,49 @@ static double tq_pop(struct core__tq *q, uint64_t *flow)
   return t;
 }
 
+/* ------------------------------------------------------------------ instruction rings */
+
+/* Rings kept between runs, per thread (a run is one thread's): at most RING_KEEP, the largest. */
+#define RING_KEEP 64
+static _Thread_local struct ring {
+  struct core_instr *q;
+  uint32_t cap;
+} ring_pool[RING_KEEP];
+static _Thread_local int ring_n;
+
+struct core_instr *core__ring_take(uint32_t min_cap, uint32_t *cap)
+{
+  int best = -1;
+  for (int i = 0; i < ring_n; i++)
+    if (ring_pool[i].cap >= min_cap && (best < 0 || ring_pool[i].cap > ring_pool[best].cap)) best = i;
+  if (best < 0) {
+    *cap = min_cap;
+    return npu_xmalloc(min_cap * sizeof(struct core_instr));
+  }
+  struct ring r = ring_pool[best];
+  ring_pool[best] = ring_pool[--ring_n];
+  *cap = r.cap;
+  return r.q;
+}
+
+void core__ring_give(struct core_instr *q, uint32_t cap)
+{
+  if (!q) return;
+  if (ring_n < RING_KEEP) {
+    ring_pool[ring_n++] = (struct ring){q, cap};
+    return;
+  }
+  int small = 0; /* full: keep the larger of this one and the smallest kept */
+  for (int i = 1; i < ring_n; i++)
+    if (ring_pool[i].cap < ring_pool[small].cap) small = i;
+  if (ring_pool[small].cap >= cap) {
+    free(q);
+    return;
+  }
+  free(ring_pool[small].q);
+  ring_pool[small] = (struct ring){q, cap};
+}
+
 /* ------------------------------------------------------------------ setup */
 
 static void init_core(struct core__run *r, struct core__core *c, int id, uint8_t kind)
@@ -194,7 +237,7 @@ void core__run_release(struct core__run *r)
 {
   for (int i = 0; i < r->ncores; i++) {
     struct core__core *c = &r->cores[i];
-    for (int p = 0; p < CORE_PIPE_COUNT; p++) free(c->pipe[p].q);
+    for (int p = 0; p < CORE_PIPE_COUNT; p++) core__ring_give(c->pipe[p].q, c->pipe[p].cap);
     if (c->flags)
       for (size_t f = 0; f < CORE_PIPE_COUNT * CORE_PIPE_COUNT * CORE_FLAG_IDS; f++) {
         free(c->flags[f].t);
@@ -265,7 +308,7 @@ static struct core__tq *xflag_q(struct core__run *r, struct core__core *c, int f
 
 static void pop(struct core__pipe *p)
 {
-  p->head = (p->head + 1) % p->cap;
+  p->head = (p->head + 1) & (p->cap - 1);
   p->count--;
 }
 

@@ -158,6 +158,14 @@ int core__deadlock(struct core__run *r);
 void core__run_init(struct core__run *r, const struct arch_chip *chip, struct mem_gm *gm,
                     const struct core_kernel *k, const struct core_launch_opts *opts);
 void core__run_release(struct core__run *r);
+
+/* Instruction rings outlive their run (exec.c): core__ring_take gives a ring of at least
+ * min_cap entries (a power of two, in *cap), the largest one kept if any; core__ring_give
+ * keeps one for the next run (or frees it). A costed kernel's sampled blocks emit thousands of
+ * instructions per pipe before the first runs, and rings grown afresh for every kernel were a
+ * third of the costing's time under the sanitizers, in page faults. */
+struct core_instr *core__ring_take(uint32_t min_cap, uint32_t *cap);
+void core__ring_give(struct core_instr *q, uint32_t cap);
 void core__fail(struct core__run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /*
  * The GM tile a GM copy of core c touches, for the L2 reuse models (event.c issue, analytic.c's
