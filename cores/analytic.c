@@ -780,6 +780,35 @@ static void trace_hits(const struct arch_chip *chip, struct mem_gm *gm, const st
 #undef PER_ONCE
 }
 
+/* Affine classes: the first CLASS_EXACT present classes are sampled (the shortest blocks, where
+ * a pipeline's fill is not yet amortised), then about CLASS_SAMPLES more spread evenly. */
+#define CLASS_EXACT 4
+#define CLASS_SAMPLES 12
+
+/* The present classes not sampled, from the sampled ones below and above (linear in the class). */
+static void interpolate_classes(struct klass *cls, int ncls, const bool *sampled)
+{
+  for (int c = 0; c < ncls; c++) {
+    if (!cls[c].nrep || sampled[c]) continue;
+    int lo = c - 1, hi = c + 1;
+    while (lo >= 0 && !sampled[lo]) lo--;
+    while (hi < ncls && !sampled[hi]) hi++;
+    NPU_ASSERT(lo >= 0 && hi < ncls); /* the first and last present classes are sampled */
+    double w = (double)(c - lo) / (double)(hi - lo);
+    struct klass *x = &cls[c];
+    memset(&x->r1, 0, sizeof x->r1);
+    memset(&x->delta, 0, sizeof x->delta);
+    x->r1.aic_used = cls[lo].r1.aic_used; /* not summed by res_axpy: a unit's cores */
+    x->r1.aiv_used = cls[lo].r1.aiv_used;
+    res_axpy(&x->r1, &cls[lo].r1, 1 - w);
+    res_axpy(&x->r1, &cls[hi].r1, w);
+    res_axpy(&x->delta, &cls[lo].delta, 1 - w);
+    res_axpy(&x->delta, &cls[hi].delta, w);
+    x->t1 = (1 - w) * cls[lo].t1 + w * cls[hi].t1;
+    x->t2 = x->t1 + (1 - w) * (cls[lo].t2 - cls[lo].t1) + w * (cls[hi].t2 - cls[hi].t1);
+  }
+}
+
 static uint64_t block_at(const struct core_kernel *k, int unit, uint64_t i)
 {
   uint64_t b = k->block_of ? k->block_of(k->ctx, unit, i) : i * (uint64_t)k->block_dim + (uint64_t)unit;
@@ -872,6 +901,29 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   trace_hits(chip, gm, k, ixlog, nblk, per_unit, &hits[0], &hits[1], tensor_hits);
   ixlog_destroy(ixlog);
   ixlog = NULL;
+  /* The classes to sample: all, or for affine classes (core_kernel.class_affine) the first
+   * CLASS_EXACT present ones, the last, and those nearest CLASS_SAMPLES even steps between;
+   * the others are interpolated between the sampled ones around them. */
+  bool *sampled = npu_xcalloc((size_t)(ncls ? ncls : 1), sizeof *sampled);
+  int present = 0;
+  for (int c = 0; c < ncls; c++) present += cls[c].nrep > 0;
+  if (!k->class_affine || present <= CLASS_EXACT + CLASS_SAMPLES) {
+    for (int c = 0; c < ncls; c++) sampled[c] = cls[c].nrep > 0;
+  } else {
+    int seen = 0, lastc = -1;
+    for (int c = 0; c < ncls; c++)
+      if (cls[c].nrep) {
+        if (seen++ < CLASS_EXACT) sampled[c] = true;
+        lastc = c;
+      }
+    sampled[lastc] = true;
+    for (int i = 1; i < CLASS_SAMPLES; i++) {
+      int want = (int)((double)lastc * i / CLASS_SAMPLES), best = -1;
+      for (int c = 0; c < ncls; c++)
+        if (cls[c].nrep && (best < 0 || abs(c - want) < abs(best - want))) best = c;
+      sampled[best] = true;
+    }
+  }
   /* Each class's two samples: once for units in step (1/U of L2 and HBM each); for drifting
    * units, with what the others leave at their mean rate, until it settles within 1%. */
   const double full[2] = {chip->hbm.bw_bytes_per_s * chip->calib.hbm.value,
@@ -880,7 +932,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   for (int pass = 0; pass < MAX_PASSES; pass++) {
     double rate[2] = {0, 0}; /* the unit's mean bytes/s on HBM and L2 in the steady state */
     for (int c = 0; c < ncls; c++) {
-      if (!cls[c].nrep) continue;
+      if (!sampled[c]) continue;
       uint64_t seq[SAMPLE_K + 1];
       int last = cls[c].nrep - 1 > 0 ? cls[c].nrep - 1 : 0;
       for (int i = 0; i <= SAMPLE_K; i++) seq[i] = cls[c].rep[i < last ? i : last];
@@ -888,6 +940,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
       if (!rc) rc = run_sample(chip, gm, k, seq, SAMPLE_K + 1, hits, tensor_hits, shared, &cls[c].r2, &cls[c].t2, diag);
       if (rc) {
         free(tensor_hits);
+        free(sampled);
         free(cls);
         return rc;
       }
@@ -898,6 +951,11 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
       cls[c].delta = per;
       double dt = (cls[c].t2 - cls[c].t1) / SAMPLE_K;
       cls[c].t2 = cls[c].t1 + dt;
+    }
+    interpolate_classes(cls, ncls, sampled);
+    for (int c = 0; c < ncls; c++) {
+      if (!cls[c].nrep) continue;
+      double dt = cls[c].t2 - cls[c].t1;
       const struct core_result *d = dt > 0 ? &cls[c].delta : &cls[c].r1;
       double span = dt > 0 ? dt : cls[c].t1, w = (double)nblk[c] / (double)total_blocks;
       if (span > 0) {
@@ -919,6 +977,7 @@ int core__run_analytic(const struct arch_chip *chip, struct mem_gm *gm,
   }
 
   free(tensor_hits);
+  free(sampled);
 
   /* Compose units. */
   struct core_result res = {0};

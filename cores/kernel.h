@@ -69,6 +69,10 @@ struct core_kernel {
   uint64_t (*block_of)(void *ctx, int unit, uint64_t i);
   /* Optional, for the analytic fidelity: blocks of one class take the same time. */
   int (*block_class)(void *ctx, uint64_t block);
+  /* With block_class: a block's time and counts are affine in its class (the class numbers the
+   * steps of its inner loop, as causal attention's rows do), so the analytic fidelity samples
+   * some classes and interpolates the others (cores/analytic.c, CLASS_SAMPLES). */
+  bool class_affine;
   /* Bytes of per-unit emission state (stage counters, ping-pong parities): the launch gives
    * every unit its own, zeroed, through core_unit_ctx. 0: none. */
   size_t unit_ctx_bytes;

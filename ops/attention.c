@@ -1421,7 +1421,7 @@ static void setup(void *p, struct op_exec *x)
   if (!a->bwd) {
     struct core_kernel kf = {.name = "flash_attention_fwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
                              .nblocks = a->nblocks, .ctx = a, .unit_begin = fwd_begin, .unit_end = fwd_end,
-                             .block = fwd_block, .block_of = fwd_block_of, .block_class = fwd_class_b,
+                             .block = fwd_block, .block_of = fwd_block_of, .block_class = fwd_class_b, .class_affine = true,
                              .unit_ctx_bytes = sizeof(struct attn_unit)};
     op_kernel(x, &kf);
     return;
@@ -1455,7 +1455,7 @@ static void setup(void *p, struct op_exec *x)
   op_kernel(x, &kp);
   struct core_kernel kb = {.name = "flash_attention_bwd", .mode = CORE_MODE_MIX, .block_dim = a->cores,
                            .nblocks = a->nblocks, .ctx = a, .unit_begin = bwd_begin, .unit_end = bwd_end,
-                           .block = bwd_block, .block_class = bwd_class_b,
+                           .block = bwd_block, .block_class = bwd_class_b, .class_affine = true,
                            .unit_ctx_bytes = sizeof(struct attn_unit)};
   op_kernel(x, &kb);
   ops_cast(x, a->dq32, NPU_DT_FP32, a->dq, a->dt, qn);

@@ -6,7 +6,9 @@
  *   - L2 write-back: a write to a line read before (an in-place update) reaches HBM, a rewrite of
  *     a dirty line does not (write coalescing), at both fidelities;
  *   - an analytic time set by the memory roofline floor is labelled by a GM pipe;
- *   - a vector instruction whose scalar comes from UB pays a V -> S sync and a scalar read.
+ *   - a vector instruction whose scalar comes from UB pays a V -> S sync and a scalar read;
+ *   - affine block classes (causal attention's rows) sampled in part and interpolated agree with
+ *     every class sampled.
  * Each test is its own process; an event run comes last in it (one engine per process).
  */
 #include <criterion/criterion.h>
@@ -327,4 +329,84 @@ Test(accuracy, scalar_from_ub_costs_a_v_to_s_sync_event)
   double t = su_time(true, CORE_FIDELITY_EVENT);
   cr_assert(fabs(t - SU_VECS * (vec + sync)) < 1e-12, "event: scalar from UB %.12g, want %.12g", t,
             SU_VECS * (vec + sync));
+}
+
+/* ------------------------------------------------------------------ affine block classes */
+
+/*
+ * Causal attention's shape: a block of class c runs c + 1 steps of one inner loop (here GM -> UB,
+ * a vector op, UB -> GM, single buffered), 48 classes dealt so that the units drift apart.
+ * core_kernel.class_affine lets the analytic fidelity sample 16 of them and interpolate the
+ * others; the kernel's time must agree with sampling all 48 within 1%, its bytes and
+ * instructions within 0.1%.
+ */
+enum { AF_UNITS = 8, AF_CLASSES = 48, AF_ELEMS = 4096, AF_SLOTS = 4096 };
+
+static int af_class(void *ctx, uint64_t b)
+{
+  (void)ctx;
+  return (int)((b / AF_UNITS + (b % AF_UNITS) * 5) % AF_CLASSES);
+}
+
+static void af_begin(struct core_tp *t, void *ctx)
+{
+  (void)ctx;
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, 0);
+}
+
+static void af_end(struct core_tp *t, void *ctx)
+{
+  (void)ctx;
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, 0);
+}
+
+static void af_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  const uint64_t *gm = ctx, bytes = AF_ELEMS * 2;
+  int steps = af_class(ctx, b) + 1;
+  for (int s = 0; s < steps; s++) {
+    uint64_t slot = (b * AF_CLASSES + (uint64_t)s) % AF_SLOTS;
+    struct core_tile g_in = tile(MEM_GM, gm[0] + slot * bytes, AF_ELEMS), g_out = tile(MEM_GM, gm[1] + slot * bytes, AF_ELEMS);
+    struct core_tile ub = tile(MEM_UB, 0, AF_ELEMS);
+    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, 0);
+    core_copy(t, &ub, &g_in);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
+    struct core_vec v = {.op = CORE_VEC_MULS, .dtype = NPU_DT_FP16, .repeat = AF_ELEMS / 128, .dst_blk = 1,
+                         .src0_blk = 1, .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8,
+                         .mask = {~0ull, ~0ull}, .scalar = 2.0};
+    core_vec(t, &v);
+    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+    core_copy(t, &g_out, &ub);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, 0);
+  }
+}
+
+static struct core_result affine_run(bool affine)
+{
+  struct mem_gm *gm = mem_gm_create();
+  uint64_t addr[2];
+  addr[0] = mem_gm_add(gm, "in", (uint64_t)AF_SLOTS * AF_ELEMS * 2, NULL);
+  addr[1] = mem_gm_add(gm, "out", (uint64_t)AF_SLOTS * AF_ELEMS * 2, NULL);
+  struct core_kernel k = {.name = "affine", .mode = CORE_MODE_VECTOR, .block_dim = AF_UNITS,
+                          .nblocks = (uint64_t)AF_UNITS * AF_CLASSES, .ctx = addr, .unit_begin = af_begin,
+                          .unit_end = af_end, .block = af_block, .block_class = af_class, .class_affine = affine};
+  struct core_result r = launch(gm, &k, CORE_FIDELITY_ANALYTIC);
+  mem_gm_destroy(gm);
+  return r;
+}
+
+Test(accuracy, affine_classes_sampled_in_part_agree_with_every_class_sampled)
+{
+  struct core_result all = affine_run(false), part = affine_run(true);
+  double ta = all.time_s - all.launch_s, tp = part.time_s - part.launch_s;
+  cr_expect(fabs(tp / ta - 1) < 0.01, "interpolated %.5g us, every class %.5g us", tp * 1e6, ta * 1e6);
+  cr_expect(fabs((double)part.gm_read_bytes / (double)all.gm_read_bytes - 1) < 1e-3, "read %llu vs %llu bytes",
+            (unsigned long long)part.gm_read_bytes, (unsigned long long)all.gm_read_bytes);
+  cr_expect(fabs((double)part.instructions / (double)all.instructions - 1) < 1e-3, "%llu vs %llu instructions",
+            (unsigned long long)part.instructions, (unsigned long long)all.instructions);
+  /* the work: 8 units x (1 + ... + 48) steps of 4096 elements in and out */
+  uint64_t steps = (uint64_t)AF_UNITS * AF_CLASSES * (AF_CLASSES + 1) / 2;
+  cr_expect_eq(all.gm_read_bytes, steps * AF_ELEMS * 2);
 }
