@@ -293,11 +293,14 @@ static int find_deferred(const struct wl__rank *rk, int which)
   NPU_PANIC("no deferred all-to-all %d", which);
 }
 
-/* Deferred all-to-all i is done and waited for: the compute beside it pays what it took. */
-static void finish_deferred(struct wl__replay *r, struct wl__rank *rk, int i)
+/* Deferred all-to-all i is done and was waited for `waited` seconds: the compute beside it pays
+ * what it took, and the rest of its time from its start counts as hidden. */
+static void finish_deferred(struct wl__replay *r, struct wl__rank *rk, int i, double waited)
 {
   struct wl__defer *q = &rk->dq[i];
   if (q->h >= 0) {
+    double end = wl__shared_end_s(&r->sh, q->h, r->x);
+    if (end > q->t0) rk->res->ep_hidden_s += fmax(0, end - q->t0 - waited);
     charge_dp(r, rk, q->h, q->t0);
     sh_drop(r, q->h);
   }
@@ -366,7 +369,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         rk->st = WL__ST_WAIT_A2A;
         return;
       }
-      finish_deferred(r, rk, i);
+      finish_deferred(r, rk, i, 0);
       rk->sk++;
       break;
     }
@@ -443,7 +446,7 @@ static bool on_wait_a2a(struct wl__replay *r, struct wl__rank *rk, double now)
   if (!rk->dq[i].done) return false;
   rk->res->cat_s[WL_CAT_EP] += now - rk->since;
   if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
-  finish_deferred(r, rk, i);
+  finish_deferred(r, rk, i, now - rk->since);
   rk->sk++;
   rk->st = WL__ST_STEP;
   return true;

@@ -27,6 +27,8 @@ struct wl_stage_result {
   double flops, model_flops;     /* per rank of the stage */
   double launches;               /* kernels and communication calls its host dispatched */
   double tp_hidden_s;            /* TP communication hidden under GEMMs (plan.tp_overlap) */
+  double ep_hidden_s;            /* an F&B pair's all-to-all time not waited for (plan.ep_overlap,
+                                    dualpipe): what ran beside the compute */
   struct wl_mem mem;
 };
 
@@ -39,6 +41,7 @@ struct wl_result {
   double mfu, hfu;
   double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
   double tp_hidden_s;            /* of the slowest stage: TP communication hidden under GEMMs */
+  double ep_hidden_s;            /* of the slowest stage: all-to-all time hidden in F&B pairs */
   int slowest_stage;
   double bubble_fraction;        /* the busiest rank's (bubble + idle) / step: the least over the ranks */
   struct wl_stage_result *stages;  /* per replay rank: stage x EP index */

@@ -79,8 +79,9 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
                  (double)job->sys.chip.hbm.size_bytes / GIB, r->oom ? "  OUT OF MEMORY" : "");
   if (job->model.moe.experts)
     npu_buf_printf(out, "  experts        load max/mean %.2f per expert, %.2f per EP rank (mean over layers and "
-                        "micro-batches); %.2f%% of token copies dropped; exposed all-to-all %.3g s\n",
-                   r->moe_max_mean_expert, r->moe_max_mean_rank, 100 * r->moe_dropped_fraction, r->cat_s[WL_CAT_EP]);
+                        "micro-batches); %.2f%% of token copies dropped; exposed all-to-all %.3g s, hidden %.3g s\n",
+                   r->moe_max_mean_expert, r->moe_max_mean_rank, 100 * r->moe_dropped_fraction, r->cat_s[WL_CAT_EP],
+                   r->ep_hidden_s);
   if (p->tp_overlap != WL_TPO_NONE)
     npu_buf_printf(out, "  TP overlap     %s: %.3g s of TP communication hidden under GEMMs, %.3g s exposed, GEMMs "
                         "%.3g s slower beside it (slowest stage)\n",
@@ -153,6 +154,7 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
     num(&j, "load_max_over_mean_ep_rank", r->moe_max_mean_rank);
     num(&j, "dropped_fraction", r->moe_dropped_fraction);
     num(&j, "exposed_all_to_all_s", r->cat_s[WL_CAT_EP]);
+    num(&j, "hidden_all_to_all_s", r->ep_hidden_s);
     npu_json_key(&j, "ep_overlap");
     npu_json_string(&j, wl_ep_overlap_name((enum wl_ep_overlap)job->plan.ep_overlap));
     npu_json_object_end(&j);
@@ -285,6 +287,7 @@ static const char *c_dtype(const void *x, int i)
 }
 static double c_interfere(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_INTERFERE]; }
 static double c_tp_hidden(const void *x, int i) { (void)i; return R(x)->tp_hidden_s; }
+static double c_ep_hidden(const void *x, int i) { (void)i; return R(x)->ep_hidden_s; }
 static const char *c_tp_overlap(const void *x, int i)
 {
   (void)i;
@@ -361,6 +364,8 @@ static const struct rpt_column columns[] = {
     {"tp_hidden_s", RPT_REAL, "s", "TP communication of the slowest stage hidden under GEMMs (plan.tp_overlap)",
      .real = c_tp_hidden},
     {"ep_overlap", RPT_STRING, "text", "plan.ep_overlap: none, megatron or mindspeed", .text = c_ep_overlap},
+    {"ep_hidden_s", RPT_REAL, "s", "all-to-all time of the slowest stage that ran beside its compute in F&B pairs "
+     "(plan.ep_overlap, dualpipe) rather than being waited for", .real = c_ep_hidden},
     {"interference_s", RPT_REAL, "s",
      "time of the slowest stage in: compute slowed by overlapped TP, DP and EP communication (the cores and HBM it takes)",
      .real = c_interfere},

@@ -394,6 +394,10 @@ Test(overlap, hidden_all_to_alls_cost_only_their_interference, .timeout = 240)
             ea / 8);
   cr_expect_gt(lost, 0, "the hidden all-to-alls take HBM bandwidth from the compute beside them");
   cr_expect_eq(a.cat_s[WL_CAT_INTERFERE], 0, "nothing runs beside the unpaired all-to-alls");
+  cr_expect_eq(a.ep_hidden_s, 0);
+  /* the pairs' all-to-alls ran beside compute (from the rank's post, waiting for the other EP
+   * ranks included, to their end) */
+  cr_expect_gt(b.ep_hidden_s, 0, "hidden %g s, exposed %g -> %g s", b.ep_hidden_s, ea, eb);
   close_to(b.step_time_s - eb - lost, a.step_time_s - ea, "the same compute either way");
 }
 
