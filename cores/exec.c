@@ -113,13 +113,15 @@ static double tq_pop(struct core__tq *q, uint64_t *flow)
 
 /* ------------------------------------------------------------------ instruction rings */
 
-/* Rings kept between runs, per thread (a run is one thread's): at most RING_KEEP, the largest. */
+/* Rings kept between runs, at most RING_KEEP, the largest. One pool for the process: npusim
+ * costs one kernel at a time (SimGrid runs its actors one at a time, on whatever thread), and a
+ * pool per thread would be lost, and leaked, with an actor's thread. */
 #define RING_KEEP 64
-static _Thread_local struct ring {
+static struct ring {
   struct core_instr *q;
   uint32_t cap;
 } ring_pool[RING_KEEP];
-static _Thread_local int ring_n;
+static int ring_n;
 
 struct core_instr *core__ring_take(uint32_t min_cap, uint32_t *cap)
 {
