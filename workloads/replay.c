@@ -722,8 +722,13 @@ static void run_timers(struct wl__replay *r, double now)
  * a flow, a latency or a delay of the executor). */
 static void run_flow_waiters(struct wl__replay *r, double now)
 {
-  for (int i = 0; i < r->nr; i++)
-    if (waits_on_flows(r, &r->rk[i]) || r->rk[i].ndq) step_rank(r, &r->rk[i], now);
+  for (int i = 0; i < r->nr; i++) {
+    struct wl__rank *rk = &r->rk[i];
+    if (waits_on_flows(r, rk))
+      step_rank(r, rk, now);
+    else if (rk->ndq) /* computing: only its communication stream may move (its timer wakes it) */
+      pump_comm(r, rk, now);
+  }
 }
 
 /*
