@@ -252,8 +252,16 @@ static void wait_a2a(struct wl_prog_stage *st, const struct wl_step *a)
  * nodes) hides its first all-to-all under the dense layer, one segment here. Anything else (two
  * dense layers, the embedding or head, ZeRO-3 gathers) runs one half after the other.
  */
-static void merge_pieces(struct wl_prog_stage *st, const struct wl_step *f, int nf, const struct wl_step *b, int nb)
+/* A run of steps: a piece (or none) of one half of a pair. */
+struct span {
+  const struct wl_step *s;
+  int n;
+};
+
+static void merge_pieces(struct wl_prog_stage *st, struct span fp, struct span bp)
 {
+  const struct wl_step *f = fp.s, *b = bp.s;
+  int nf = fp.n, nb = bp.n;
   int d = find_a2a(f, nf, 0), c = find_a2a(f, nf, 1), ct = find_a2a(b, nb, 2), dt = find_a2a(b, nb, 3);
   bool gathers = false, fmoe = d >= 0 && c >= 0, bmoe = ct >= 0 && dt >= 0;
   for (int i = 0; i < nf; i++) gathers |= f[i].kind == WL_STEP_GATHER;
@@ -291,6 +299,12 @@ static void merge_pieces(struct wl_prog_stage *st, const struct wl_step *f, int 
   }
 }
 
+/* Pieces [a, b) of a half whose pieces start at steps first[] (indices from base), in tmp. */
+static struct span pieces(const struct wl_step *tmp, int base, const int *first, int a, int b)
+{
+  return (struct span){tmp + (first[a] - base), first[b] - first[a]};
+}
+
 /* Append the steps of the F&B pair (fs, bs) of `stage`, as Megatron's combined 1F1B runs a
  * pair of model chunks: the pieces before the layers (the forward's embedding, the backward's
  * head), then the forward's layers in order beside the backward's in reverse, the k-th of each
@@ -306,16 +320,13 @@ static void build_pair(const struct wl_program *p, struct wl_prog_stage *st, int
   struct wl_step *tmp = npu_xmalloc((size_t)n * sizeof *tmp);
   memcpy(tmp, st->steps + base, (size_t)n * sizeof *tmp);
   st->nsteps = base;
-  /* pieces [a, b) of a half, as steps of tmp */
-#define PIECES(pp_, a, b) tmp + ((pp_)[a] - base), (pp_)[b] - (pp_)[a]
   int layf = nf - leadf - trailf, layb = nb - leadb - trailb;
-  merge_pieces(st, PIECES(pf, 0, leadf), PIECES(pb, 0, leadb));
+  merge_pieces(st, pieces(tmp, base, pf, 0, leadf), pieces(tmp, base, pb, 0, leadb));
   for (int k = 0; k < layf || k < layb; k++) {
     int f0 = leadf + (k < layf ? k : layf), b0 = leadb + (k < layb ? k : layb);
-    merge_pieces(st, PIECES(pf, f0, k < layf ? f0 + 1 : f0), PIECES(pb, b0, k < layb ? b0 + 1 : b0));
+    merge_pieces(st, pieces(tmp, base, pf, f0, k < layf ? f0 + 1 : f0), pieces(tmp, base, pb, b0, k < layb ? b0 + 1 : b0));
   }
-  merge_pieces(st, PIECES(pf, leadf + layf, nf), PIECES(pb, leadb + layb, nb));
-#undef PIECES
+  merge_pieces(st, pieces(tmp, base, pf, leadf + layf, nf), pieces(tmp, base, pb, leadb + layb, nb));
   free(tmp);
   free(pf);
   free(pb);

@@ -345,7 +345,8 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       host_dispatch(r, rk, 1);
       if (s->u.a2a.defer) { /* onto the pair's communication stream; waited for by its WL_STEP_A2A_WAIT */
         NPU_ASSERT(rk->ndq < (int)(sizeof rk->dq / sizeof rk->dq[0]));
-        rk->dq[rk->ndq++] = (struct wl__defer){s->u.a2a.layer, step_mb(rk, s), s->u.a2a.which, -1, now, false};
+        rk->dq[rk->ndq++] = (struct wl__defer){.layer = s->u.a2a.layer, .mb = step_mb(rk, s), .which = s->u.a2a.which,
+                                               .h = -1}; /* started (t0) by pump_comm */
         pump_comm(r, rk, now);
         rk->sk++;
         break;
@@ -360,19 +361,11 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       sh_drop(r, h);
       break;
     }
-    case WL_STEP_A2A_WAIT: {
-      pump_comm(r, rk, now);
-      int i = find_deferred(rk, s->u.a2a_wait.which);
-      if (!rk->dq[i].done) {
-        rk->wait_which = s->u.a2a_wait.which;
-        rk->since = now;
-        rk->st = WL__ST_WAIT_A2A;
-        return;
-      }
-      finish_deferred(r, rk, i, 0);
-      rk->sk++;
-      break;
-    }
+    case WL_STEP_A2A_WAIT: /* on_wait_a2a, at once: done already, or waited for */
+      rk->wait_which = s->u.a2a_wait.which;
+      rk->since = now;
+      rk->st = WL__ST_WAIT_A2A;
+      return;
     case WL_STEP_BUCKET:
       host_dispatch(r, rk, 1);
       wl__post_bucket(r, rk, s->u.bucket.params, now);
