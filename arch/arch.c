@@ -4,10 +4,13 @@
  */
 #include "arch/arch.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "common/units.h"
 
 #ifndef NPUSIM_SOURCE_DIR
 #error "NPUSIM_SOURCE_DIR must be defined by the build"
@@ -128,8 +131,64 @@ static int check_chip(struct npu_cfg *cfg, const struct arch_chip *c, struct npu
   return 0;
 }
 
-static int check_node(struct npu_cfg *cfg, const struct arch_node *n, struct npu_diag *d)
+int arch_curve_parse(const char *text, struct arch_curve *out, char *why, size_t nwhy)
 {
+  memset(out, 0, sizeof *out);
+  const char *s = text;
+  for (;;) {
+    while (*s == ' ' || *s == ',' || *s == '\t') s++;
+    if (!*s) break;
+    const char *colon = strchr(s, ':');
+    size_t len = colon ? (size_t)(colon - s) : 0;
+    char size[64];
+    if (!colon || len == 0 || len >= sizeof size)
+      return snprintf(why, nwhy, "expected SIZE:FRACTION pairs like \"8MiB:0.75\", got \"%.40s\"", s), NPU_EINVAL;
+    memcpy(size, s, len);
+    size[len] = '\0';
+    if (out->n == ARCH_CURVE_MAX)
+      return snprintf(why, nwhy, "more than %d points", ARCH_CURVE_MAX), NPU_EINVAL;
+    double b, v;
+    char w[160];
+    if (npu_unit_parse(size, NPU_UNIT_SIZE, &b, w, sizeof w))
+      return snprintf(why, nwhy, "point %d: %s", out->n + 1, w), NPU_EINVAL;
+    char *end;
+    v = strtod(colon + 1, &end);
+    if (end == colon + 1 || (*end && *end != ' ' && *end != ',' && *end != '\t'))
+      return snprintf(why, nwhy, "point %d: expected a fraction after '%s:'", out->n + 1, size), NPU_EINVAL;
+    if (!(b > 0) || !isfinite(b))
+      return snprintf(why, nwhy, "point %d: the size must be above 0", out->n + 1), NPU_EINVAL;
+    if (out->n && !(b > out->bytes[out->n - 1]))
+      return snprintf(why, nwhy, "point %d: sizes must increase (%s after a larger or equal one)", out->n + 1, size),
+             NPU_EINVAL;
+    if (!(v > 0 && v <= 1))
+      return snprintf(why, nwhy, "point %d: fraction %g is outside (0, 1] (of node.link.efficiency, the link's capacity)",
+                      out->n + 1, v),
+             NPU_EINVAL;
+    out->bytes[out->n] = b;
+    out->share[out->n++] = v;
+    s = end;
+  }
+  return 0;
+}
+
+double arch_link_fraction(const struct arch_node *n, double key_bytes, bool p2p)
+{
+  const struct arch_curve *c = &n->link_curve;
+  if (p2p && n->link_p2p_fraction > 0) return n->link_p2p_fraction;
+  if (c->n == 0 || !(key_bytes > 0)) return 1;
+  if (key_bytes <= c->bytes[0]) return c->share[0];
+  if (key_bytes >= c->bytes[c->n - 1]) return c->share[c->n - 1];
+  int i = 1;
+  while (c->bytes[i] < key_bytes) i++;
+  double f = log(key_bytes / c->bytes[i - 1]) / log(c->bytes[i] / c->bytes[i - 1]);
+  return c->share[i - 1] + f * (c->share[i] - c->share[i - 1]);
+}
+
+static int check_node(struct npu_cfg *cfg, struct arch_node *n, struct npu_diag *d)
+{
+  char why[256];
+  if (arch_curve_parse(n->link_efficiency_curve, &n->link_curve, why, sizeof why))
+    return npu_cfg_fail(cfg, d, "node.link.efficiency_curve", "%s", why);
   if (n->devices % n->dies_per_package)
     return npu_cfg_fail(cfg, d, "node.devices",
                         "%d devices do not fill whole packages of %d dies", n->devices,
@@ -142,6 +201,8 @@ static int check_node(struct npu_cfg *cfg, const struct arch_node *n, struct npu
     return npu_cfg_fail(cfg, d, "node.devices",
                         "a full mesh of %d packages needs %d links per package, but "
                         "node.link.ports is %d", packages, packages - 1, n->link.ports);
+  if (n->nvls && n->topology != ARCH_NODE_SWITCH)
+    return npu_cfg_fail(cfg, d, "node.nvls", "in-switch reduction needs topology 'switch'");
   if (n->topology == ARCH_NODE_SWITCH) {
     if (n->switch_ports == 0)
       return npu_cfg_fail(cfg, d, "node.switch_ports", "required for topology 'switch'");

@@ -21,6 +21,8 @@
 
 #define ARCH_NAME_MAX 64
 #define ARCH_SOURCE_MAX 256
+#define ARCH_CURVE_MAX 24  /* knots of an efficiency curve */
+#define ARCH_CURVE_TEXT_MAX 512
 
 enum arch_org {
   ARCH_ORG_SPLIT,   /* separate cube (AIC) and vector (AIV) cores: 910B, 910C, 950 */
@@ -131,9 +133,22 @@ struct arch_node {
     int ports;                 /* intra-node links per package */
   } link;
   int switch_ports;            /* total ports of the node's switches (topology switch) */
+  bool nvls;                   /* the switches reduce and multicast (NVLink SHARP): all-reduce in-switch */
   struct arch_calib link_efficiency;
+  /* node.link.efficiency_curve: the fraction of link_efficiency (the platform's link capacity)
+   * a collective reaches over its size, "SIZE:FRACTION" pairs (sizes increasing, fractions in
+   * (0, 1]); "" for none. Parsed into link_curve by arch_finish; arch_link_share reads it. */
+  char link_efficiency_curve[ARCH_CURVE_TEXT_MAX];
+  /* node.link.p2p_fraction: the fraction of link_efficiency that point-to-point transfers reach
+   * (sends, all-to-alls: NCCL runs them as p2p kernels on fewer channels); 0: as collectives */
+  double link_p2p_fraction;
+  struct arch_curve {
+    int n;                     /* 0: no curve, every size gets link_efficiency */
+    double bytes[ARCH_CURVE_MAX], share[ARCH_CURVE_MAX]; /* share: a fraction in (0, 1] */
+  } link_curve;
   struct {
     double step_overhead_s;    /* the collective library's fixed cost per algorithm step */
+    double reduce_bw_bytes_per_s; /* its local reduction pass; 0: fused into the transfers */
     char step_overhead_source[ARCH_SOURCE_MAX];
     int cores;                 /* cores (SMs) a collective inside the node occupies while it runs */
     int scaleout_cores;        /* ... and one that crosses nodes; 0: it takes none */
@@ -194,6 +209,22 @@ void arch_register(struct npu_cfg *cfg, struct arch_system *sys);
  * its nodes). Returns 0 or NPU_ECONFIG with diag naming the key's file:line.
  */
 int arch_finish(struct npu_cfg *cfg, struct arch_system *sys, struct npu_diag *diag);
+
+/*
+ * The fraction of node.link.efficiency (the link capacity of the platform) that a transfer of a
+ * collective whose transfers are key_bytes each reaches (ic_coll_step_bytes: S / p for the
+ * ring-like collectives, S for a send): 1 without a curve; with one, the curve's fraction
+ * interpolated linearly in log(size) between its knots and held at the end values beyond them.
+ * p2p (sends, all-to-alls): node.link.p2p_fraction where it is set. The achievable share of the
+ * link is node.link.efficiency times this.
+ */
+double arch_link_fraction(const struct arch_node *n, double key_bytes, bool p2p);
+
+/*
+ * Parse a curve "SIZE:FRACTION, SIZE:FRACTION ..." (blanks or commas between pairs) into *out:
+ * sizes strictly increasing, fractions in (0, 1]. 0, or NPU_EINVAL with the reason in why.
+ */
+int arch_curve_parse(const char *text, struct arch_curve *out, char *why, size_t nwhy);
 
 /* Where presets live: $NPUSIM_PRESET_DIR if set, else the source tree's arch/presets. */
 const char *arch_preset_dir(void);

@@ -150,12 +150,23 @@ static const struct npu_param params[] = {
     REQ("node.link.ports", NPU_PT_INT, node.link.ports, NPU_PF_POSITIVE,
         "intra-node links per package"),
     CALIB("node.link.efficiency", node.link_efficiency, "of intra-node link bandwidth"),
+    RANGE("node.link.p2p_fraction", NPU_PT_REAL, node.link_p2p_fraction, "0", 0, 1,
+          "the fraction of node.link.efficiency that point-to-point transfers reach (sends, all-to-alls: NCCL runs "
+          "them as p2p kernels, apart from its ring collectives); 0: as the collectives"),
+    NPU_PARAM_STR("node.link.efficiency_curve", node.link_efficiency_curve, "",
+                  "the fraction of node.link.efficiency (the links' capacity) a collective reaches over its size, "
+                  "\"SIZE:FRACTION ...\" (bytes per transfer: S / ranks for all-reduce, all-gather, reduce-scatter, "
+                  "all-to-all; S for a send), interpolated in log(size), held at the ends; \"\": 1 at every size"),
     OPT("node.ccl.step_overhead", NPU_PT_TIME, node.ccl.step_overhead_s, "1.5us", NPU_PF_NONNEG,
         "the collective library's fixed cost per algorithm step, before its transfer starts (HCCL's "
         "task overhead, NCCL's per-step latency)"),
     {"node.ccl.step_overhead_source", NPU_PT_STRING, NPU_PARAM_OFF(node.ccl.step_overhead_source),
      NPU_PARAM_SZ(node.ccl.step_overhead_source), "HCCL's task overhead, 1-2 us (shared/reference/hccl.md)", 0, 0, 0,
      NULL, "measurement the step overhead comes from"},
+    OPT("node.ccl.reduce_bandwidth", NPU_PT_BANDWIDTH, node.ccl.reduce_bw_bytes_per_s, "483GBps", NPU_PF_NONNEG,
+        "rate of the collective library's local reduction of received data, a pass after each step's transfer "
+        "(HCCL: 483 GB/s, shared/reference/hccl.md); 0: the reduction is fused into the transfer (NCCL reduces in "
+        "its kernels as data arrives)"),
     OPT("node.ccl.cores", NPU_PT_INT, node.ccl.cores, "0", NPU_PF_NONNEG,
         "cores (SMs) a collective of the library occupies for as long as it runs, when its group is inside a "
         "node (NCCL: one SM per channel); compute overlapped with it runs on the others. 0: none (HCCL moves "
@@ -171,6 +182,9 @@ static const struct npu_param params[] = {
         "host time per kernel replayed from a captured graph (plan.graph)"),
     OPT("node.switch_ports", NPU_PT_INT, node.switch_ports, "0", NPU_PF_NONNEG,
         "ports of the node's switches together (topology switch)"),
+    NPU_PARAM_BOOL("node.nvls", node.nvls, "false",
+                   "the switches reduce and multicast (NVLink SHARP, NVSwitch 3rd generation): an all-reduce inside "
+                   "the node may run in-switch (the nvls algorithm), as NCCL's NVLS does"),
 
     /* cluster */
     NPU_PARAM_STR("cluster.name", cluster.name, "", "name of the cluster"),

@@ -112,6 +112,16 @@ struct cal_fit {
   char unbound_at[1024];      /* their data lines and cube shares */
   char unmodelled_at[1024];   /* their data lines */
   bool not_identifiable;      /* step overhead: the points do not tell it from the link (left as is) */
+  /* node.link.efficiency over transfer size, where the points are a curve over sizes at one rank
+   * count: value is then the curve's plateau (the links' capacity in the platform), curve holds
+   * fractions of it (node.link.efficiency_curve), res[] are the curve's residuals; scalar_value
+   * and scalar_rms are the one-number fit's */
+  struct arch_curve curve;    /* n == 0: no curve */
+  char curve_text[ARCH_CURVE_TEXT_MAX];
+  double scalar_value, scalar_rms;
+  double plateau;             /* the curve's largest share: node.link.efficiency */
+  double p2p;                 /* node.link.p2p_fraction with the curve (0: no p2p points) */
+  int p2p_points;
 };
 
 /*
@@ -146,5 +156,10 @@ void cal_provenance(const struct cal_fit *f, const struct cal_set *set, char *bu
 struct npu_cfg;
 int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
                    const char *own, char *file, size_t nfile, struct npu_diag *diag);
+
+/* The same for a knob written as a string (node.link.efficiency_curve), without a _source of its
+ * own (k->source_key NULL: its provenance is its group's). */
+int cal_write_text(const struct npu_cfg *cfg, const struct cal_knob *k, const char *text, const char *own, char *file,
+                   size_t nfile, struct npu_diag *diag);
 
 #endif

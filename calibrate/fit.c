@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/units.h"
+#include "interconnect/coll.h"
 #include "interconnect/comm.h"
 #include "interconnect/run.h"
 #include "ops/cost_cache.h"
@@ -199,9 +201,14 @@ static void coll_child(void *ctx, void *record)
 /* Time of collective point p on sys with the knob at value x, simulated in a child process (one
  * SimGrid engine per process: workloads/isolate.h). */
 static int coll_time(const struct cal_point *p, bool scaleout, const struct arch_system *sys0, double e,
-                     double alpha, const struct cal_opts *o, double *t, struct npu_diag *diag)
+                     double alpha, const struct arch_curve *curve, double p2p, const struct cal_opts *o, double *t,
+                     struct npu_diag *diag)
 {
   struct arch_system sys = *sys0;
+  /* the preset's own curve never enters a fit: the one-number fit runs without one, and the
+   * curve's residuals with the fitted curve */
+  sys.node.link_curve = curve ? *curve : (struct arch_curve){0};
+  sys.node.link_p2p_fraction = p2p;
   if (!scaleout) sys.node.link_efficiency.value = e;
   else sys.cluster.scaleout.efficiency.value = e;
   sys.node.ccl.step_overhead_s = alpha;
@@ -259,6 +266,119 @@ static bool alpha_identifiable(const struct coll_ctx *c, double e0)
     if (c->b[i] / e0 > 0.75 * t) bytes = true;
   }
   return steps && bytes;
+}
+
+/* ------------------------------------------------------------------ the link's curve */
+
+/*
+ * node.link.efficiency as a curve over transfer size (ic_coll_step_bytes), where one share
+ * cannot follow the points. Each collective point (not send/sendrecv: NCCL runs point-to-point on
+ * fewer channels: their own share, below) whose time is at least half bandwidth
+ * at its own share gives that share in closed form, e = b / (t - a - k alpha); the points of one
+ * size are averaged (geometric mean), and the shares are made non-decreasing in size (pool
+ * adjacent violators, weighted by points): a larger transfer is never less efficient, and noise
+ * must not become a knot. The send/sendrecv and all-to-all points give node.link.p2p_fraction
+ * instead (the median of their shares). The largest share is the plateau, node.link.efficiency;
+ * the curve and the p2p share are written as fractions of it. Runs of equal shares keep their end knots. Needs three sizes or more,
+ * all measured at one rank count (points over rank counts at one size are not a curve over
+ * size). Fills out->curve and out->curve_text; false when there is no curve to fit.
+ */
+static bool fit_curve(struct cal_fit *out, const struct coll_ctx *c, const int *idx, double lo)
+{
+  struct grp { double key, sum, w; } *g = npu_xcalloc((size_t)c->n + 1, sizeof *g);
+  double *pe = npu_xcalloc((size_t)c->n + 1, sizeof *pe);
+  int m = 0, ranks = -1, np = 0;
+  bool one_count = true;
+  for (int i = 0; i < c->n; i++) {
+    const struct cal_point *p = &c->set->p[idx[i]];
+    enum ic_op op;
+    if (ic_op_parse(p->op, &op)) continue;
+    double den = p->measured_s - c->a[i] - c->k[i] * c->alpha;
+    if (!(den >= 0.5 * p->measured_s) || !(c->b[i] > 0)) continue; /* mostly steps: no share in it */
+    double e = fmin(1, fmax(lo, c->b[i] / den));
+    if (ic_op_p2p(op)) {
+      pe[np++] = e;
+      continue;
+    }
+    if (ranks >= 0 && p->ranks != ranks) one_count = false;
+    ranks = p->ranks;
+    double key = ic_coll_step_bytes(&(struct ic_coll){.op = op, .bytes = p->bytes}, p->ranks);
+    int j = 0;
+    while (j < m && fabs(g[j].key - key) > 1e-9 * key) j++;
+    if (j == m) g[m++] = (struct grp){.key = key};
+    g[j].sum += log(e);
+    g[j].w += 1;
+  }
+  if (m < 3 || !one_count) {
+    free(g), free(pe);
+    return false;
+  }
+  /* the point-to-point share: the median of its points (robust to one odd size) */
+  for (int i = 1; i < np; i++)
+    for (int j = i; j > 0 && pe[j] < pe[j - 1]; j--) {
+      double t = pe[j];
+      pe[j] = pe[j - 1];
+      pe[j - 1] = t;
+    }
+  out->p2p_points = np;
+  if (np) out->p2p = np % 2 ? pe[np / 2] : 0.5 * (pe[np / 2 - 1] + pe[np / 2]); /* a share until the plateau is known */
+  free(pe);
+  for (int i = 1; i < m; i++) /* by size */
+    for (int j = i; j > 0 && g[j].key < g[j - 1].key; j--) {
+      struct grp t = g[j];
+      g[j] = g[j - 1];
+      g[j - 1] = t;
+    }
+  /* pool adjacent violators on the mean log shares: blocks of [first, last] with one value */
+  double *val = npu_xcalloc((size_t)m, sizeof *val), *w = npu_xcalloc((size_t)m, sizeof *w);
+  int *first = npu_xcalloc((size_t)m, sizeof *first), nb = 0;
+  for (int i = 0; i < m; i++) {
+    val[nb] = g[i].sum / g[i].w, w[nb] = g[i].w, first[nb] = i;
+    nb++;
+    while (nb > 1 && val[nb - 2] > val[nb - 1]) {
+      val[nb - 2] = (val[nb - 2] * w[nb - 2] + val[nb - 1] * w[nb - 1]) / (w[nb - 2] + w[nb - 1]);
+      w[nb - 2] += w[nb - 1];
+      nb--;
+    }
+  }
+  /* knots: each block's first and last size (one when they coincide), thinned to fit */
+  double kb[2 * ARCH_CURVE_MAX + 2], ks[2 * ARCH_CURVE_MAX + 2];
+  int nk = 0;
+  for (int b = 0; b < nb; b++) {
+    int last = b + 1 < nb ? first[b + 1] - 1 : m - 1;
+    double share = exp(val[b]);
+    if (nk < 2 * ARCH_CURVE_MAX) kb[nk] = round(g[first[b]].key), ks[nk++] = share;
+    if (last != first[b] && nk < 2 * ARCH_CURVE_MAX) kb[nk] = round(g[last].key), ks[nk++] = share;
+  }
+  while (nk > ARCH_CURVE_MAX) { /* drop every other interior knot */
+    int o = 1;
+    for (int i = 1; i < nk; i++)
+      if (i % 2 == 0 || i == nk - 1) kb[o] = kb[i], ks[o++] = ks[i];
+    nk = o;
+  }
+  /* the plateau is node.link.efficiency; the curve and the p2p share are fractions of it, all
+   * as the preset will write them (4 digits), so the residuals are those of what is written */
+  char num[32];
+  snprintf(num, sizeof num, "%.4g", ks[nk - 1]);
+  out->plateau = strtod(num, NULL);
+  size_t len = 0;
+  out->curve_text[0] = '\0';
+  for (int i = 0; i < nk; i++) {
+    char size[64];
+    npu_unit_format(kb[i], NPU_UNIT_SIZE, size, sizeof size);
+    len += (size_t)snprintf(out->curve_text + len, len < sizeof out->curve_text ? sizeof out->curve_text - len : 0,
+                            "%s%s:%.4g", i ? " " : "", size, i == nk - 1 ? 1.0 : fmin(1, ks[i] / out->plateau));
+  }
+  char why[256];
+  bool ok = len < sizeof out->curve_text && !arch_curve_parse(out->curve_text, &out->curve, why, sizeof why);
+  if (!ok) out->curve.n = 0;
+  if (!ok || !np) out->p2p = 0, out->p2p_points = 0;
+  if (ok && np) {
+    snprintf(num, sizeof num, "%.4g", fmin(1, out->p2p / out->plateau));
+    out->p2p = strtod(num, NULL);
+  }
+  free(val), free(w), free(first), free(g);
+  return ok;
 }
 
 /* ------------------------------------------------------------------ fitting a knob */
@@ -415,9 +535,9 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     int kept = 0;
     for (int i = 0; !rc && i < n; i++) {
       double t1 = 0, t2 = 0, t3 = 0;
-      rc = coll_time(&set->p[idx[i]], scaleout, sys, 1.0, alpha0, opts, &t1, diag);
-      if (!rc) rc = coll_time(&set->p[idx[i]], scaleout, sys, 0.5, alpha0, opts, &t2, diag);
-      if (!rc) rc = coll_time(&set->p[idx[i]], scaleout, sys, 1.0, alpha0 + d, opts, &t3, diag);
+      rc = coll_time(&set->p[idx[i]], scaleout, sys, 1.0, alpha0, NULL, 0, opts, &t1, diag);
+      if (!rc) rc = coll_time(&set->p[idx[i]], scaleout, sys, 0.5, alpha0, NULL, 0, opts, &t2, diag);
+      if (!rc) rc = coll_time(&set->p[idx[i]], scaleout, sys, 1.0, alpha0 + d, NULL, 0, opts, &t3, diag);
       if (!rc && !(t1 > 0 && t2 >= t1 && t3 >= t1)) {
         /* a point the collective model cannot time: shown apart, never fitted */
         out->unmodelled++;
@@ -449,7 +569,20 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     c.alpha = alpha;
     if (!rc) rc = cal_minimise(ek->lo, ek->hi, n, coll_eval, &c, &e);
     best = is_alpha ? alpha : e;
-    for (int i = 0; !rc && i < n; i++) rc = coll_time(&set->p[idx[i]], scaleout, sys, e, alpha, opts, &model_s[i], diag);
+    if (!rc && !scaleout && !is_alpha && fit_curve(out, &c, idx, ek->lo)) {
+      /* the one number, for comparison: its residuals by the closed form */
+      double ss = 0;
+      for (int i = 0; i < n; i++) {
+        double res = set->p[idx[i]].measured_s / (a[i] + b[i] / e + ks[i] * alpha) - 1;
+        ss += res * res;
+      }
+      out->scalar_value = e;
+      out->scalar_rms = sqrt(ss / n);
+      best = e = out->plateau;
+    }
+    const struct arch_curve *curve = out->curve.n ? &out->curve : NULL;
+    for (int i = 0; !rc && i < n; i++)
+      rc = coll_time(&set->p[idx[i]], scaleout, sys, e, alpha, curve, out->p2p, opts, &model_s[i], diag);
     free(a);
     free(b);
     free(ks);

@@ -139,11 +139,11 @@ static bool in_file(const struct npu_origin *o, const char *own)
   return !strcmp(a, b);
 }
 
-int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
-                   const char *own, char *file, size_t nfile, struct npu_diag *diag)
+static int write_setting(const struct npu_cfg *cfg, const struct cal_knob *k, const char *val, const char *provenance,
+                         const char *own, char *file, size_t nfile, struct npu_diag *diag)
 {
   const struct npu_origin *o = npu_cfg_origin(cfg, k->key);
-  const char *leaf = leaf_of(k->key), *sleaf = leaf_of(k->source_key);
+  const char *leaf = leaf_of(k->key), *sleaf = k->source_key ? leaf_of(k->source_key) : "";
   const char *anchor_file = NULL, *anchor_leaf = NULL;
   int anchor_line = 0;
   bool replace = false;
@@ -172,24 +172,25 @@ int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double v
   char **lines = read_lines(file, &n);
   if (!lines) return npu_diag_set(diag, file, 0, k->key, "cannot read: %s", strerror(errno)), NPU_EIO;
   int rc = 0;
-  char val[64], text[1400];
-  if (k->time) snprintf(val, sizeof val, "\"%.4gus\"", value * 1e6);
-  else snprintf(val, sizeof val, "%.4g", value);
+  char text[1400];
   char *end = anchor_line >= 1 && anchor_line <= n ? setting_end(lines[anchor_line - 1], anchor_leaf) : NULL;
   if (!end) rc = npu_diag_set(diag, file, anchor_line, k->key, "cannot find the setting '%s' on this line", anchor_leaf);
   /* the _source setting: replaced where this file sets it, else added after the knob */
-  const struct npu_origin *so = npu_cfg_origin(cfg, k->source_key);
-  bool source_here = in_file(so, own) && !strcmp(so->file, anchor_file) && so->line >= 1 && so->line <= n;
+  const struct npu_origin *so = k->source_key ? npu_cfg_origin(cfg, k->source_key) : NULL;
+  bool source_here = so && in_file(so, own) && !strcmp(so->file, anchor_file) && so->line >= 1 && so->line <= n;
   if (!rc && replace) {
     char *eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), '=');
     if (!eq) eq = strchr(strstr(lines[anchor_line - 1], anchor_leaf), ':');
     snprintf(text, sizeof text, " %s;", val);
     splice(&lines[anchor_line - 1], eq + 1, end, text);
-    if (!source_here) {
+    if (!source_here && k->source_key) {
       end = setting_end(lines[anchor_line - 1], anchor_leaf);
       snprintf(text, sizeof text, " %s = \"%s\";", sleaf, provenance);
       splice(&lines[anchor_line - 1], end, end, text);
     }
+  } else if (!rc && !k->source_key) {
+    snprintf(text, sizeof text, " %s = %s;", leaf, val);
+    splice(&lines[anchor_line - 1], end, end, text);
   } else if (!rc) {
     snprintf(text, sizeof text, " %s = %s; %s = \"%s\";", leaf, val, sleaf, provenance);
     splice(&lines[anchor_line - 1], end, end, text);
@@ -219,4 +220,21 @@ int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double v
   for (int i = 0; i < n; i++) free(lines[i]);
   free(lines);
   return rc;
+}
+
+int cal_write_knob(const struct npu_cfg *cfg, const struct cal_knob *k, double value, const char *provenance,
+                   const char *own, char *file, size_t nfile, struct npu_diag *diag)
+{
+  char val[64];
+  if (k->time) snprintf(val, sizeof val, "\"%.4gus\"", value * 1e6);
+  else snprintf(val, sizeof val, "%.4g", value);
+  return write_setting(cfg, k, val, provenance, own, file, nfile, diag);
+}
+
+int cal_write_text(const struct npu_cfg *cfg, const struct cal_knob *k, const char *text, const char *own, char *file,
+                   size_t nfile, struct npu_diag *diag)
+{
+  char val[ARCH_CURVE_TEXT_MAX + 4];
+  snprintf(val, sizeof val, "\"%s\"", text);
+  return write_setting(cfg, k, val, "", own, file, nfile, diag);
 }

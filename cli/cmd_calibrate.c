@@ -40,6 +40,7 @@ static const char usage[] =
     "                 (the file that sets each knob, or that sets its group)\n"
     "  --json         .knobs[] with .key, .points, .value, .before, .at_bound, .rms,\n"
     "                 .not_identifiable, .residuals[] (.where, .measured_s, .model_s, .residual);\n"
+    "                 node.link.efficiency fitted as a curve: .curve, .scalar_value, .scalar_rms, .p2p\n"
     "                 a time knob's values in seconds\n";
 
 struct opts {
@@ -126,7 +127,17 @@ static void print_text(struct npu_buf *out, const struct cal_fit *f, const struc
   npu_buf_printf(out, "  %s\n", k->what);
   if (f->at_bound && f->value >= k->hi && !k->time)
     npu_buf_printf(out, "  the model is slower than the measurements even at %.4g: a modelling gap, not a knob\n", k->hi);
-  if (f->trend[0]) npu_buf_printf(out, "  %s\n", f->trend);
+  if (f->curve.n) {
+    char one[32];
+    knob_text(k, f->scalar_value, one, sizeof one);
+    npu_buf_printf(out,
+                   "  a curve over transfer size (one number, %s, leaves rms %.1f%%): the value above is its plateau, "
+                   "the links' capacity, and the curve is in fractions of it\n  node.link.efficiency_curve = \"%s\"\n",
+                   one, 100 * f->scalar_rms, f->curve_text);
+    if (f->p2p_points)
+      npu_buf_printf(out, "  node.link.p2p_fraction = %.4g   (sends and all-to-alls: the median of %d points, of the plateau)\n", f->p2p,
+                     f->p2p_points);
+  } else if (f->trend[0]) npu_buf_printf(out, "  %s\n", f->trend);
   npu_buf_printf(out, "  %-46s %12s %12s %9s  %s\n", "point", "measured", "model", "residual", "data");
   for (int i = 0; i < f->npoints; i++) {
     const struct cal_point *p = &set->p[f->res[i].point];
@@ -156,6 +167,16 @@ static void print_json(struct npu_json *j, const struct cal_fit *f, const struct
   npu_json_bool(j, f->not_identifiable);
   npu_json_key(j, "rms");
   npu_json_number(j, f->rms);
+  if (f->curve.n) {
+    npu_json_key(j, "curve");
+    npu_json_string(j, f->curve_text);
+    npu_json_key(j, "scalar_value");
+    npu_json_number(j, f->scalar_value);
+    npu_json_key(j, "scalar_rms");
+    npu_json_number(j, f->scalar_rms);
+    npu_json_key(j, "p2p");
+    npu_json_number(j, f->p2p);
+  }
   npu_json_key(j, "residuals");
   npu_json_array_begin(j);
   for (int i = 0; i < f->npoints; i++) {
@@ -236,6 +257,15 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
       if (!own) own = npu_cfg_find_spec(cfg, o.spec);
       rc = cal_write_knob(cfg, &knobs[i], f.value, prov, own, file, sizeof file, d);
       if (!rc && !o.json) npu_buf_printf(out, "  written: %s = %.4g in %s\n\n", knobs[i].key, f.value, file);
+      /* the curve beside its plateau (sharing its _source); a fit without one clears the preset's */
+      const struct cal_knob ck = {.key = "node.link.efficiency_curve", .kind = CAL_COLLECTIVE};
+      bool has_curve = !strcmp(knobs[i].key, "node.link.efficiency") && (f.curve.n || sys.node.link_curve.n);
+      if (!rc && has_curve) rc = cal_write_text(cfg, &ck, f.curve_text, own, file, sizeof file, d);
+      if (!rc && has_curve && !o.json) npu_buf_printf(out, "  written: %s = \"%s\" in %s\n\n", ck.key, f.curve_text, file);
+      const struct cal_knob pk = {.key = "node.link.p2p_fraction", .kind = CAL_COLLECTIVE};
+      bool has_p2p = !strcmp(knobs[i].key, "node.link.efficiency") && (f.curve.n || sys.node.link_p2p_fraction > 0);
+      if (!rc && has_p2p) rc = cal_write_knob(cfg, &pk, f.p2p, "", own, file, sizeof file, d);
+      if (!rc && has_p2p && !o.json) npu_buf_printf(out, "  written: %s = %.4g in %s\n\n", pk.key, f.p2p, file);
     }
     cal_fit_release(&f);
   }

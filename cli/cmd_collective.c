@@ -232,6 +232,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
 
   if ((rc = cli_load_system(&cfg, &sys, o.arch, &o.sets, d))) goto out;
   prm.task_overhead_s = sys.node.ccl.step_overhead_s;
+  prm.reduce_bytes_per_s = sys.node.ccl.reduce_bw_bytes_per_s;
   if (!o.ranks && !o.comm) nranks = ic_topo_system_ranks(&sys);
   if (o.comm && nranks > ic_topo_system_ranks(&sys)) {
     rc = npu_diag_set(d, "command line", 0, "--comm",

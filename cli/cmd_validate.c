@@ -78,9 +78,10 @@ struct vcase {
  * a statement of what is measured, and of the candidates where the cause is not yet pinned). */
 #define WHY_KOR                                                                                                       \
   "npusim is faster on every Korthikanti row, most on the smallest model with sequence parallelism: its step is a " \
-  "single micro-batch of 4, with GEMMs at 56% and the TP all-gathers and reduce-scatters exposed at 23%; the DGX "  \
-  "A100's NVLink efficiency is one number for every message size (its nccl-tests residuals run from +28% at 1 KiB " \
-  "to -31% at 8 GiB), and the fixed per-kernel and per-step costs weigh most on the shortest step"
+  "single micro-batch of 4, with GEMMs at 56% and the TP all-gathers and reduce-scatters exposed at 20%. The NVLink " \
+  "shares are a curve fitted to the node's nccl-tests all-reduce (within 3% from 2 MiB up), but no all-gather or "  \
+  "reduce-scatter of the node was measured (they take the all-reduce's shares), and the fixed per-kernel and "      \
+  "per-step costs weigh most on the shortest step"
 #define WHY_MS_TP1                                                                                                    \
   "too fast with GEMMs at 69% of the step (TP 1, so no TP communication): the 910B variant is not stated (a "       \
   "20-AI-core 910B3 instead of the assumed 910B2 has 17% fewer cube units), and the per-kernel host dispatch of "   \

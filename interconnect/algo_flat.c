@@ -1,7 +1,7 @@
 /*
  * algo_flat.c - the single-level algorithms as step sequences: ring, mesh (all peers at once,
- * one-shot AllReduce, star Broadcast / Reduce / Scatter), pairwise and mesh AllToAll(V), and
- * SendRecv. Sizes per step follow the textbook algorithms (Thakur, Rabenseifner & Gropp 2005;
+ * one-shot AllReduce, star Broadcast / Reduce / Scatter), pairwise and mesh AllToAll(V),
+ * SendRecv, and the in-switch (NVLS) AllReduce. Sizes per step follow the textbook algorithms (Thakur, Rabenseifner & Gropp 2005;
  * HCCL's algorithm guide), so each step's time is alpha + bytes x beta (+ reduced bytes x
  * gamma); docs/INTERCONNECT.md gives the totals.
  */
@@ -108,6 +108,21 @@ void ic__a2a_pairwise(struct ic__b *b, const int *m, int k, const struct ic__siz
   }
   ic__b_end_phase(b);
   ic__b_rep_first(b, false);
+}
+
+/*
+ * NVLink SHARP all-reduce (NCCL's NVLS): each rank's share of every chunk is read and reduced by
+ * the switch (out of the rank: S; into it: its reduced S/k), then multicast from the switch (out:
+ * S/k; in: S). Pipelined over chunks, both directions of a rank's port carry S (1 + 1/k) at once:
+ * one step of that many bytes to a neighbour loads every port as NVLS does, with no reduction on
+ * the ranks (the switch adds).
+ */
+void ic__ar_nvls(struct ic__b *b, const int *m, int k, double n)
+{
+  if (k < 2) return;
+  for (int i = 0; i < k; i++) ic__b_send(b, m[i], m[(i + 1) % k], n * (1 + 1.0 / k));
+  ic__b_end_step(b, m, k);
+  ic__b_end_phase(b);
 }
 
 /* One transfer, m[0] -> m[1]. */

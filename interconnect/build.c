@@ -21,7 +21,7 @@ void ic__b_init(struct ic__b *b, const struct ic_topo *t, const struct ic_comm *
   b->g = c->ranks;
   b->lat_mult = lat_mult;
   b->overhead_s = p->task_overhead_s * lat_mult;
-  b->gamma = 1.0 / p->reduce_bytes_per_s;
+  b->gamma = p->reduce_bytes_per_s > 0 ? 1.0 / p->reduce_bytes_per_s : 0; /* 0: fused into the transfers */
   b->bulk = bulk;
   b->r = npu_xcalloc((size_t)c->size, sizeof *b->r);
   for (int i = 0; i < c->size; i++) b->r[i].last = b->r[i].phase_start = -1;

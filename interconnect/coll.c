@@ -11,7 +11,7 @@ static const char *const op_names[IC_OP_COUNT] = {
 };
 
 static const char *const algo_names[IC_ALGO_COUNT] = {
-    "auto", "ring", "mesh", "rhd", "nhr", "pairwise", "hierarchical", "pipeline", "direct",
+    "auto", "ring", "mesh", "rhd", "nhr", "pairwise", "hierarchical", "pipeline", "direct", "nvls",
 };
 
 static const char *const fidelity_names[] = {"step", "bulk"};
@@ -19,7 +19,7 @@ static const char *const fidelity_names[] = {"step", "bulk"};
 void ic_params_default(struct ic_params *p, const struct arch_system *sys)
 {
   p->task_overhead_s = sys ? sys->node.ccl.step_overhead_s : 1.5e-6;
-  p->reduce_bytes_per_s = 483e9;
+  p->reduce_bytes_per_s = sys ? sys->node.ccl.reduce_bw_bytes_per_s : 483e9;
   p->buffer_bytes = 200e6;
   p->select_alpha_s = 60e-6;
   p->oneshot_max_bytes = 256.0 * 1024;
@@ -108,4 +108,22 @@ double ic_busbw_factor(enum ic_op op, int p)
 double ic_algbw_bytes_per_s(double bytes, double time_s)
 {
   return time_s > 0 ? bytes / time_s : 0;
+}
+
+double ic_coll_step_bytes(const struct ic_coll *c, int p)
+{
+  if (c->op == IC_OP_SEND || c->op == IC_OP_SENDRECV || p < 2) return c->bytes;
+  if (c->op == IC_OP_ALLTOALLV && c->matrix) { /* the mean transfer between two ranks */
+    double sum = 0;
+    for (int i = 0; i < p; i++)
+      for (int j = 0; j < p; j++)
+        if (i != j) sum += c->matrix[(size_t)i * p + j];
+    return sum / ((double)p * (p - 1));
+  }
+  return c->bytes / p;
+}
+
+bool ic_op_p2p(enum ic_op op)
+{
+  return op == IC_OP_SEND || op == IC_OP_SENDRECV || op == IC_OP_ALLTOALL || op == IC_OP_ALLTOALLV;
 }

@@ -43,6 +43,8 @@ enum ic_algo {
   IC_ALGO_HIER,     /* intra-server / inter-server decomposition */
   IC_ALGO_PIPELINE, /* hierarchical with intra and inter stages overlapped step by step */
   IC_ALGO_DIRECT,   /* SendRecv: one transfer per rank */
+  IC_ALGO_NVLS,     /* AllReduce in one server through switches that reduce and multicast (NVLink
+                       SHARP, node.nvls): each rank moves S (1 + 1/p) each way, pipelined */
   IC_ALGO_COUNT
 };
 
@@ -54,7 +56,7 @@ enum ic_fidelity {
 /* Cost parameters of the communication library (not of the hardware). */
 struct ic_params {
   double task_overhead_s;         /* per algorithm step before its transfer starts */
-  double reduce_bytes_per_s;      /* local reduction rate */
+  double reduce_bytes_per_s;      /* local reduction rate (node.ccl.reduce_bandwidth); 0: fused */
   double buffer_bytes;            /* communicator buffer: larger payloads are looped */
   double select_alpha_s;          /* alpha in the selector's alpha-beta comparison */
   double oneshot_max_bytes;       /* one-server AllReduce this small may go one-shot mesh (where the
@@ -100,6 +102,16 @@ bool ic_op_reduces(enum ic_op op);
 
 /* busbw / algbw for op on p ranks (nccl-tests convention). */
 double ic_busbw_factor(enum ic_op op, int p);
+
+/*
+ * Bytes of one transfer of the collective's ring-like form on p ranks, the size its link
+ * efficiency is read at (node.link.efficiency_curve): S for Send and SendRecv, S / p otherwise
+ * (the chunk each step of a ring moves; an all-to-all's share per peer).
+ */
+double ic_coll_step_bytes(const struct ic_coll *c, int p);
+/* Whether its transfers are point-to-point ones (Send, SendRecv, AllToAll(V)), whose link share is
+ * node.link.p2p_efficiency. */
+bool ic_op_p2p(enum ic_op op);
 
 /* algbw = S / t in bytes/s (0 when t <= 0). */
 double ic_algbw_bytes_per_s(double bytes, double time_s);

@@ -47,6 +47,7 @@ struct inst {
   struct loop *loops;
   double *join_s, *end_s, *busy_s;
   int ranks_done;
+  double link_key; /* ic_coll_step_bytes: where its node links' efficiency curve is read */
   bool released;
   struct ic_result res;
 };
@@ -199,6 +200,7 @@ int ic_exec_start(struct ic_exec *x, const struct ic_comm *c, const struct ic_co
   ic_comm_copy(&in->comm, c);
   in->coll = *coll;
   in->plan = plan;
+  in->link_key = ic_coll_step_bytes(coll, c->size);
   bool bulk = coll->fidelity == IC_FIDELITY_BULK;
   if (bulk) {
     in->full = ic_schedule_build(x->topo, &in->comm, coll, &plan, x->prm, coll->bytes, true,
@@ -317,7 +319,7 @@ static void start_flow(struct ic_exec *x, uint32_t ii, uint32_t li, uint32_t id,
     x->xs = npu_xrealloc(x->xs, x->capfl * sizeof *x->xs);
     x->fl = npu_xrealloc(x->fl, x->capfl * sizeof *x->fl);
   }
-  x->xs[x->nfl] = npu_xfer_start(from, to, st->amount, 0);
+  x->xs[x->nfl] = npu_xfer_start(from, to, st->amount / ic_topo_link_scale(x->topo, cls, in->link_key, ic_op_p2p(in->coll.op)), 0);
   x->fl[x->nfl++] = (struct flight){ii, li, id};
   in->res.flows++;
 }

@@ -112,6 +112,7 @@ void ic__ag_nhr(struct ic__b *b, const int *m, int k, double n);
 void ic__scatter_binomial(struct ic__b *b, const int *m, int k, int root, double n);
 void ic__gather_binomial(struct ic__b *b, const int *m, int k, int root, double n);
 void ic__sendrecv(struct ic__b *b, const int *m, int k, double n);
+void ic__ar_nvls(struct ic__b *b, const int *m, int k, double n);
 void ic__send(struct ic__b *b, const int *m, double n);
 
 /* One collective to emit: what the algorithms' entry points receive. */

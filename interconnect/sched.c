@@ -43,6 +43,11 @@ static void build_hier(struct ic__b *b, const struct ic__job *j)
   ic__layout_release(&l);
 }
 
+static void build_nvls(struct ic__b *b, const struct ic__job *j)
+{
+  ic__ar_nvls(b, j->all, j->comm->size, j->bytes);
+}
+
 static const struct ic__algo registry[] = {
     {IC_ALGO_RING, OPS_FLAT, build_flat},
     {IC_ALGO_MESH, OPS_FLAT | OPS_A2A, build_flat},
@@ -54,6 +59,7 @@ static const struct ic__algo registry[] = {
     {IC_ALGO_PIPELINE, OPBIT(IC_OP_ALLREDUCE) | OPBIT(IC_OP_REDUCESCATTER) |
                            OPBIT(IC_OP_ALLGATHER), build_hier},
     {IC_ALGO_DIRECT, OPBIT(IC_OP_SENDRECV) | OPBIT(IC_OP_SEND), build_direct},
+    {IC_ALGO_NVLS, OPBIT(IC_OP_ALLREDUCE), build_nvls},
 };
 
 const struct ic__algo *ic__algo_get(enum ic_algo a)

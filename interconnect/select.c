@@ -33,6 +33,7 @@ double ic_select_cost_s(enum ic_op op, enum ic_algo a, int m, double n, double a
   switch (op) {
   case IC_OP_ALLREDUCE:
     if (a == IC_ALGO_RING) return 2 * steps * al + 2 * f * n * be;
+    if (a == IC_ALGO_NVLS) return al + (1 + 1.0 / m) * n * be;
     if (a == IC_ALGO_NHR) return 2 * K * al + 2 * f * n * be;
     return pow2 ? 2 * L * al + 2 * f * n * be : 2 * K * al + 2 * (2.0 * m - 1) / m * n * be;
   case IC_OP_REDUCESCATTER:
@@ -99,7 +100,7 @@ static int bad_algo(struct npu_diag *d, const char *fmt, const char *a, const ch
 }
 
 /* Check a forced algorithm against the op and the communicator's servers. */
-static int check_forced(const struct ic_coll *coll, const struct ic__layout *l, int p,
+static int check_forced(const struct ic_topo *t, const struct ic_coll *coll, const struct ic__layout *l, int p,
                         struct npu_diag *d)
 {
   enum ic_algo a = coll->algo;
@@ -113,6 +114,13 @@ static int check_forced(const struct ic_coll *coll, const struct ic__layout *l, 
     return npu_diag_set(d, "command line", 0, "--algo", msg, name), NPU_EINVAL;
   }
   if (p < 2) return 0;
+  if (a == IC_ALGO_NVLS) {
+    const struct arch_system *sys = ic_topo_system(t);
+    if (!(sys && sys->has_node && sys->node.nvls))
+      return bad_algo(d, "'%s' needs switches that reduce (node.nvls = true)%s", name, "");
+    if (l->nservers > 1)
+      return bad_algo(d, "'%s' needs every rank in one server%s", name, " (NVLink SHARP inside a node)");
+  }
   if (a == IC_ALGO_MESH && l->nservers > 1) {
     char n[32];
     snprintf(n, sizeof n, "%d", l->nservers);
@@ -204,6 +212,15 @@ static void auto_select(struct ic_plan *pl, const struct ic_topo *t, const struc
     else pl->algo = IC_ALGO_PAIRWISE;
   } else if (S == 1) {
     pl->algo = hccl ? IC_ALGO_MESH : IC_ALGO_RING;
+    /* NCCL takes NVLS for an all-reduce where the switches can (not for all-gather or
+     * reduce-scatter, where it moves no fewer bytes: NVIDIA/nccl#1506): where it costs less */
+    const struct arch_system *sys = ic_topo_system(t);
+    if (op == IC_OP_ALLREDUCE && !hccl && sys && sys->has_node && sys->node.nvls) {
+      double al = p->task_overhead_s + ic_topo_latency_s(t, c->ranks[0], c->ranks[1]),
+             be = 1 / ic_topo_class_bw(t, IC_CLASS_SWITCH);
+      if (ic_select_cost_s(op, IC_ALGO_NVLS, P, n, al, be) < ic_select_cost_s(op, IC_ALGO_RING, P, n, al, be))
+        pl->algo = IC_ALGO_NVLS;
+    }
   } else if (!hccl) {
     /* NCCL runs one ring per NIC: the same bytes per NIC as rings inside and across servers */
     pl->algo = d >= 2 && op != IC_OP_REDUCE ? IC_ALGO_HIER : IC_ALGO_RING;
@@ -274,7 +291,7 @@ int ic_plan_make(struct ic_plan *pl, const struct ic_topo *t, const struct ic_co
     if (P < 2) pl->algo = IC_ALGO_DIRECT;
     else auto_select(pl, t, c, coll, p);
   } else {
-    rc = check_forced(coll, &l, P, d);
+    rc = check_forced(t, coll, &l, P, d);
     pl->algo = coll->algo;
   }
   ic__layout_release(&l);

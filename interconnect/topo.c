@@ -195,6 +195,12 @@ double ic_topo_latency_s(const struct ic_topo *t, int a, int b)
   return t->lat_nic + 4 * t->lat_switch;
 }
 
+double ic_topo_link_scale(const struct ic_topo *t, enum ic_class c, double key_bytes, bool p2p)
+{
+  if ((c != IC_CLASS_MESH && c != IC_CLASS_SWITCH) || !t->sys->has_node) return 1;
+  return arch_link_fraction(&t->sys->node, key_bytes, p2p);
+}
+
 double ic_topo_class_bw(const struct ic_topo *t, enum ic_class c)
 {
   return t->bw[c];

@@ -73,6 +73,13 @@ enum ic_class ic_topo_class(const struct ic_topo *t, int a, int b);
 double ic_topo_latency_s(const struct ic_topo *t, int a, int b);
 /* Bandwidth one flow of the class gets alone (its route's narrowest link). */
 double ic_topo_class_bw(const struct ic_topo *t, enum ic_class c);
+/*
+ * The fraction of the platform's node link capacity (node.link.efficiency) that a transfer of a
+ * collective whose transfers are key_bytes each reaches (arch_link_fraction): a transfer of b
+ * bytes on a mesh or switch link runs as b / scale bytes. p2p: a send or an all-to-all
+ * (node.link.p2p_fraction). 1 for other classes and for nodes with neither; at most 1.
+ */
+double ic_topo_link_scale(const struct ic_topo *t, enum ic_class c, double key_bytes, bool p2p);
 /* Whether the class's first hop is a port shared by all of a rank's peers (switch, pod, nic)
  * rather than a link of its own per peer (d2d, mesh). */
 bool ic_class_shared(enum ic_class c);

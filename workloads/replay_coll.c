@@ -201,7 +201,9 @@ static double a2a_formula_s(const struct wl__replay *r, const struct ic_comm *c,
       if (i == j) continue;
       enum ic_class cl = ic_topo_class(r->topo, c->ranks[i], c->ranks[j]);
       double bw = ic_topo_class_bw(r->topo, cl), l = ic_topo_latency_s(r->topo, c->ranks[i], c->ranks[j]);
-      double out = m[(size_t)i * n + j] / bw, in = m[(size_t)j * n + i] / bw;
+      double mo = m[(size_t)i * n + j], mi = m[(size_t)j * n + i];
+      double out = mo / (bw * ic_topo_link_scale(r->topo, cl, mo, true)),
+             in = mi / (bw * ic_topo_link_scale(r->topo, cl, mi, true));
       if (cl == IC_CLASS_NIC) nic_s += out, nic_r += in;
       else up_s += out, up_r += in;
       if (l > lat) lat = l;

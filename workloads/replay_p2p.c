@@ -47,7 +47,9 @@ void wl__p2p_release(struct wl__replay *r)
 /* run.network = formula: one transfer of `bytes` from a to b alone on its route. */
 static double transfer_s(const struct wl__replay *r, int a, int b, double bytes)
 {
-  return r->icp.task_overhead_s + ic_topo_latency_s(r->topo, a, b) + bytes / ic_topo_class_bw(r->topo, ic_topo_class(r->topo, a, b));
+  enum ic_class cl = ic_topo_class(r->topo, a, b);
+  return r->icp.task_overhead_s + ic_topo_latency_s(r->topo, a, b) +
+         bytes / (ic_topo_class_bw(r->topo, cl) * ic_topo_link_scale(r->topo, cl, bytes, true));
 }
 
 /* Each EP index has its own transfers (replay rank (s, e) stands for dp coordinate e and its

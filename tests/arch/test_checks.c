@@ -159,3 +159,41 @@ Test(checks, cluster_needs_a_node)
                          "\"fat_tree\"; nic_bandwidth = \"200Gbps\"; nic_latency = \"2us\"; }; };\n"),
                    "d.cfg:2: cluster.nodes: a cluster needs a node section");
 }
+
+/* node.link.efficiency_curve: pairs SIZE:FRACTION, sizes increasing, fractions of the link's
+ * capacity in (0, 1], each refusal at the curve's line. */
+Test(checks, a_bad_efficiency_curve)
+{
+  cr_assert_str_eq(check("preset = \"dgx-a100\";\nnode = { link = { efficiency_curve = \"1MiB 0.5\"; }; };\n"),
+                   "d.cfg:2: node.link.efficiency_curve: expected SIZE:FRACTION pairs like \"8MiB:0.75\", got "
+                   "\"1MiB 0.5\"");
+  cr_assert_str_eq(check("preset = \"dgx-a100\";\nnode = { link = { efficiency_curve = \"8MiB:0.5 1MiB:0.6\"; }; };\n"),
+                   "d.cfg:2: node.link.efficiency_curve: point 2: sizes must increase (1MiB after a larger or equal "
+                   "one)");
+  cr_assert_str_eq(check("preset = \"dgx-a100\";\nnode = { link = {\nefficiency_curve = \"1MiB:0.4, 8MiB:1.2\"; }; };\n"),
+                   "d.cfg:3: node.link.efficiency_curve: point 2: fraction 1.2 is outside (0, 1] (of "
+                   "node.link.efficiency, the link's capacity)");
+  cr_assert_str_eq(check("preset = \"dgx-a100\";\nnode = { link = { efficiency_curve = \"1MiB:x\"; }; };\n"),
+                   "d.cfg:2: node.link.efficiency_curve: point 1: expected a fraction after '1MiB:'");
+  cr_assert_str_eq(check("preset = \"dgx-a100\";\nnode = { link = { efficiency_curve = \"1QiB:0.5\"; }; };\n"),
+                   "d.cfg:2: node.link.efficiency_curve: point 1: unknown unit 'QiB': expected a size like '192KiB'");
+}
+
+/* The fraction at a size: the knots' values, linear in log(size) between them (halfway in log
+ * between 1 MiB and 4 MiB is 2 MiB), held at the ends; without a curve, 1; a point-to-point
+ * transfer gets node.link.p2p_fraction where it is set. */
+Test(checks, the_link_fraction_follows_the_curve_in_log_size)
+{
+  struct arch_node n = {.link_efficiency = {.value = 0.8}};
+  char why[256];
+  cr_assert_eq(arch_curve_parse("1MiB:0.4 4MiB:0.6 1GiB:1", &n.link_curve, why, sizeof why), 0, "%s", why);
+  cr_assert_float_eq(arch_link_fraction(&n, 2.0 * 1024 * 1024, false), 0.5, 1e-12);
+  cr_assert_float_eq(arch_link_fraction(&n, 1024, false), 0.4, 1e-12);
+  cr_assert_float_eq(arch_link_fraction(&n, 1e12, false), 1, 1e-12);
+  cr_assert_float_eq(arch_link_fraction(&n, 4.0 * 1024 * 1024, false), 0.6, 1e-12);
+  cr_assert_float_eq(arch_link_fraction(&n, 2.0 * 1024 * 1024, true), 0.5, 1e-12, "p2p unset: the curve");
+  n.link_p2p_fraction = 0.3;
+  cr_assert_float_eq(arch_link_fraction(&n, 2.0 * 1024 * 1024, true), 0.3, 1e-12);
+  n.link_curve.n = 0;
+  cr_assert_float_eq(arch_link_fraction(&n, 2.0 * 1024 * 1024, false), 1, 1e-12);
+}

@@ -226,7 +226,7 @@ Test(calibrate, data_beyond_the_peak_is_reported_at_the_bound)
   cal_set_release(&set);
 }
 
-/* Run `npusim collective` and read its busbw (GB/s) of one size. */
+/* Run `npusim collective` and read its busbw (GB/s) of one size (at one link share: no curve). */
 static double busbw(const char *arch, const char *op, const char *bytes, const char *ranks, const char *eff,
                      const char *overhead)
 {
@@ -234,7 +234,8 @@ static double busbw(const char *arch, const char *op, const char *bytes, const c
   snprintf(set, sizeof set, "node.link.efficiency=%s", eff);
   snprintf(set2, sizeof set2, "node.ccl.step_overhead=%s", overhead);
   struct run_result r = ts_npusim("collective", "--op", op, "--bytes", bytes, "--ranks", ranks, "--arch", arch,
-                                  "--fidelity", "bulk", "--set", set, "--set", set2, "--json", NULL);
+                                  "--fidelity", "bulk", "--set", set, "--set", set2, "--set",
+                                  "node.link.efficiency_curve=\"\"", "--set", "node.link.p2p_fraction=0", "--json", NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
   const char *p = strstr(r.out, "\"busbw_bytes_per_s\": ");
   cr_assert(p != NULL, "%s", r.out);
@@ -285,6 +286,51 @@ Test(calibrate, a_collective_curve_fits_back_to_its_step_overhead_and_link_share
   cr_assert_eq(cal_fit_knob(&f, knob("node.ccl.step_overhead"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
   cr_assert(f.not_identifiable && f.npoints == 0);
   cr_assert_eq(f.value, sys.node.ccl.step_overhead_s);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+}
+
+/* A link whose share grows with size: all-reduces on 8 ranks of a DGX A100 made at 0.4 (4 MiB),
+ * 0.5 (32 MiB) and 0.7 (256 MiB, 1 GiB), sendrecvs at 0.35. One share cannot follow them; the
+ * curve fits back: plateau 0.7 (node.link.efficiency), the fractions 4/7 and 5/7 of it at 512 KiB and
+ * 4 MiB per ring step (S / 8), 1 from 32 MiB, the sendrecvs' fraction 0.5, and the residuals
+ * vanish. Sizes at several rank counts are no curve: none is fitted. */
+Test(calibrate, a_link_share_that_grows_with_size_fits_back_as_a_curve)
+{
+  char csv[4096] = "arch,op,size_bytes,ranks,nodes,busbw_gbps,source\n";
+  static const char *const pts[][3] = {{"allreduce", "4194304", "0.4"},     {"allreduce", "33554432", "0.5"},
+                                       {"allreduce", "268435456", "0.7"},   {"allreduce", "1073741824", "0.7"},
+                                       {"sendrecv", "268435456", "0.35"},   {"sendrecv", "1073741824", "0.35"}};
+  for (int i = 0; i < 6; i++) add_point(csv, sizeof csv, "dgx-a100", pts[i][0], pts[i][1], "8", pts[i][2], "2.151us");
+  free(ts_write(dir, "collective.csv", csv));
+  struct cal_set set = load("dgx-a100");
+  struct arch_system sys;
+  ts_load_system(&sys, "dgx-a100", NULL);
+  struct cal_fit f;
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(&f, knob("node.link.efficiency"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(f.npoints, 6);
+  cr_assert_gt(f.scalar_rms, 0.1, "one share leaves %g", f.scalar_rms);
+  cr_assert_float_eq(f.value, 0.7, 2e-3, "plateau %g", f.value);
+  cr_assert_eq(f.curve.n, 4, "%s", f.curve_text);
+  static const double want[4][2] = {{512 * 1024.0, 4 / 7.0}, {4 * 1048576.0, 5 / 7.0}, {32 * 1048576.0, 1}, {128 * 1048576.0, 1}};
+  for (int i = 0; i < 4; i++) {
+    cr_assert_float_eq(f.curve.bytes[i], want[i][0], 1, "knot %d of %s", i, f.curve_text);
+    cr_assert_float_eq(f.curve.share[i], want[i][1], 2e-3, "knot %d of %s", i, f.curve_text);
+  }
+  cr_assert_float_eq(f.p2p, 0.5, 2e-3, "p2p fraction %g", f.p2p);
+  cr_assert_lt(f.max_abs, 5e-3, "worst residual %g", f.max_abs);
+  cal_fit_release(&f);
+  cal_set_release(&set);
+  /* the same size on 2, 4 and 8 ranks: a spread over rank counts, not sizes */
+  char many[2048] = "arch,op,size_bytes,ranks,nodes,busbw_gbps,source\n";
+  static const char *const ranks[] = {"2", "4", "8"};
+  for (int i = 0; i < 3; i++) add_point(many, sizeof many, "dgx-a100", "allgather", "1073741824", ranks[i], "0.6", "2.151us");
+  free(ts_write(dir, "collective.csv", many));
+  set = load("dgx-a100");
+  cr_assert_eq(cal_fit_knob(&f, knob("node.link.efficiency"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  cr_assert_eq(f.curve.n, 0);
+  cr_assert_float_eq(f.value, 0.6, 2e-3, "fitted %g", f.value);
   cal_fit_release(&f);
   cal_set_release(&set);
 }
