@@ -144,7 +144,9 @@ static const struct vcase cases[] = {
     {"deepseek-v3 2048 h800 tokens/s per GPU", "deepseek_v3_h800.cfg", {NULL}, M_TOKENS_DEV, 1543.2,
      "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens",
      .set = "DeepSeek-V3 (H800)", .cls = V_VALID,
-     .note = "no MTP module and DeepSeek's own recomputation are not modelled (the coverage issue)"},
+     .note = "the report's memory savings are in the plan (RMSNorm and MLA up-projection recompute, SwiGLU inputs "
+             "cached in fp8, bf16 Adam moments: 79 of 80 GiB); the MTP module and the E5M6 attention-output cache "
+             "are not modelled"},
     {"mixtral-8x7b 32k cp2 910b tokens/s per NPU", "mindspeed_mixtral_8x7b_32k.cfg", {NULL}, M_TOKENS_DEV, 706,
      "MindSpeed-LLM README, branch 1.0.RC3 (7acd2296), long-sequence table", .set = "MindSpeed-LLM MoE (910B)",
      .cls = V_VALID, .note = VARIANT_910B, .why = WHY_MIXTRAL},

@@ -253,6 +253,9 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
       nb[i] = op_call_backward(&fwd[i], bwd[i], grad[i]);
     }
     /* input gradients (down, activation, up), then weight gradients (down, up) */
+    /* a selective recompute of the activation (moe_act) reruns it before its backward */
+    double rc_flops = 0;
+    if (!rc && wl_plan_recomputes(&j->plan, WL_RCM_MOE_ACT)) rc = cost_one(j, cache, &fwd[1], &e->bi_s, &rc_flops, diag);
     for (int i = 2; i >= 0; i--)
       for (int k = 0; k < nb[i]; k++)
         if (grad[i][k] == OP_GRAD_INPUT) rc = rc ? rc : cost_one(j, cache, &bwd[i][k], &e->bi_s, &e->bi_flops, diag);

@@ -683,26 +683,46 @@ static int mla_fa_heads(const struct wl_program *j, const struct shape *s)
   return (int)ceil((double)qh / s->t * (qk + v) / 256.0);
 }
 
+/* MLA's query up projection (with its latent norm), or the direct query projection without a
+ * query latent: what gives Q. */
+static void mla_q_up(struct wl_program *j, const struct shape *s, bool rc)
+{
+  const struct wl_model *m = &j->model;
+  int qh, kvh, qk, v;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &v);
+  if (m->mla.q_lora_rank) {
+    struct op_call qn = rms_norm_call(s->T, m->mla.q_lora_rank, s->dt, false);
+    kern(j, WL_CAT_VEC, rc, &qn);
+    gemm_fwd(j, s, rc, m->mla.q_lora_rank, qh / s->t * qk);
+  } else {
+    gemm_fwd(j, s, rc, s->h, qh / s->t * qk);
+  }
+}
+
+/* MLA's key-value up projection (with its latent norm) and RoPE: what gives K and V. */
+static void mla_kv_up(struct wl_program *j, const struct shape *s, bool rc)
+{
+  const struct wl_model *m = &j->model;
+  int qh, kvh, qk, v;
+  wl_model_attn_shape(m, &qh, &kvh, &qk, &v);
+  int h = qh / s->t;
+  struct op_call kvn = rms_norm_call(s->T, m->mla.kv_lora_rank, s->dt, false);
+  kern(j, WL_CAT_VEC, rc, &kvn);
+  gemm_fwd(j, s, rc, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
+  struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
+  kern(j, WL_CAT_VEC, rc, &rp);
+}
+
 static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   const struct wl_model *m = &j->model;
   int qh, kvh, qk, v, h = qh = 0;
   wl_model_attn_shape(m, &qh, &kvh, &qk, &v);
   h = qh / s->t;
-  if (m->mla.q_lora_rank) {
-    gemm_fwd(j, s, rc, s->h, m->mla.q_lora_rank);
-    struct op_call qn = rms_norm_call(s->T, m->mla.q_lora_rank, s->dt, false);
-    kern(j, WL_CAT_VEC, rc, &qn);
-    gemm_fwd(j, s, rc, m->mla.q_lora_rank, h * qk);
-  } else {
-    gemm_fwd(j, s, rc, s->h, h * qk);
-  }
+  if (m->mla.q_lora_rank) gemm_fwd(j, s, rc, s->h, m->mla.q_lora_rank);
+  mla_q_up(j, s, rc);
   gemm_fwd(j, s, rc, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
-  struct op_call kvn = rms_norm_call(s->T, m->mla.kv_lora_rank, s->dt, false);
-  kern(j, WL_CAT_VEC, rc, &kvn);
-  gemm_fwd(j, s, rc, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
-  struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
-  kern(j, WL_CAT_VEC, rc, &rp);
+  mla_kv_up(j, s, rc);
   int fh = mla_fa_heads(j, s);
   struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
   kern(j, WL_CAT_ATTN, rc, &fa);
@@ -787,14 +807,23 @@ static void layer_fwd(struct wl_program *j, const struct shape *s, bool rc)
   mlp_fwd(j, s, rc);
 }
 
-/* The recomputation a layer's backward starts with (BI only). */
+/* The recomputation a layer's backward starts with (BI only): the whole forward, or the modules
+ * of a selective recompute (the routed experts' activation is the expert cost's, cost.c). */
 static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(struct wl_program *, const struct shape *, bool))
 {
   if (!bi(s) || s->keep) return;
-  if (j->plan.recompute == WL_RECOMPUTE_FULL)
+  const struct wl_plan *p = &j->plan;
+  if (p->recompute == WL_RECOMPUTE_FULL) {
     fwd(j, s, true);
-  else if (j->plan.recompute == WL_RECOMPUTE_SELECTIVE && j->model.attention == WL_ATTN_STANDARD)
-    attn_core_std(j, s, true);
+    return;
+  }
+  if (wl_plan_recomputes(p, WL_RCM_CORE_ATTN) && j->model.attention == WL_ATTN_STANDARD) attn_core_std(j, s, true);
+  if (wl_plan_recomputes(p, WL_RCM_LAYERNORM)) /* the input and pre-MLP norms */
+    for (int i = 0; i < 2; i++) norm(j, s, true, true);
+  if (wl_plan_recomputes(p, WL_RCM_MLA_UP_PROJ) && wl_model_is_mla(&j->model)) {
+    mla_q_up(j, s, true);
+    mla_kv_up(j, s, true);
+  }
 }
 
 /* The dense MLP's backward: dropout, the transposed collectives, down, activation, up. */

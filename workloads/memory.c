@@ -70,6 +70,7 @@
 #define W_BYTES 2.0    /* bf16/fp16 weights [MDO] */
 #define G_BYTES 4.0    /* fp32 gradient buffer, main_grad [MDO] */
 #define OPT_BYTES 12.0 /* fp32 master weights + Adam m + v [MDO] */
+#define OPT_BYTES_BF16_MOMENTS 8.0 /* fp32 master weights + bf16 m + v [DSV3] */
 #define ACT_BYTES 2.0  /* activations in the training precision [KOR] */
 #define MASK_BYTES 1.0 /* dropout masks, one byte per element [KOR] */
 #define FP8_BYTES 1.0  /* an fp8 element [TE] */
@@ -125,8 +126,17 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   int qh, kvh, qk, vd;
   wl_model_attn_shape(m, &qh, &kvh, &qk, &vd);
   double q = (double)qh * qk, k = (double)kvh * qk, v = (double)kvh * vd, o = (double)qh * vd;
-  bool standard = m->attention == WL_ATTN_STANDARD, selective = p->recompute == WL_RECOMPUTE_SELECTIVE;
+  bool standard = m->attention == WL_ATTN_STANDARD, selective = wl_plan_recomputes(p, WL_RCM_CORE_ATTN);
   bool mla = wl_model_is_mla(m), moe = wl_model_layer_is_moe(m, l);
+  /* Megatron-Core's recompute modules [MLM]: a recomputed norm keeps its input (the residual
+   * stream, counted above) but not its output, so the training-precision GEMM inputs that are
+   * norm outputs go (fp8 copies, which the linear layers own, stay); recomputed MLA up
+   * projections keep the latents but not Q, K and V, nor their own inputs (the normalised
+   * latents: the whole up-projection forward reruns); a recomputed expert activation keeps its
+   * input but not its output. */
+  bool rc_norm = wl_plan_recomputes(p, WL_RCM_LAYERNORM), rc_up = mla && wl_plan_recomputes(p, WL_RCM_MLA_UP_PROJ),
+       rc_act = moe && wl_plan_recomputes(p, WL_RCM_MOE_ACT);
+  double norm_out = rc_norm && !fp8(p) ? 0 : g; /* a norm output kept as a GEMM input */
   /* [KOR 4.1] kept whole by TP alone, 10 sbh: the inputs of the two norms (2 + 2), of the QKV
    * projection (2) and of the first MLP projection (2), and the two dropout masks (1 + 1).
    * The sandwich norm's two output norms keep their inputs too (2 + 2). */
@@ -135,14 +145,14 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   /* The attention's input, kept by the QKV projection; under MLA by both down projections (or
    * the query projection and W_dkv) [MLA]: one tensor shared in bf16, an fp8 copy each with fp8
    * [TE]. */
-  act += (mla && fp8(p) ? 2 * g : g) * sbh / whole;
+  act += (mla && fp8(p) ? 2 * g : norm_out) * sbh / whole;
   /* The MLP's input, kept by its first projection; in an MoE layer by the router, a bf16 GEMM
    * [DSV3] [MOE], and with fp8 also as the shared experts' fp8 copy. */
-  if (!moe) act += g * sbh / whole;
-  else act += (ACT_BYTES + (fp8(p) && m->moe.shared ? g : 0)) * sbh / whole;
+  if (!moe) act += norm_out * sbh / whole;
+  else act += ((rc_norm ? 0 : ACT_BYTES) + (fp8(p) && m->moe.shared ? g : 0)) * sbh / whole;
   /* MLA latents [MLA]: each latent (the norm's input) and its normalised copy (the up
    * projection's GEMM input), on the rank's sequence shard with SP, whole without. */
-  if (mla) act += (ACT_BYTES + g) * s * b * ((double)m->mla.q_lora_rank + m->mla.kv_lora_rank) / whole;
+  if (mla) act += (ACT_BYTES + (rc_up ? 0 : g)) * s * b * ((double)m->mla.q_lora_rank + m->mla.kv_lora_rank) / whole;
   /* QK norm: the query and key before the norm. */
   if (m->qk_norm) act += ACT_BYTES * s * b * (q + k) / t;
   /* [KOR 4.1] Q and K for QK^T (4 sbh), V (2 sbh), with GQA: Q is s b q wide, K and V s b kv
@@ -152,7 +162,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
    * recomputed (its inputs are then the unrepeated K and V). The core attention stays in the
    * training precision with fp8 [DSV3]. */
   bool repeat = standard && !selective;
-  act += ACT_BYTES * s * b * (q + (repeat ? (double)qh * qk : k) + (repeat ? o : v)) / t;
+  if (!rc_up) act += ACT_BYTES * s * b * (q + (repeat ? (double)qh * qk : k) + (repeat ? o : v)) / t;
   /* The attention output, input of the output projection (2 sbh) [KOR]: FlashAttention keeps
    * it for its own backward and the projection uses that copy (Megatron sets the projection to
    * save the original input with fp8 [MLA]); the unfused attention's output is the projection's
@@ -180,7 +190,10 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   if (p->sp) copies *= expert_tp(p) / p->tp; /* whole experts (etp 1): the rank's own share only */
   act += 4.0 * tokens * m->moe.experts / whole;
   act += copies * (g * h + 4.0);
-  act += copies * mlp_inner_bytes(m, p, m->moe.ffn) / expert_tp(p);
+  double inner = mlp_inner_bytes(m, p, m->moe.ffn) - (rc_act ? gemm_in(p) * m->moe.ffn : 0);
+  if (p->fp8_moe_act_input) /* the activation's input (the first projection's output) in fp8 [DSV3] */
+    inner -= (ACT_BYTES - FP8_BYTES) * (m->act == WL_ACT_SWIGLU ? 2 : 1) * m->moe.ffn;
+  act += copies * inner / expert_tp(p);
   act += tokens * m->moe.shared * mlp_inner_bytes(m, p, m->moe.ffn) / t;
   return act;
 }
@@ -410,7 +423,8 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   double mats = p->zero >= 3 ? rp.dense_mats / d_dp + rp.expert_mats / e_dp : rp.dense_mats + rp.expert_mats;
   if (fp8(p)) out->weights_bytes += 2 * FP8_BYTES * mats;
   out->grads_bytes = G_BYTES * (p->zero >= 2 ? dense / d_dp + expert / e_dp : dense + expert);
-  out->optimizer_bytes = OPT_BYTES * (p->zero >= 1 ? dense / d_dp + expert / e_dp : dense + expert);
+  out->optimizer_bytes = (p->optimizer_moments ? OPT_BYTES_BF16_MOMENTS : OPT_BYTES) *
+                         (p->zero >= 1 ? dense / d_dp + expert / e_dp : dense + expert);
   out->activations_bytes = acts;
   out->logits_bytes = logits;
 

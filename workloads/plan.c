@@ -17,6 +17,7 @@ static const char *const recompute_names[] = {"none", "selective", "full", NULL}
 static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1", "dualpipe", NULL};
 static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
+static const char *const moment_names[] = {"fp32", "bf16", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
 static const char *const ep_overlap_names[] = {"none", "megatron", "mindspeed", NULL};
@@ -44,7 +45,13 @@ static const struct npu_param params[] = {
     NPU_PARAM_BOOL("plan.sp", sp, "false", "sequence parallelism: norms and dropout sharded over the TP group"),
     NPU_PARAM_INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
     NPU_PARAM_ENUM("plan.recompute", recompute, "none", recompute_names,
-         "activation recomputation: none, selective (attention core), full (every layer)"),
+         "activation recomputation: none, selective (the modules of plan.recompute_modules), full (every layer)"),
+    {"plan.recompute_modules", NPU_PT_STRING, NPU_PARAM_OFF(recompute_modules), NPU_PARAM_SZ(recompute_modules),
+     "core_attn", 0, 0, 0, NULL,
+     "with plan.recompute = selective (Megatron-Core --recompute-modules), the modules whose outputs the backward "
+     "recomputes instead of keeping, separated by blanks or commas: core_attn (the attention core), layernorm (the "
+     "layer's two norms), mla_up_proj (MLA's up projections, their latent norms and RoPE), moe_act (the routed "
+     "experts' activation)"},
     NPU_PARAM_ENUM("plan.recompute_method", recompute_method, "uniform", recompute_method_names,
          "with plan.recompute = full (Megatron --recompute-method): uniform (every layer, checkpointed in groups "
          "of plan.recompute_layers) or block (only the first plan.recompute_layers of each model chunk)"),
@@ -67,6 +74,13 @@ static const struct npu_param params[] = {
     NPU_PARAM_ENUM("plan.fp8_recipe", fp8_recipe, "block", fp8_recipe_names,
          "fp8 scaling with plan.dtype = fp8: tensor (per-tensor amax), block (1x128 activation blocks, DeepSeek-V3), "
          "mxfp8 (32-element blocks, E8M0 scales)"),
+    NPU_PARAM_ENUM("plan.optimizer_moments", optimizer_moments, "fp32", moment_names,
+         "type of Adam's first and second moments: fp32, or bf16 (Megatron-Core --use-precision-aware-optimizer "
+         "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; DeepSeek-V3 report, Low-Precision Storage): 8 bytes of optimizer state per "
+         "parameter with the fp32 master weight instead of 12"),
+    NPU_PARAM_BOOL("plan.fp8_moe_act_input", fp8_moe_act_input, "false",
+                   "with plan.dtype = fp8: the routed experts keep their activation's input (the first projection's "
+                   "output) in fp8 for the backward, not in the training precision (DeepSeek-V3 report, Low-Precision Storage)"),
     NPU_PARAM_ENUM("plan.tp_overlap", tp_overlap, "none", tp_overlap_names,
          "TP collectives overlapped with the GEMMs that produce or consume them: none (exposed), megatron "
          "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers on GPUs), mc2 (MindSpeed "
@@ -96,6 +110,40 @@ void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p)
 bool wl_plan_zero3(const struct wl_plan *p)
 {
   return p->zero >= 3 && p->dp * p->cp > 1;
+}
+
+bool wl_plan_recomputes(const struct wl_plan *p, unsigned m)
+{
+  if (p->recompute != WL_RECOMPUTE_SELECTIVE) return false;
+  return ((p->rc_modules ? p->rc_modules : WL_RCM_CORE_ATTN) & m) != 0;
+}
+
+static const char *const rc_module_names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", NULL};
+
+/* plan.recompute_modules into p->rc_modules, checked against the model. */
+static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model *m, struct npu_diag *diag)
+{
+  const char *key = "plan.recompute_modules";
+  p->rc_modules = 0;
+  char buf[sizeof p->recompute_modules];
+  snprintf(buf, sizeof buf, "%s", p->recompute_modules);
+  for (char *save = NULL, *w = strtok_r(buf, " ,\t", &save); w; w = strtok_r(NULL, " ,\t", &save)) {
+    int i = 0;
+    while (rc_module_names[i] && strcmp(rc_module_names[i], w)) i++;
+    if (!rc_module_names[i])
+      return npu_cfg_fail(cfg, diag, key, "unknown module '%s' (core_attn, layernorm, mla_up_proj, moe_act)", w);
+    p->rc_modules |= 1u << i;
+  }
+  /* anything but the default (which an effective configuration writes back) needs selective */
+  if (p->recompute != WL_RECOMPUTE_SELECTIVE && p->rc_modules != WL_RCM_CORE_ATTN)
+    return npu_cfg_fail(cfg, diag, key, "the recomputed modules need plan.recompute = \"selective\"");
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE && !p->rc_modules)
+    return npu_cfg_fail(cfg, diag, key, "a selective recompute of no module: name at least one");
+  if ((p->rc_modules & WL_RCM_MLA_UP_PROJ) && !wl_model_is_mla(m))
+    return npu_cfg_fail(cfg, diag, key, "mla_up_proj needs a model with multi-latent attention (model.mla)");
+  if ((p->rc_modules & WL_RCM_MOE_ACT) && m->moe.experts <= 1)
+    return npu_cfg_fail(cfg, diag, key, "moe_act needs an MoE model (model.moe.experts)");
+  return 0;
 }
 
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer)
@@ -301,6 +349,12 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.etp",
                         "whole experts on every TP rank need sequence parallelism (plan.sp): without it every TP "
                         "rank would run the same experts on the same tokens");
+  int rcm = parse_rc_modules(cfg, p, m, diag);
+  if (rcm) return rcm;
+  if (p->fp8_moe_act_input && (p->dtype != WL_DTYPE_FP8 || m->moe.experts <= 1))
+    return npu_cfg_fail(cfg, diag, "plan.fp8_moe_act_input",
+                        "keeping the experts' activation input in fp8 needs fp8 training (plan.dtype = \"fp8\") and an "
+                        "MoE model");
   if (p->recompute != WL_RECOMPUTE_FULL && (p->recompute_layers || p->recompute_method != WL_RCM_UNIFORM))
     return npu_cfg_fail(cfg, diag, p->recompute_layers ? "plan.recompute_layers" : "plan.recompute_method",
                         "which layers to recompute needs plan.recompute = \"full\"");

@@ -18,6 +18,14 @@
 #include "workloads/model.h"
 
 enum wl_recompute { WL_RECOMPUTE_NONE, WL_RECOMPUTE_SELECTIVE, WL_RECOMPUTE_FULL };
+/* What a selective recompute covers (Megatron-Core --recompute-modules), bits of
+ * wl_plan.rc_modules; 0 there means the default, the core attention alone. */
+enum wl_rc_module {
+  WL_RCM_CORE_ATTN = 1u << 0,   /* the attention core (softmax and its inputs) */
+  WL_RCM_LAYERNORM = 1u << 1,   /* the layer's two norms: their outputs are not kept */
+  WL_RCM_MLA_UP_PROJ = 1u << 2, /* MLA's up projections (with their latent norms and RoPE): Q, K, V not kept */
+  WL_RCM_MOE_ACT = 1u << 3,     /* the routed experts' activation: its output not kept */
+};
 /* Which layers a full recompute covers (Megatron --recompute-method with --recompute-num-layers). */
 enum wl_recompute_method {
   WL_RCM_UNIFORM, /* every layer, checkpointed in groups of recompute_layers */
@@ -84,6 +92,10 @@ struct wl_plan {
   int etp;                  /* expert tensor-parallel size: tp or 1 (0 in the file: tp) */
   int recompute_method;     /* enum wl_recompute_method (recompute full) */
   int recompute_layers;     /* its group (uniform) or layers per chunk (block); 0 in the file: 1 / all */
+  char recompute_modules[96]; /* plan.recompute_modules as written */
+  unsigned rc_modules;      /* its enum wl_rc_module bits (wl_plan_finish); 0: core_attn */
+  int optimizer_moments;    /* Adam's moments: 0 fp32, 1 bf16 (plan.optimizer_moments) */
+  bool fp8_moe_act_input;   /* the routed experts keep their activation's input in fp8 */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */
@@ -119,6 +131,8 @@ void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks)
 bool wl_plan_zero3(const struct wl_plan *p);
 /* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer);
+/* Whether a selective recompute covers module m (enum wl_rc_module) under p. */
+bool wl_plan_recomputes(const struct wl_plan *p, unsigned m);
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */
 const char *wl_tp_overlap_name(enum wl_tp_overlap o);
 

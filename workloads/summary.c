@@ -23,11 +23,19 @@ static const char *dtype_name(const struct wl_plan *p)
 
 static void plan_text(const struct wl_plan *p, char *buf, size_t n)
 {
-  char rc[64];
+  char rc[128];
   snprintf(rc, sizeof rc, "%s", (const char *[]){"none", "selective", "full"}[p->recompute]);
   if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_layers)
     snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s, %d layers)",
              p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform", p->recompute_layers);
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE) {
+    static const char *const names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act"};
+    size_t l = strlen(rc);
+    for (int i = 0, k = 0; i < 4; i++)
+      if (wl_plan_recomputes(p, 1u << i))
+        l += (size_t)snprintf(rc + l, l < sizeof rc ? sizeof rc - l : 0, "%s%s", k++ ? ", " : " (", names[i]);
+    if (l < sizeof rc) snprintf(rc + l, sizeof rc - l, ")");
+  }
   snprintf(buf, n, "TP%d%s CP%d PP%d%s DP%d, %s, ZeRO-%d, recompute %s, micro-batch %d, global batch %d", p->tp,
            p->sp ? " (SP)" : "", p->cp, p->pp, p->vpp > 1 ? "" : "", p->dp, wl_schedule_name((enum wl_schedule)p->schedule),
            p->zero, rc, p->micro_batch, p->global_batch);
@@ -47,21 +55,29 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
   }
+  if (p->optimizer_moments) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", Adam moments in bf16");
+  }
+  if (p->fp8_moe_act_input) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", experts' activation input in fp8");
+  }
 }
 
 void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
 {
   const struct wl_model *m = &job->model;
   const struct wl_plan *p = &job->plan;
-  char plan[256];
+  char plan[512];
   plan_text(p, plan, sizeof plan);
   npu_buf_printf(out, "%s (%.1fB parameters) on %d x %s (%s)\n", m->title[0] ? m->title : m->name,
                  wl_model_params(m) / 1e9, job->devices, job->sys.chip.name,
                  job->sys.has_cluster ? job->sys.cluster.name : job->sys.has_node ? job->sys.node.name : "one chip");
   npu_buf_printf(out, "  plan           %s, %d micro-batches\n", plan, job->microbatches);
-  if (p->recompute == WL_RECOMPUTE_SELECTIVE && m->attention == WL_ATTN_FLASH)
-    npu_buf_printf(out, "                 (selective recompute changes nothing with FlashAttention: its backward "
-                        "recomputes the scores anyway, and nothing else is recomputed)\n");
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE && m->attention == WL_ATTN_FLASH && !(p->rc_modules & ~WL_RCM_CORE_ATTN))
+    npu_buf_printf(out, "                 (selective recompute of core_attn alone changes nothing with FlashAttention: its "
+                        "backward recomputes the scores anyway; plan.recompute_modules names others)\n");
   npu_buf_printf(out, "  step time      %.4g s\n", r->step_s);
   npu_buf_printf(out, "  throughput     %.6g tokens/s (%.4g per device)\n", r->tokens_per_s, r->tokens_per_s / job->devices);
   npu_buf_printf(out, "  MFU            %.1f%%  = model FLOPs / (step x devices x peak)\n", 100 * r->mfu);
@@ -130,7 +146,7 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_int(&j, job->devices);
   npu_json_key(&j, "seed");
   npu_json_int(&j, job->run.seed);
-  char plan[256];
+  char plan[512];
   plan_text(&job->plan, plan, sizeof plan);
   npu_json_key(&j, "plan");
   npu_json_string(&j, plan);

@@ -31,6 +31,8 @@ Test(recompute, block_recomputes_the_first_layers_of_each_chunk)
   npu_diag_clear(&d);
   struct wl_program *p;
   cr_assert_eq(wl_program_create(&p, &job, &d), 0);
+  wl_program_sum_segments(p); /* the segments' times and FLOPs (the collectives' unprobed: 0) */
+  cr_assert_gt(p->seg[WL_SEG_LAYER_F].flops, 0);
   const struct wl_seg *rc = &p->seg[WL_SEG_LAYER_BI], *keep = &p->seg[WL_SEG_LAYER_BI_KEEP], *f = &p->seg[WL_SEG_LAYER_F];
   cr_assert(keep->nitems > 0);
   /* the recomputing backward is the kept one plus a forward's kernels (FLOPs exactly) */
@@ -100,6 +102,118 @@ Test(recompute, which_layers_needs_full_recompute_and_fits_a_chunk)
     npu_diag_format(&d, msg, sizeof msg);
     cr_expect_eq(rc, NPU_ECONFIG, "%s", msg);
     cr_expect(strstr(msg, "plan.recompute_layers") && strstr(msg, c ? "at most 4" : "recompute = \"full\""), "%s", msg);
+    if (!rc) wl_job_release(&job);
+  }
+}
+
+/* Selective recompute by module (plan.recompute_modules, Megatron-Core --recompute-modules):
+ * each keeps less by what it recomputes. DeepSeek-V3 on tp 8 with SP, bf16; layer 0 dense,
+ * layer 3 MoE (8 experts per token over etp 8). layernorm: the two norm outputs kept as GEMM
+ * inputs (the attention's, the MLP's or the router's), 2 x 2 s b h / t; mla_up_proj: the
+ * normalised latents (2 s b (q_lora + kv_lora) / t) and Q, K, V (2 s b heads (192 + 192 + 128)
+ * / t); moe_act: each expert copy's activation output (2 s b 8 ffn / t). With fp8 and
+ * plan.fp8_moe_act_input the experts' activation input (2 ffn wide) takes 1 byte instead of 2;
+ * plan.optimizer_moments = bf16 keeps 8 bytes of optimizer state per parameter instead of 12. */
+Test(recompute, selective_modules_keep_less_by_what_they_recompute)
+{
+  double s = 4096, b = 1, h = 7168, a = 128, lat = 1536 + 512, f = 2048, t = 8;
+  const char *base[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", "plan.recompute=\"selective\"", NULL};
+  struct {
+    const char *modules;
+    double dense, moe;
+  } rows[] = {
+      {"plan.recompute_modules=\"core_attn layernorm\"", 2 * 2 * s * b * h / t, 2 * 2 * s * b * h / t},
+      {"plan.recompute_modules=\"core_attn mla_up_proj\"", 2 * s * b * lat / t + 2 * s * b * a * (192 + 192 + 128) / t,
+       2 * s * b * lat / t + 2 * s * b * a * (192 + 192 + 128) / t},
+      {"plan.recompute_modules=\"core_attn,moe_act\"", 0, 2 * s * b * 8 * f / t},
+  };
+  struct tw w0;
+  tw_load(&w0, "deepseek-v3", 8, base);
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *sets[] = {base[0], base[1], base[2], base[3], rows[i].modules, NULL};
+    struct tw w;
+    tw_load(&w, "deepseek-v3", 8, sets);
+    tw_close(wl_memory_layer_activations(&w0.m, &w0.p, 0) - wl_memory_layer_activations(&w.m, &w.p, 0),
+             rows[i].dense, 1e-12, rows[i].modules);
+    tw_close(wl_memory_layer_activations(&w0.m, &w0.p, 3) - wl_memory_layer_activations(&w.m, &w.p, 3),
+             rows[i].moe, 1e-12, rows[i].modules);
+    tw_fini(&w);
+  }
+  tw_fini(&w0);
+
+  const char *f8[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", "plan.dtype=fp8", NULL};
+  const char *f8in[] = {"plan.tp=8", "plan.sp=true", "plan.global_batch=1", "plan.dtype=fp8", "plan.fp8_moe_act_input=true",
+                        "plan.optimizer_moments=\"bf16\"", NULL};
+  struct tw a8, b8;
+  tw_load(&a8, "deepseek-v3", 8, f8);
+  tw_load(&b8, "deepseek-v3", 8, f8in);
+  tw_close(wl_memory_layer_activations(&a8.m, &a8.p, 3) - wl_memory_layer_activations(&b8.m, &b8.p, 3),
+           s * b * 8 * 2 * f / t, 1e-12, "fp8 activation input");
+  cr_expect_eq(wl_memory_layer_activations(&a8.m, &a8.p, 0), wl_memory_layer_activations(&b8.m, &b8.p, 0),
+               "a dense layer has no routed experts");
+  struct wl_mem ma, mb;
+  wl_memory_stage(&a8.m, &a8.p, 0, &ma);
+  wl_memory_stage(&b8.m, &b8.p, 0, &mb);
+  tw_close(mb.optimizer_bytes, ma.optimizer_bytes * 8 / 12, 1e-12, "bf16 moments");
+  tw_fini(&a8);
+  tw_fini(&b8);
+}
+
+/* The backward reruns what a module recompute dropped: tiny_moe.cfg (MoE layers, a shared
+ * expert) with layernorm and moe_act adds recompute FLOPs to the backward's segments (HFU) but
+ * not model FLOPs (MFU), and the step is longer. */
+Test(recompute, selective_modules_rerun_their_kernels_in_the_backward)
+{
+  const char *rc[] = {"plan.recompute=\"selective\"", "plan.recompute_modules=\"layernorm moe_act\""};
+  struct wl_job j0, j1;
+  tw_job_load(&j0, SCN "tiny_moe.cfg", NULL, 0);
+  tw_job_load(&j1, SCN "tiny_moe.cfg", rc, 2);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_program *p0, *p1;
+  cr_assert_eq(wl_program_create(&p0, &j0, &d), 0, "%s", d.msg);
+  cr_assert_eq(wl_program_create(&p1, &j1, &d), 0, "%s", d.msg);
+  wl_program_sum_segments(p0);
+  wl_program_sum_segments(p1);
+  for (int k = 0; k < WL_SEG_KINDS; k++) {
+    cr_expect_eq(p1->seg[k].model_flops, p0->seg[k].model_flops, "segment %d: recomputation is not model work", k);
+    cr_expect_geq(p1->seg[k].time_s, p0->seg[k].time_s * (1 - 1e-12), "segment %d", k);
+  }
+  cr_expect_gt(p1->seg[WL_SEG_LAYER_BI].flops, p0->seg[WL_SEG_LAYER_BI].flops, "the dense layer's norms rerun");
+  cr_expect_gt(p1->seg[WL_SEG_LAYER_BI].time_s, p0->seg[WL_SEG_LAYER_BI].time_s);
+  cr_expect_gt(p1->seg[WL_SEG_MOE_POST_BI].time_s, p0->seg[WL_SEG_MOE_POST_BI].time_s, "the MoE layer's norms rerun");
+  cr_expect_eq(p1->seg[WL_SEG_LAYER_F].time_s, p0->seg[WL_SEG_LAYER_F].time_s, "the forward is unchanged");
+  wl_program_destroy(p0);
+  wl_program_destroy(p1);
+  wl_job_release(&j0);
+  wl_job_release(&j1);
+}
+
+/* Refusals, at the key: modules without a selective recompute, an unknown module, MLA's and the
+ * experts' modules on a model without them, an fp8 activation cache without fp8 training. */
+Test(recompute, module_recompute_refusals_name_the_key)
+{
+  static const struct {
+    const char *sets[2];
+    const char *key, *why;
+  } cases[] = {
+      {{"plan.recompute_modules=\"layernorm\"", NULL}, "plan.recompute_modules", "need plan.recompute = \"selective\""},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"layernorms\""}, "plan.recompute_modules", "unknown module 'layernorms'"},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"mla_up_proj\""}, "plan.recompute_modules", "multi-latent attention"},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"moe_act\""}, "plan.recompute_modules", "needs an MoE model"},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\" , \""}, "plan.recompute_modules", "no module"},
+      {{"plan.fp8_moe_act_input=true", NULL}, "plan.fp8_moe_act_input", "needs fp8 training"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct wl_job job;
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    char msg[1024];
+    int n = cases[i].sets[1] ? 2 : 1;
+    int rc = wl_job_load(&job, SCN "tiny.cfg", cases[i].sets, n, &d);
+    npu_diag_format(&d, msg, sizeof msg);
+    cr_expect_eq(rc, NPU_ECONFIG, "case %zu: %s", i, msg);
+    cr_expect(strstr(msg, cases[i].key) && strstr(msg, cases[i].why), "case %zu: %s", i, msg);
     if (!rc) wl_job_release(&job);
   }
 }
