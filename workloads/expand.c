@@ -787,15 +787,22 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
 }
 
-/* The dense MLP's forward. */
-static void mlp_fwd(struct wl_program *j, const struct shape *s, bool rc)
+/* The dense MLP module (Megatron's MLP: fc1 with SP's all-gather, the activation, fc2 with its
+ * reduce-scatter), what its recompute module reruns. */
+static void mlp_module(struct wl_program *j, const struct shape *s, bool rc)
 {
-  norm(j, s, rc, true);
   sp_gather(j, s, rc);
   gemm_fwd(j, s, rc, s->h, mlp_up_cols(j, s));
   activation(j, s, rc, false);
   gemm_fwd(j, s, rc, s->f / s->t, s->h);
   tp_reduce(j, s, rc);
+}
+
+/* The dense MLP's forward. */
+static void mlp_fwd(struct wl_program *j, const struct shape *s, bool rc)
+{
+  norm(j, s, rc, true);
+  mlp_module(j, s, rc);
   if (j->model.sandwich_norm) norm(j, s, rc, false);
   dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
 }
@@ -807,8 +814,11 @@ static void layer_fwd(struct wl_program *j, const struct shape *s, bool rc)
   mlp_fwd(j, s, rc);
 }
 
-/* The recomputation a layer's backward starts with (BI only): the whole forward, or the modules
- * of a selective recompute (the routed experts' activation is the expert cost's, cost.c). */
+static void shared_fwd(struct wl_program *j, const struct shape *s, bool rc);
+
+/* The recomputation a layer's backward starts with (BI only): the whole forward (fwd: layer_fwd
+ * for a dense layer, the MoE layer's without its routed experts), or the modules of a selective
+ * recompute (the routed experts' activation is the expert cost's, cost.c). */
 static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(struct wl_program *, const struct shape *, bool))
 {
   if (!bi(s) || s->keep) return;
@@ -824,6 +834,9 @@ static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(s
     mla_q_up(j, s, true);
     mla_kv_up(j, s, true);
   }
+  bool dense = fwd == layer_fwd;
+  if (dense && wl_plan_recomputes(p, WL_RCM_MLP)) mlp_module(j, s, true);
+  if (!dense && wl_plan_recomputes(p, WL_RCM_SHARED_EXPERTS)) shared_fwd(j, s, true);
 }
 
 /* The dense MLP's backward: dropout, the transposed collectives, down, activation, up. */

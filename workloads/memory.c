@@ -135,7 +135,8 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
    * latents: the whole up-projection forward reruns); a recomputed expert activation keeps its
    * input but not its output. */
   bool rc_norm = wl_plan_recomputes(p, WL_RCM_LAYERNORM), rc_up = mla && wl_plan_recomputes(p, WL_RCM_MLA_UP_PROJ),
-       rc_act = moe && wl_plan_recomputes(p, WL_RCM_MOE_ACT);
+       rc_act = moe && wl_plan_recomputes(p, WL_RCM_MOE_ACT), rc_mlp = !moe && wl_plan_recomputes(p, WL_RCM_MLP),
+       rc_shared = moe && wl_plan_recomputes(p, WL_RCM_SHARED_EXPERTS);
   double norm_out = rc_norm && !fp8(p) ? 0 : g; /* a norm output kept as a GEMM input */
   /* [KOR 4.1] kept whole by TP alone, 10 sbh: the inputs of the two norms (2 + 2), of the QKV
    * projection (2) and of the first MLP projection (2), and the two dropout masks (1 + 1).
@@ -148,8 +149,10 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   act += (mla && fp8(p) ? 2 * g : norm_out) * sbh / whole;
   /* The MLP's input, kept by its first projection; in an MoE layer by the router, a bf16 GEMM
    * [DSV3] [MOE], and with fp8 also as the shared experts' fp8 copy. */
-  if (!moe) act += norm_out * sbh / whole;
-  else act += ((rc_norm ? 0 : ACT_BYTES) + (fp8(p) && m->moe.shared ? g : 0)) * sbh / whole;
+  /* A recomputed MLP (or shared experts) keeps its input as the checkpoint's, in the training
+   * precision (unless the norm that makes it is recomputed too), and nothing inside. */
+  if (!moe) act += (rc_mlp ? (rc_norm ? 0 : ACT_BYTES) : norm_out) * sbh / whole;
+  else act += ((rc_norm ? 0 : ACT_BYTES) + (fp8(p) && m->moe.shared && !rc_shared ? g : 0)) * sbh / whole;
   /* MLA latents [MLA]: each latent (the norm's input) and its normalised copy (the up
    * projection's GEMM input), on the rank's sequence shard with SP, whole without. */
   if (mla) act += (ACT_BYTES + (rc_up ? 0 : g)) * s * b * ((double)m->mla.q_lora_rank + m->mla.kv_lora_rank) / whole;
@@ -179,7 +182,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
        * [FA2]; selective recompute of the core attention drops it too. */
       act += 4.0 * s * b * a / t;
   }
-  if (!moe) return act + s * b * mlp_inner_bytes(m, p, m->ffn) / t;
+  if (!moe) return act + (rc_mlp ? 0 : s * b * mlp_inner_bytes(m, p, m->ffn) / t);
 
   /* MoE layer [MOE]: the router's fp32 scores of every expert on the rank's tokens; per token
    * copy routed to an expert (top_k per token, x capacity factor when padded to capacity;
@@ -194,7 +197,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   if (p->fp8_moe_act_input) /* the activation's input (the first projection's output) in fp8 [DSV3] */
     inner -= (ACT_BYTES - FP8_BYTES) * (m->act == WL_ACT_SWIGLU ? 2 : 1) * m->moe.ffn;
   act += copies * inner / expert_tp(p);
-  act += tokens * m->moe.shared * mlp_inner_bytes(m, p, m->moe.ffn) / t;
+  if (!rc_shared) act += tokens * m->moe.shared * mlp_inner_bytes(m, p, m->moe.ffn) / t;
   return act;
 }
 

@@ -51,7 +51,7 @@ static const struct npu_param params[] = {
      "with plan.recompute = selective (Megatron-Core --recompute-modules), the modules whose outputs the backward "
      "recomputes instead of keeping, separated by blanks or commas: core_attn (the attention core), layernorm (the "
      "layer's two norms), mla_up_proj (MLA's up projections, their latent norms and RoPE), moe_act (the routed "
-     "experts' activation)"},
+     "experts' activation), mlp (a dense layer's MLP), shared_experts (an MoE layer's shared experts)"},
     NPU_PARAM_ENUM("plan.recompute_method", recompute_method, "uniform", recompute_method_names,
          "with plan.recompute = full (Megatron --recompute-method): uniform (every layer, checkpointed in groups "
          "of plan.recompute_layers) or block (only the first plan.recompute_layers of each model chunk)"),
@@ -118,7 +118,8 @@ bool wl_plan_recomputes(const struct wl_plan *p, unsigned m)
   return ((p->rc_modules ? p->rc_modules : WL_RCM_CORE_ATTN) & m) != 0;
 }
 
-static const char *const rc_module_names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", NULL};
+static const char *const rc_module_names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts",
+                                              NULL};
 
 /* plan.recompute_modules into p->rc_modules, checked against the model. */
 static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model *m, struct npu_diag *diag)
@@ -131,7 +132,8 @@ static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct
     int i = 0;
     while (rc_module_names[i] && strcmp(rc_module_names[i], w)) i++;
     if (!rc_module_names[i])
-      return npu_cfg_fail(cfg, diag, key, "unknown module '%s' (core_attn, layernorm, mla_up_proj, moe_act)", w);
+      return npu_cfg_fail(cfg, diag, key,
+                          "unknown module '%s' (core_attn, layernorm, mla_up_proj, moe_act, mlp, shared_experts)", w);
     p->rc_modules |= 1u << i;
   }
   /* anything but the default (which an effective configuration writes back) needs selective */
@@ -143,6 +145,8 @@ static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct
     return npu_cfg_fail(cfg, diag, key, "mla_up_proj needs a model with multi-latent attention (model.mla)");
   if ((p->rc_modules & WL_RCM_MOE_ACT) && m->moe.experts <= 1)
     return npu_cfg_fail(cfg, diag, key, "moe_act needs an MoE model (model.moe.experts)");
+  if ((p->rc_modules & WL_RCM_SHARED_EXPERTS) && (m->moe.experts <= 1 || !m->moe.shared))
+    return npu_cfg_fail(cfg, diag, key, "shared_experts needs an MoE model with shared experts (model.moe.shared)");
   return 0;
 }
 

@@ -25,6 +25,8 @@ enum wl_rc_module {
   WL_RCM_LAYERNORM = 1u << 1,   /* the layer's two norms: their outputs are not kept */
   WL_RCM_MLA_UP_PROJ = 1u << 2, /* MLA's up projections (with their latent norms and RoPE): Q, K, V not kept */
   WL_RCM_MOE_ACT = 1u << 3,     /* the routed experts' activation: its output not kept */
+  WL_RCM_MLP = 1u << 4,         /* a dense layer's MLP (fc1, activation, fc2): only its input kept */
+  WL_RCM_SHARED_EXPERTS = 1u << 5, /* an MoE layer's shared experts: only their input kept */
 };
 /* Which layers a full recompute covers (Megatron --recompute-method with --recompute-num-layers). */
 enum wl_recompute_method {

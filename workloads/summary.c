@@ -29,9 +29,9 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
     snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s, %d layers)",
              p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform", p->recompute_layers);
   if (p->recompute == WL_RECOMPUTE_SELECTIVE) {
-    static const char *const names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act"};
+    static const char *const names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts"};
     size_t l = strlen(rc);
-    for (int i = 0, k = 0; i < 4; i++)
+    for (int i = 0, k = 0; i < (int)(sizeof names / sizeof names[0]); i++)
       if (wl_plan_recomputes(p, 1u << i))
         l += (size_t)snprintf(rc + l, l < sizeof rc ? sizeof rc - l : 0, "%s%s", k++ ? ", " : " (", names[i]);
     if (l < sizeof rc) snprintf(rc + l, sizeof rc - l, ")");

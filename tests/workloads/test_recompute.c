@@ -126,6 +126,10 @@ Test(recompute, selective_modules_keep_less_by_what_they_recompute)
       {"plan.recompute_modules=\"core_attn mla_up_proj\"", 2 * s * b * lat / t + 2 * s * b * a * (192 + 192 + 128) / t,
        2 * s * b * lat / t + 2 * s * b * a * (192 + 192 + 128) / t},
       {"plan.recompute_modules=\"core_attn,moe_act\"", 0, 2 * s * b * 8 * f / t},
+      /* mlp: a dense layer keeps its MLP input (bf16, as before) and none of the 6 ffn inside */
+      {"plan.recompute_modules=\"core_attn mlp\"", s * b * 6 * 18432 / t, 0},
+      /* shared_experts: the shared expert's 6 ffn inside (its input is the router's, kept) */
+      {"plan.recompute_modules=\"core_attn shared_experts\"", 0, s * b * 6 * f / t},
   };
   struct tw w0;
   tw_load(&w0, "deepseek-v3", 8, base);
@@ -159,9 +163,10 @@ Test(recompute, selective_modules_keep_less_by_what_they_recompute)
   tw_fini(&b8);
 }
 
-/* The backward reruns what a module recompute dropped: tiny_moe.cfg (MoE layers, a shared
- * expert) with layernorm and moe_act adds recompute FLOPs to the backward's segments (HFU) but
- * not model FLOPs (MFU), and the step is longer. */
+/* The backward reruns what a module recompute dropped: tiny_moe.cfg (one dense layer, then MoE
+ * layers with a shared expert) with layernorm and moe_act adds recompute FLOPs to the backward's
+ * segments (HFU) but not model FLOPs (MFU), and the step is longer; mlp reruns the dense layer's
+ * two MLP GEMMs (forward FLOPs of fc1 and fc2: 2 T h (2 ffn) + 2 T ffn h, T = 1024 tokens). */
 Test(recompute, selective_modules_rerun_their_kernels_in_the_backward)
 {
   const char *rc[] = {"plan.recompute=\"selective\"", "plan.recompute_modules=\"layernorm moe_act\""};
@@ -183,6 +188,20 @@ Test(recompute, selective_modules_rerun_their_kernels_in_the_backward)
   cr_expect_gt(p1->seg[WL_SEG_LAYER_BI].time_s, p0->seg[WL_SEG_LAYER_BI].time_s);
   cr_expect_gt(p1->seg[WL_SEG_MOE_POST_BI].time_s, p0->seg[WL_SEG_MOE_POST_BI].time_s, "the MoE layer's norms rerun");
   cr_expect_eq(p1->seg[WL_SEG_LAYER_F].time_s, p0->seg[WL_SEG_LAYER_F].time_s, "the forward is unchanged");
+  wl_program_destroy(p1);
+  wl_job_release(&j1);
+
+  const char *mlp[] = {"plan.recompute=\"selective\"", "plan.recompute_modules=\"mlp shared_experts\""};
+  tw_job_load(&j1, SCN "tiny_moe.cfg", mlp, 2);
+  cr_assert_eq(wl_program_create(&p1, &j1, &d), 0, "%s", d.msg);
+  wl_program_sum_segments(p1);
+  double T = 1024, h = 1024, ffn = 2816, sffn = 704;
+  double dense = p1->seg[WL_SEG_LAYER_BI].flops - p0->seg[WL_SEG_LAYER_BI].flops;
+  cr_expect(dense >= 2 * T * h * 2 * ffn + 2 * T * ffn * h && dense < 1.01 * (2 * T * h * 2 * ffn + 2 * T * ffn * h),
+            "mlp: %g recomputed FLOPs", dense);
+  double shared = p1->seg[WL_SEG_MOE_POST_BI].flops - p0->seg[WL_SEG_MOE_POST_BI].flops;
+  cr_expect(shared >= 2 * T * h * 2 * sffn + 2 * T * sffn * h && shared < 1.01 * (2 * T * h * 2 * sffn + 2 * T * sffn * h),
+            "shared_experts: %g recomputed FLOPs", shared);
   wl_program_destroy(p0);
   wl_program_destroy(p1);
   wl_job_release(&j0);
@@ -202,6 +221,7 @@ Test(recompute, module_recompute_refusals_name_the_key)
       {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"mla_up_proj\""}, "plan.recompute_modules", "multi-latent attention"},
       {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"moe_act\""}, "plan.recompute_modules", "needs an MoE model"},
       {{"plan.recompute=\"selective\"", "plan.recompute_modules=\" , \""}, "plan.recompute_modules", "no module"},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"shared_experts\""}, "plan.recompute_modules", "shared experts"},
       {{"plan.fp8_moe_act_input=true", NULL}, "plan.fp8_moe_act_input", "needs fp8 training"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
