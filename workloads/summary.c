@@ -291,6 +291,27 @@ static const char *c_recompute(const void *x, int i)
   (void)i;
   return (const char *[]){"none", "selective", "full"}[J(x)->plan.recompute];
 }
+/* plan.recompute_modules as a column: the modules of a selective recompute joined by '+' (every
+ * combination's text made once: a column's text outlives the call), "" otherwise. */
+static const char *c_recompute_modules(const void *x, int i)
+{
+  (void)i;
+  static const char *const names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts"};
+  enum { N = sizeof names / sizeof names[0] };
+  static char text[1 << N][96];
+  static bool made;
+  if (!made) {
+    for (unsigned set = 0; set < 1u << N; set++) {
+      size_t l = 0;
+      for (int k = 0; k < N; k++)
+        if (set >> k & 1u) l += (size_t)snprintf(text[set] + l, sizeof text[set] - l, "%s%s", l ? "+" : "", names[k]);
+    }
+    made = true;
+  }
+  const struct wl_plan *p = &J(x)->plan;
+  if (p->recompute != WL_RECOMPUTE_SELECTIVE) return "";
+  return text[(p->rc_modules ? p->rc_modules : WL_RCM_CORE_ATTN) & ((1u << N) - 1)];
+}
 static long long c_zero(const void *x, int i) { (void)i; return J(x)->plan.zero; }
 static long long c_sp(const void *x, int i) { (void)i; return J(x)->plan.sp ? 1 : 0; }
 static long long c_ep(const void *x, int i) { (void)i; return J(x)->plan.ep; }
@@ -387,6 +408,8 @@ static const struct rpt_column columns[] = {
      .real = c_interfere},
     {"schedule", RPT_STRING, "text", "plan.schedule", .text = c_schedule},
     {"recompute", RPT_STRING, "text", "plan.recompute: none, selective or full", .text = c_recompute},
+    {"recompute_modules", RPT_STRING, "text", "plan.recompute_modules of a selective recompute, joined by '+' (\"\" otherwise)",
+     .text = c_recompute_modules},
     {"zero", RPT_INT, "", "ZeRO stage (plan.zero)", .integer = c_zero},
     {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
     {"ep", RPT_INT, "", "expert-parallel size (plan.ep; 1 for dense models)", .integer = c_ep},
