@@ -119,7 +119,6 @@ struct cal_fit {
   struct arch_curve curve;    /* n == 0: no curve */
   char curve_text[ARCH_CURVE_TEXT_MAX];
   double scalar_value, scalar_rms;
-  double plateau;             /* the curve's largest share: node.link.efficiency */
   double p2p;                 /* node.link.p2p_fraction with the curve (0: no p2p points) */
   int p2p_points;
 };

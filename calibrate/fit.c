@@ -281,9 +281,10 @@ static bool alpha_identifiable(const struct coll_ctx *c, double e0)
  * instead (the median of their shares). The largest share is the plateau, node.link.efficiency;
  * the curve and the p2p share are written as fractions of it. Runs of equal shares keep their end knots. Needs three sizes or more,
  * all measured at one rank count (points over rank counts at one size are not a curve over
- * size). Fills out->curve and out->curve_text; false when there is no curve to fit.
+ * size). Fills out->curve, out->curve_text and out->p2p, and *plateau (node.link.efficiency);
+ * false when there is no curve to fit.
  */
-static bool fit_curve(struct cal_fit *out, const struct coll_ctx *c, const int *idx, double lo)
+static bool fit_curve(struct cal_fit *out, const struct coll_ctx *c, const int *idx, double lo, double *plateau)
 {
   struct grp { double key, sum, w; } *g = npu_xcalloc((size_t)c->n + 1, sizeof *g);
   double *pe = npu_xcalloc((size_t)c->n + 1, sizeof *pe);
@@ -342,13 +343,13 @@ static bool fit_curve(struct cal_fit *out, const struct coll_ctx *c, const int *
     }
   }
   /* knots: each block's first and last size (one when they coincide), thinned to fit */
-  double kb[2 * ARCH_CURVE_MAX + 2], ks[2 * ARCH_CURVE_MAX + 2];
+  double *kb = npu_xcalloc(2 * (size_t)m, sizeof *kb), *ks = npu_xcalloc(2 * (size_t)m, sizeof *ks);
   int nk = 0;
   for (int b = 0; b < nb; b++) {
     int last = b + 1 < nb ? first[b + 1] - 1 : m - 1;
     double share = exp(val[b]);
-    if (nk < 2 * ARCH_CURVE_MAX) kb[nk] = round(g[first[b]].key), ks[nk++] = share;
-    if (last != first[b] && nk < 2 * ARCH_CURVE_MAX) kb[nk] = round(g[last].key), ks[nk++] = share;
+    kb[nk] = round(g[first[b]].key), ks[nk++] = share;
+    if (last != first[b]) kb[nk] = round(g[last].key), ks[nk++] = share;
   }
   while (nk > ARCH_CURVE_MAX) { /* drop every other interior knot */
     int o = 1;
@@ -360,24 +361,24 @@ static bool fit_curve(struct cal_fit *out, const struct coll_ctx *c, const int *
    * as the preset will write them (4 digits), so the residuals are those of what is written */
   char num[32];
   snprintf(num, sizeof num, "%.4g", ks[nk - 1]);
-  out->plateau = strtod(num, NULL);
+  *plateau = strtod(num, NULL);
   size_t len = 0;
   out->curve_text[0] = '\0';
   for (int i = 0; i < nk; i++) {
     char size[64];
     npu_unit_format(kb[i], NPU_UNIT_SIZE, size, sizeof size);
     len += (size_t)snprintf(out->curve_text + len, len < sizeof out->curve_text ? sizeof out->curve_text - len : 0,
-                            "%s%s:%.4g", i ? " " : "", size, i == nk - 1 ? 1.0 : fmin(1, ks[i] / out->plateau));
+                            "%s%s:%.4g", i ? " " : "", size, i == nk - 1 ? 1.0 : fmin(1, ks[i] / *plateau));
   }
   char why[256];
   bool ok = len < sizeof out->curve_text && !arch_curve_parse(out->curve_text, &out->curve, why, sizeof why);
   if (!ok) out->curve.n = 0;
   if (!ok || !np) out->p2p = 0, out->p2p_points = 0;
   if (ok && np) {
-    snprintf(num, sizeof num, "%.4g", fmin(1, out->p2p / out->plateau));
+    snprintf(num, sizeof num, "%.4g", fmin(1, out->p2p / *plateau));
     out->p2p = strtod(num, NULL);
   }
-  free(val), free(w), free(first), free(g);
+  free(val), free(w), free(first), free(g), free(kb), free(ks);
   return ok;
 }
 
@@ -569,7 +570,8 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     c.alpha = alpha;
     if (!rc) rc = cal_minimise(ek->lo, ek->hi, n, coll_eval, &c, &e);
     best = is_alpha ? alpha : e;
-    if (!rc && !scaleout && !is_alpha && fit_curve(out, &c, idx, ek->lo)) {
+    double plateau;
+    if (!rc && !scaleout && !is_alpha && fit_curve(out, &c, idx, ek->lo, &plateau)) {
       /* the one number, for comparison: its residuals by the closed form */
       double ss = 0;
       for (int i = 0; i < n; i++) {
@@ -578,7 +580,7 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
       }
       out->scalar_value = e;
       out->scalar_rms = sqrt(ss / n);
-      best = e = out->plateau;
+      best = e = plateau; /* node.link.efficiency: the curve is in fractions of it */
     }
     const struct arch_curve *curve = out->curve.n ? &out->curve : NULL;
     for (int i = 0; !rc && i < n; i++)

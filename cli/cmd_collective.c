@@ -219,9 +219,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     if ((rc = parse_size("--bytes", o.bytes, &lo, d))) goto out;
     hi = lo;
   }
-  struct ic_params prm;
-  ic_params_default(&prm, NULL); /* the system's step overhead once it is loaded */
-  if (o.buffer && (rc = parse_size("--buffer", o.buffer, &prm.buffer_bytes, d))) goto out;
+  double buffer = 0; /* --buffer: the library's default until given */
+  if (o.buffer && (rc = parse_size("--buffer", o.buffer, &buffer, d))) goto out;
   if (o.root && (rc = parse_int("--root", o.root, 0, &coll.root, d))) goto out;
   int nranks = 0;
   if (o.ranks && (rc = parse_int("--ranks", o.ranks, 1, &nranks, d))) goto out;
@@ -231,8 +230,9 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
   }
 
   if ((rc = cli_load_system(&cfg, &sys, o.arch, &o.sets, d))) goto out;
-  prm.task_overhead_s = sys.node.ccl.step_overhead_s;
-  prm.reduce_bytes_per_s = sys.node.ccl.reduce_bw_bytes_per_s;
+  struct ic_params prm;
+  ic_params_default(&prm, &sys); /* the system's library figures (node.ccl) */
+  if (o.buffer) prm.buffer_bytes = buffer;
   if (!o.ranks && !o.comm) nranks = ic_topo_system_ranks(&sys);
   if (o.comm && nranks > ic_topo_system_ranks(&sys)) {
     rc = npu_diag_set(d, "command line", 0, "--comm",

@@ -79,7 +79,7 @@ struct vcase {
 #define WHY_KOR                                                                                                       \
   "npusim is faster on every Korthikanti row, most on the smallest model with sequence parallelism: its step is a " \
   "single micro-batch of 4, with GEMMs at 56% and the TP all-gathers and reduce-scatters exposed at 20%. The NVLink " \
-  "shares are a curve fitted to the node's nccl-tests all-reduce (within 3% from 2 MiB up), but no all-gather or "  \
+  "shares are a curve fitted to the node's nccl-tests all-reduce (within 0.5% from 4 MiB up), but no all-gather or "  \
   "reduce-scatter of the node was measured (they take the all-reduce's shares), and the fixed per-kernel and "      \
   "per-step costs weigh most on the shortest step"
 #define WHY_MS_TP1                                                                                                    \

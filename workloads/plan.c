@@ -112,6 +112,12 @@ bool wl_plan_zero3(const struct wl_plan *p)
   return p->zero >= 3 && p->dp * p->cp > 1;
 }
 
+const char *wl_plan_recompute_modules(const struct wl_plan *p)
+{
+  if (p->recompute != WL_RECOMPUTE_SELECTIVE) return "";
+  return p->rc_modules && p->recompute_modules[0] ? p->recompute_modules : "core_attn";
+}
+
 bool wl_plan_recomputes(const struct wl_plan *p, unsigned m)
 {
   if (p->recompute != WL_RECOMPUTE_SELECTIVE) return false;
@@ -136,6 +142,13 @@ static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct
                           "unknown module '%s' (core_attn, layernorm, mla_up_proj, moe_act, mlp, shared_experts)", w);
     p->rc_modules |= 1u << i;
   }
+  /* written back in one form, the modules in their order, for the reports and the effective
+   * configuration */
+  size_t len = 0;
+  for (int i = 0; rc_module_names[i]; i++)
+    if (p->rc_modules >> i & 1u)
+      len += (size_t)snprintf(p->recompute_modules + len, sizeof p->recompute_modules - len, "%s%s", len ? " " : "",
+                              rc_module_names[i]);
   /* anything but the default (which an effective configuration writes back) needs selective */
   if (p->recompute != WL_RECOMPUTE_SELECTIVE && p->rc_modules != WL_RCM_CORE_ATTN)
     return npu_cfg_fail(cfg, diag, key, "the recomputed modules need plan.recompute = \"selective\"");

@@ -133,6 +133,9 @@ void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks)
 bool wl_plan_zero3(const struct wl_plan *p);
 /* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer);
+/* The modules of p's selective recompute, blank-separated in enum wl_rc_module order ("core_attn"
+ * when the plan did not pass wl_plan_finish), or "" without a selective recompute. */
+const char *wl_plan_recompute_modules(const struct wl_plan *p);
 /* Whether a selective recompute covers module m (enum wl_rc_module) under p. */
 bool wl_plan_recomputes(const struct wl_plan *p, unsigned m);
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */

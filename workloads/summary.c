@@ -28,14 +28,8 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
   if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_layers)
     snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s, %d layers)",
              p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform", p->recompute_layers);
-  if (p->recompute == WL_RECOMPUTE_SELECTIVE) {
-    static const char *const names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts"};
-    size_t l = strlen(rc);
-    for (int i = 0, k = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-      if (wl_plan_recomputes(p, 1u << i))
-        l += (size_t)snprintf(rc + l, l < sizeof rc ? sizeof rc - l : 0, "%s%s", k++ ? ", " : " (", names[i]);
-    if (l < sizeof rc) snprintf(rc + l, sizeof rc - l, ")");
-  }
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE)
+    snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s)", wl_plan_recompute_modules(p));
   snprintf(buf, n, "TP%d%s CP%d PP%d%s DP%d, %s, ZeRO-%d, recompute %s, micro-batch %d, global batch %d", p->tp,
            p->sp ? " (SP)" : "", p->cp, p->pp, p->vpp > 1 ? "" : "", p->dp, wl_schedule_name((enum wl_schedule)p->schedule),
            p->zero, rc, p->micro_batch, p->global_batch);
@@ -291,26 +285,10 @@ static const char *c_recompute(const void *x, int i)
   (void)i;
   return (const char *[]){"none", "selective", "full"}[J(x)->plan.recompute];
 }
-/* plan.recompute_modules as a column: the modules of a selective recompute joined by '+' (every
- * combination's text made once: a column's text outlives the call), "" otherwise. */
 static const char *c_recompute_modules(const void *x, int i)
 {
   (void)i;
-  static const char *const names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts"};
-  enum { N = sizeof names / sizeof names[0] };
-  static char text[1 << N][96];
-  static bool made;
-  if (!made) {
-    for (unsigned set = 0; set < 1u << N; set++) {
-      size_t l = 0;
-      for (int k = 0; k < N; k++)
-        if (set >> k & 1u) l += (size_t)snprintf(text[set] + l, sizeof text[set] - l, "%s%s", l ? "+" : "", names[k]);
-    }
-    made = true;
-  }
-  const struct wl_plan *p = &J(x)->plan;
-  if (p->recompute != WL_RECOMPUTE_SELECTIVE) return "";
-  return text[(p->rc_modules ? p->rc_modules : WL_RCM_CORE_ATTN) & ((1u << N) - 1)];
+  return wl_plan_recompute_modules(&J(x)->plan);
 }
 static long long c_zero(const void *x, int i) { (void)i; return J(x)->plan.zero; }
 static long long c_sp(const void *x, int i) { (void)i; return J(x)->plan.sp ? 1 : 0; }
@@ -408,7 +386,7 @@ static const struct rpt_column columns[] = {
      .real = c_interfere},
     {"schedule", RPT_STRING, "text", "plan.schedule", .text = c_schedule},
     {"recompute", RPT_STRING, "text", "plan.recompute: none, selective or full", .text = c_recompute},
-    {"recompute_modules", RPT_STRING, "text", "plan.recompute_modules of a selective recompute, joined by '+' (\"\" otherwise)",
+    {"recompute_modules", RPT_STRING, "text", "plan.recompute_modules of a selective recompute, blank-separated (\"\" otherwise)",
      .text = c_recompute_modules},
     {"zero", RPT_INT, "", "ZeRO stage (plan.zero)", .integer = c_zero},
     {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
