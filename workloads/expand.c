@@ -1212,10 +1212,11 @@ void wl_expand(struct wl_program *j)
   j->stage_params = npu_xcalloc((size_t)pp, sizeof *j->stage_params);
   j->stage_eparams = npu_xcalloc((size_t)pp, sizeof *j->stage_eparams);
   j->layer_params = wl_model_layer_params(&j->model, 0) / j->plan.tp;
-  double dpcp = (double)j->plan.dp * j->plan.cp, edp = dpcp / j->plan.ep;
+  double dpcp = wl_plan_shard(&j->plan), edp = dpcp / j->plan.ep; /* the ZeRO shard group */
   for (int st = 0; st < pp; st++) {
     j->stage_params[st] = stage_params(j, st, &j->stage_eparams[st]);
-    /* ZeRO >= 1: dense master weights shard over dp x cp, experts over their data-parallel group */
+    /* ZeRO >= 1: dense master weights shard over dp x cp (or the shard group), experts over
+     * their data-parallel group */
     double n = j->plan.zero >= 1 ? j->stage_params[st] / dpcp + j->stage_eparams[st] / edp
                                  : j->stage_params[st] + j->stage_eparams[st];
     j->optim[st].first_item = j->nitems;

@@ -68,7 +68,7 @@
 #include "workloads/schedule.h"
 
 #define W_BYTES 2.0    /* bf16/fp16 weights [MDO] */
-#define G_BYTES 4.0    /* fp32 gradient buffer, main_grad [MDO] */
+/* gradient buffer: fp32 main_grad [MDO], or bf16 (wl_plan_grad_reduce_bytes) */
 #define OPT_BYTES 12.0 /* fp32 master weights + Adam m + v [MDO] */
 #define OPT_BYTES_BF16_MOMENTS 8.0 /* fp32 master weights + bf16 m + v [DSV3] */
 #define ACT_BYTES 2.0  /* activations in the training precision [KOR] */
@@ -413,8 +413,10 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   free(held);
 
   /* ZeRO [ZERO] over the data-parallel group including CP (Megatron shards the distributed
-   * optimizer over dp x cp); routed experts over the expert data-parallel group dp x cp / ep. */
-  double d_dp = (double)p->dp * p->cp, e_dp = d_dp / p->ep;
+   * optimizer over dp x cp), or over its shard groups (plan.zero_shard: hybrid sharding);
+   * routed experts over the expert data-parallel group dp x cp / ep (hybrid sharding is refused
+   * with ep > 1). */
+  double d_dp = wl_plan_shard(p), e_dp = d_dp / p->ep, g_bytes = wl_plan_grad_reduce_bytes(p);
   double dense = rp.dense, expert = rp.expert;
   memset(out, 0, sizeof *out);
   out->stage = stage;
@@ -425,15 +427,16 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
    * (sharded as the weights are under ZeRO-3). */
   double mats = p->zero >= 3 ? rp.dense_mats / d_dp + rp.expert_mats / e_dp : rp.dense_mats + rp.expert_mats;
   if (fp8(p)) out->weights_bytes += 2 * FP8_BYTES * mats;
-  out->grads_bytes = G_BYTES * (p->zero >= 2 ? dense / d_dp + expert / e_dp : dense + expert);
+  out->grads_bytes = g_bytes * (p->zero >= 2 ? dense / d_dp + expert / e_dp : dense + expert);
   out->optimizer_bytes = (p->optimizer_moments ? OPT_BYTES_BF16_MOMENTS : OPT_BYTES) *
                          (p->zero >= 1 ? dense / d_dp + expert / e_dp : dense + expert);
   out->activations_bytes = acts;
   out->logits_bytes = logits;
 
   double comm = 0;
-  /* One fp32 gradient bucket in flight for the data-parallel reduction. */
-  if (d_dp > 1) comm += G_BYTES * p->bucket_params;
+  /* One gradient bucket (fp32, or bf16 with plan.grad_reduce_dtype) in flight for the
+   * data-parallel reduction. */
+  if (p->dp * p->cp > 1) comm += g_bytes * p->bucket_params;
   /* Pipeline receive buffers: one activation and one gradient, s b h (/ t with SP) [MLM]. */
   if (p->pp > 1) comm += 2 * ACT_BYTES * sbh / whole;
   /* SP all-gathers a layer's input into a buffer of the whole sequence: s b h (Megatron's

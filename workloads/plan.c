@@ -18,6 +18,7 @@ static const char *const sched_names[] = {"gpipe", "1f1b", "interleaved", "zb_h1
 static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
 static const char *const moment_names[] = {"fp32", "bf16", NULL};
+static const char *const grad_reduce_names[] = {"fp32", "bf16", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
 static const char *const ep_overlap_names[] = {"none", "megatron", "mindspeed", NULL};
@@ -44,6 +45,14 @@ static const struct npu_param params[] = {
         "layers of the last pipeline stage, or of its last model chunk with vpp > 1 (--decoder-last-pipeline-num-layers); 0: an even split"),
     NPU_PARAM_BOOL("plan.sp", sp, "false", "sequence parallelism: norms and dropout sharded over the TP group"),
     NPU_PARAM_INT("plan.zero", zero, "0", 0, "ZeRO stage: 0 none, 1 optimizer states (distributed optimizer), 2 + gradients, 3 + parameters"),
+    NPU_PARAM_INT("plan.zero_shard", zero_shard, "0", NPU_PF_NONNEG,
+        "with plan.zero >= 1, the data-parallel ranks one shard spans (hybrid sharding: PyTorch FSDP HYBRID_SHARD's "
+        "shard group, DeepSpeed MiCS's mics_shard_size): ZeRO's states are sharded over groups of this many "
+        "consecutive data-parallel ranks and replicated across the groups, whose gradient shards are all-reduced "
+        "after each reduce-scatter; divides dp x cp; 0: dp x cp (full sharding)"),
+    NPU_PARAM_ENUM("plan.grad_reduce_dtype", grad_reduce, "fp32", grad_reduce_names,
+         "type of the data-parallel gradient reduction and its buffer: fp32 (Megatron's default main_grad) or bf16 "
+         "(Megatron --grad-reduce-in-bf16; PyTorch FSDP's MixedPrecision(reduce_dtype=torch.bfloat16))"),
     NPU_PARAM_ENUM("plan.recompute", recompute, "none", recompute_names,
          "activation recomputation: none, selective (the modules of plan.recompute_modules), full (every layer)"),
     {"plan.recompute_modules", NPU_PT_STRING, NPU_PARAM_OFF(recompute_modules), NPU_PARAM_SZ(recompute_modules),
@@ -109,7 +118,17 @@ void wl_plan_register(struct npu_cfg *cfg, struct wl_plan *p)
 
 bool wl_plan_zero3(const struct wl_plan *p)
 {
-  return p->zero >= 3 && p->dp * p->cp > 1;
+  return p->zero >= 3 && wl_plan_shard(p) > 1;
+}
+
+int wl_plan_shard(const struct wl_plan *p)
+{
+  return p->zero_shard ? p->zero_shard : p->dp * p->cp;
+}
+
+double wl_plan_grad_reduce_bytes(const struct wl_plan *p)
+{
+  return p->grad_reduce ? 2.0 : 4.0;
 }
 
 const char *wl_plan_recompute_modules(const struct wl_plan *p)
@@ -350,6 +369,19 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.global_batch",
                         "the interleaved schedule needs the %d micro-batches to be a multiple of pp %d", mb, p->pp);
   if (p->zero < 0 || p->zero > 3) return npu_cfg_fail(cfg, diag, "plan.zero", "ZeRO stage 0..3, got %d", p->zero);
+  if (p->zero_shard) {
+    int n = p->dp * p->cp;
+    if (p->zero_shard > n || n % p->zero_shard)
+      return npu_cfg_fail(cfg, diag, "plan.zero_shard", "a shard of %d ranks does not divide the data-parallel "
+                          "group dp x cp = %d", p->zero_shard, n);
+    if (p->zero_shard < n && p->zero < 1)
+      return npu_cfg_fail(cfg, diag, "plan.zero_shard", "sharding over %d of the %d data-parallel ranks needs a "
+                          "ZeRO stage (plan.zero >= 1): without one nothing is sharded", p->zero_shard, n);
+    if (p->zero_shard < n && p->ep > 1)
+      return npu_cfg_fail(cfg, diag, "plan.zero_shard", "npusim shards the routed experts over their whole "
+                          "data-parallel group: hybrid sharding (%d of %d ranks) with ep %d is not modelled",
+                          p->zero_shard, n, p->ep);
+  }
   if (m->moe.experts) {
     if ((p->dp * p->cp) % p->ep || m->moe.experts % p->ep)
       return npu_cfg_fail(cfg, diag, "plan.ep", "ep %d must divide dp x cp = %d and the %d experts", p->ep,

@@ -98,6 +98,9 @@ struct wl_plan {
   unsigned rc_modules;      /* its enum wl_rc_module bits (wl_plan_finish); 0: core_attn */
   int optimizer_moments;    /* Adam's moments: 0 fp32, 1 bf16 (plan.optimizer_moments) */
   bool fp8_moe_act_input;   /* the routed experts keep their activation's input in fp8 */
+  int zero_shard;           /* data-parallel ranks a ZeRO shard spans (hybrid sharding: PyTorch
+                               HYBRID_SHARD, DeepSpeed MiCS); 0: dp x cp (wl_plan_shard) */
+  int grad_reduce;          /* the gradient reduction's type: 0 fp32 (main_grad), 1 bf16 */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */
@@ -131,6 +134,12 @@ void wl_plan_group(const struct wl_plan *p, int rank, enum wl_dim d, int *ranks)
 
 /* Whether parameters are sharded (ZeRO-3 / FSDP) over a data-parallel group of more than one. */
 bool wl_plan_zero3(const struct wl_plan *p);
+/* The data-parallel ranks one ZeRO shard spans: plan.zero_shard, or dp x cp when it is 0 (full
+ * sharding). With fewer, the shard groups are consecutive in the data-parallel group and their
+ * counterparts (the replicas) all-reduce the gradient shards between them. */
+int wl_plan_shard(const struct wl_plan *p);
+/* Bytes per parameter of the data-parallel gradient reduction: 4 (fp32) or 2 (bf16). */
+double wl_plan_grad_reduce_bytes(const struct wl_plan *p);
 /* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */
 bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, int layer);
 /* The modules of p's selective recompute, blank-separated in enum wl_rc_module order ("core_attn"

@@ -49,6 +49,13 @@ int wl__build_comms(struct wl__replay *r)
     r->epc = npu_xcalloc((size_t)r->pp * p->tp * r->edp, sizeof *r->epc);
     r->edpc = npu_xcalloc((size_t)r->pp * r->E * p->tp, sizeof *r->edpc);
   }
+  int sg = wl_plan_shard(p), *sub = npu_xmalloc((size_t)n * sizeof *sub);
+  r->nshard = sg < n ? n / sg : 0;
+  NPU_ASSERT(!r->nshard || r->E == 1); /* wl_plan_finish refuses hybrid sharding with ep > 1 */
+  if (r->nshard) {
+    r->shc = npu_xcalloc((size_t)r->pp * p->tp * r->nshard, sizeof *r->shc);
+    r->rpc = npu_xcalloc((size_t)r->pp * p->tp * sg, sizeof *r->rpc);
+  }
   for (int s = 0; s < r->pp && !rc; s++)
     for (int t = 0; t < p->tp && !rc; t++) {
       if (n > 1) {
@@ -56,6 +63,16 @@ int wl__build_comms(struct wl__replay *r)
         for (int c = 0; c < p->cp; c++)
           for (int d = 0; d < p->dp; d++) ranks[m++] = wl__phys_rank(p, s, t, c, d);
         rc = ic_comm_init(&r->dpc[(size_t)s * p->tp + t], ranks, n, r->topo, "plan.dp", r->diag);
+      }
+      /* hybrid sharding: shard group k holds DP ranks k g .. k g + g - 1; replica group j the
+       * ranks at position j of every shard group */
+      for (int k = 0; r->nshard && k < r->nshard && !rc; k++)
+        rc = ic_comm_init(&r->shc[((size_t)s * p->tp + t) * r->nshard + k], ranks + (size_t)k * sg, sg, r->topo,
+                          "plan.zero_shard", r->diag);
+      for (int j = 0; r->nshard && j < sg && !rc; j++) {
+        for (int k = 0; k < r->nshard; k++) sub[k] = ranks[(size_t)k * sg + j];
+        rc = ic_comm_init(&r->rpc[((size_t)s * p->tp + t) * sg + j], sub, r->nshard, r->topo, "plan.zero_shard",
+                          r->diag);
       }
       for (int g = 0; r->E > 1 && g < r->edp && !rc; g++) {
         for (int e = 0; e < r->E; e++) ranks[e] = wl__ep_rank(p, s, t, g * r->E + e);
@@ -66,6 +83,7 @@ int wl__build_comms(struct wl__replay *r)
         rc = ic_comm_init(&r->edpc[((size_t)s * r->E + e) * p->tp + t], ranks, r->edp, r->topo, "plan.ep", r->diag);
       }
     }
+  free(sub);
   free(ranks);
   return rc;
 }
@@ -73,14 +91,18 @@ int wl__build_comms(struct wl__replay *r)
 void wl__comms_release(struct wl__replay *r)
 {
   const struct wl_plan *p = &r->job->plan;
-  struct ic_comm *sets[] = {r->dpc, r->epc, r->edpc};
-  size_t counts[] = {(size_t)r->pp * p->tp, (size_t)r->pp * p->tp * r->edp, (size_t)r->pp * r->E * p->tp};
-  for (int s = 0; s < 3; s++) {
+  size_t g = r->nshard ? (size_t)wl_plan_shard(p) : 0;
+  struct ic_comm *sets[] = {r->dpc, r->epc, r->edpc, r->shc, r->rpc};
+  size_t counts[] = {(size_t)r->pp * p->tp, (size_t)r->pp * p->tp * r->edp, (size_t)r->pp * r->E * p->tp,
+                     (size_t)r->pp * p->tp * r->nshard, (size_t)r->pp * p->tp * g};
+  for (int s = 0; s < 5; s++) {
     for (size_t i = 0; sets[s] && i < counts[s]; i++)
       if (sets[s][i].size) ic_comm_release(&sets[s][i]);
     free(sets[s]);
   }
-  r->dpc = r->epc = r->edpc = NULL;
+  r->dpc = r->epc = r->edpc = r->shc = r->rpc = NULL;
+  free(r->chains);
+  r->chains = NULL;
 }
 
 /* ------------------------------------------------------------------ joining */
@@ -137,15 +159,64 @@ static void wait_later(struct wl__rank *rk, int h, const char *name, double t)
   rk->ids[rk->nids++] = h;
 }
 
-/* A dense gradient bucket of n parameters (fp32, Megatron's main_grad) over the stage's DP
- * groups: reduce-scatter with ZeRO >= 1, else all-reduce; waited for before the optimizer. */
+/* The groups ZeRO's parameters are gathered in for stage s (the DP groups, or with hybrid
+ * sharding the shard groups), and in *n how many. */
+static const struct ic_comm *shard_groups(const struct wl__replay *r, int s, int *n)
+{
+  int tp = r->job->plan.tp;
+  *n = r->nshard ? tp * r->nshard : tp;
+  return r->nshard ? &r->shc[(size_t)s * tp * r->nshard] : &r->dpc[(size_t)s * tp];
+}
+
+void wl__pump_chains(struct wl__replay *r, double now)
+{
+  for (int c = 0; c < r->nchains && !r->rc;) {
+    struct wl__shared *s = &r->sh.v[r->chains[c]];
+    bool ended = true;
+    for (int i = 0; s->first >= 0 && i < s->n && ended; i++) ended = ic_exec_done(r->x, s->first + i);
+    if (!ended) {
+      c++;
+      continue;
+    }
+    for (int g = 0; s->first >= 0 && g < s->then_n; g++) {
+      int id = wl__start_coll(r, &s->then_groups[g], s->then_op, s->then_bytes, NULL);
+      if (id < 0) return;
+      if (s->then_first < 0) s->then_first = id;
+      ic_exec_join_all(r->x, id, now);
+    }
+    r->chains[c] = r->chains[--r->nchains]; /* the order of the rest does not matter */
+  }
+}
+
+/* A dense gradient bucket of n parameters (in plan.grad_reduce_dtype: fp32, Megatron's
+ * main_grad, or bf16) over the stage's DP groups: reduce-scatter with ZeRO >= 1, else
+ * all-reduce; with hybrid sharding the reduce-scatter runs in the shard groups and the shards
+ * are then all-reduced between the replicas (PyTorch FSDP HYBRID_SHARD's post-backward).
+ * Waited for before the optimizer. */
 void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double t)
 {
   const struct wl_plan *p = &r->job->plan;
   if (p->dp * p->cp < 2 || n <= 0) return;
   enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
-  int h = join_shared(r, rk, wl__shared_key(WL__KEY_BUCKET, (uint64_t)rk->s, 0, (uint64_t)rk->buckets++), op, n * 4,
-                      &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
+  double bytes = n * wl_plan_grad_reduce_bytes(p);
+  int ng;
+  const struct ic_comm *groups = p->zero >= 1 ? shard_groups(r, rk->s, &ng) : &r->dpc[(size_t)rk->s * p->tp];
+  if (p->zero < 1) ng = p->tp;
+  int h = join_shared(r, rk, wl__shared_key(WL__KEY_BUCKET, (uint64_t)rk->s, 0, (uint64_t)rk->buckets++), op, bytes,
+                      groups, ng, r->E, JOIN_DP, t, NULL);
+  struct wl__shared *s = &r->sh.v[h];
+  if (r->nshard && p->zero >= 1 && !s->then_n) { /* the first member: chain the replicas' all-reduce */
+    int g = wl_plan_shard(p);
+    s->then_n = p->tp * g;
+    s->then_op = IC_OP_ALLREDUCE;
+    s->then_bytes = bytes / g;
+    s->then_groups = &r->rpc[(size_t)rk->s * p->tp * g];
+    if (r->nchains == r->capchains) {
+      r->capchains = r->capchains ? 2 * r->capchains : 16;
+      r->chains = npu_xrealloc(r->chains, (size_t)r->capchains * sizeof *r->chains);
+    }
+    r->chains[r->nchains++] = h;
+  }
   wait_later(rk, h, "grad bucket", t);
 }
 
@@ -156,26 +227,29 @@ void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, doubl
   if (r->edp < 2 || n <= 0) return;
   enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_EBUCKET, (uint64_t)rk->s, (uint64_t)rk->e, (uint64_t)rk->buckets++),
-                      op, n * 4, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp, 1, JOIN_ALL, t, NULL);
+                      op, n * wl_plan_grad_reduce_bytes(p), &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp, 1, JOIN_ALL, t, NULL);
   wait_later(rk, h, "expert grad bucket", t);
 }
 
 /* ZeRO-3: the all-gather of `params` parameters of one piece of this rank's current slot. */
 int wl__post_gather(struct wl__replay *r, struct wl__rank *rk, double params, double t)
 {
-  const struct wl_plan *p = &r->job->plan;
+  int ng;
+  const struct ic_comm *groups = shard_groups(r, rk->s, &ng);
   return join_shared(r, rk, wl__shared_key(WL__KEY_GATHER, (uint64_t)rk->s, 0, (uint64_t)rk->gathers++),
-                     IC_OP_ALLGATHER, params * 2, &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
+                     IC_OP_ALLGATHER, params * 2, groups, ng, r->E, JOIN_DP, t, NULL);
 }
 
-/* ZeRO 1-2: the stage's parameters (bf16) over its DP groups, the experts' over their
- * data-parallel group. */
+/* ZeRO 1-2: the stage's parameters (bf16) over its DP (or shard) groups, the experts' over
+ * their data-parallel group. */
 void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t)
 {
   const struct wl_plan *p = &r->job->plan;
   const struct wl_program *pg = r->prog;
+  int ng;
+  const struct ic_comm *groups = shard_groups(r, rk->s, &ng);
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, 0, 0), IC_OP_ALLGATHER,
-                      pg->stage_params[rk->s] * 2, &r->dpc[(size_t)rk->s * p->tp], p->tp, r->E, JOIN_DP, t, NULL);
+                      pg->stage_params[rk->s] * 2, groups, ng, r->E, JOIN_DP, t, NULL);
   wait_later(rk, h, "param gather", t);
   if (r->edp > 1 && pg->stage_eparams[rk->s] > 0) { /* experts: over their data-parallel group */
     h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, (uint64_t)rk->e, 1), IC_OP_ALLGATHER,

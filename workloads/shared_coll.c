@@ -55,6 +55,7 @@ int wl__shared_add(struct wl__shared_table *t, uint64_t key)
   memset(&t->v[h], 0, sizeof t->v[h]);
   t->v[h].key = key;
   t->v[h].first = -1;
+  t->v[h].then_first = -1;
   t->v[h].formula_s = -1;
   if (2 * t->n > t->cap_ix) { /* grow the index: handles do not move */
     free(t->ix);
@@ -76,6 +77,9 @@ bool wl__shared_done(const struct wl__shared_table *t, int h, struct ic_exec *x)
   if (s->first < 0) return true;
   for (int i = 0; i < s->n; i++)
     if (!ic_exec_done(x, s->first + i)) return false;
+  if (s->then_n && s->then_first < 0) return false; /* the second phase has not started */
+  for (int i = 0; s->then_n && i < s->then_n; i++)
+    if (!ic_exec_done(x, s->then_first + i)) return false;
   return true;
 }
 
@@ -84,9 +88,11 @@ double wl__shared_end_s(const struct wl__shared_table *t, int h, const struct ic
   const struct wl__shared *s = &t->v[h];
   if (s->formula_s >= 0 && s->n == 0 && s->members) return s->last_join + s->formula_s;
   double end = NAN;
-  for (int i = 0; i < s->n && s->first >= 0; i++) {
+  if (s->then_n && s->first >= 0 && s->then_first < 0) return NAN; /* the second phase is to come */
+  int first = s->then_n ? s->then_first : s->first, n = s->then_n ? s->then_n : s->n;
+  for (int i = 0; i < n && s->first >= 0; i++) {
     struct ic_result res;
-    ic_exec_result(x, s->first + i, &res);
+    ic_exec_result(x, first + i, &res);
     if (!(res.end_s <= end)) end = res.end_s; /* NAN-safe max */
   }
   return end;
@@ -97,6 +103,7 @@ void wl__shared_drop(struct wl__shared_table *t, int h, struct ic_exec *x)
   struct wl__shared *s = &t->v[h];
   if (++s->released < s->members) return;
   for (int i = 0; i < s->n && s->first >= 0; i++) ic_exec_release(x, s->first + i);
+  for (int i = 0; i < s->then_n && s->first >= 0 && s->then_first >= 0; i++) ic_exec_release(x, s->then_first + i);
   free(s->matrix);
   s->matrix = NULL;
   s->first = -1; /* the entry stays, done, under its key (its handle may still be held) */

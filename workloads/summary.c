@@ -291,6 +291,12 @@ static const char *c_recompute_modules(const void *x, int i)
   return wl_plan_recompute_modules(&J(x)->plan);
 }
 static long long c_zero(const void *x, int i) { (void)i; return J(x)->plan.zero; }
+static long long c_zero_shard(const void *x, int i) { (void)i; return wl_plan_shard(&J(x)->plan); }
+static const char *c_grad_reduce(const void *x, int i)
+{
+  (void)i;
+  return J(x)->plan.grad_reduce ? "bf16" : "fp32";
+}
 static long long c_sp(const void *x, int i) { (void)i; return J(x)->plan.sp ? 1 : 0; }
 static long long c_ep(const void *x, int i) { (void)i; return J(x)->plan.ep; }
 static long long c_etp(const void *x, int i) { (void)i; return J(x)->plan.etp; }
@@ -389,6 +395,10 @@ static const struct rpt_column columns[] = {
     {"recompute_modules", RPT_STRING, "text", "plan.recompute_modules of a selective recompute, blank-separated (\"\" otherwise)",
      .text = c_recompute_modules},
     {"zero", RPT_INT, "", "ZeRO stage (plan.zero)", .integer = c_zero},
+    {"zero_shard", RPT_INT, "ranks", "data-parallel ranks a ZeRO shard spans (plan.zero_shard, resolved: dp x cp for "
+     "full sharding)", .integer = c_zero_shard},
+    {"grad_reduce_dtype", RPT_STRING, "text", "type of the data-parallel gradient reduction (plan.grad_reduce_dtype)",
+     .text = c_grad_reduce},
     {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
     {"ep", RPT_INT, "", "expert-parallel size (plan.ep; 1 for dense models)", .integer = c_ep},
     {"etp", RPT_INT, "", "expert tensor-parallel size (plan.etp, resolved)", .integer = c_etp},

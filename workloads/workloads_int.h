@@ -83,6 +83,14 @@ struct wl__shared {
                             joined; < 0 otherwise */
   double last_join;      /* ... and when that was */
   double *matrix;        /* AllToAllV sizes, owned (the executor borrows it) */
+  /* A chained collective (hybrid sharding's gradient reduce-scatter in the shard groups, then
+   * the all-reduce of the shards between the replicas): a second phase over then_groups,
+   * started by the replay (wl__pump_chains) once the first ends; done when it is. */
+  int then_first, then_n; /* its executor instances; then_n 0: no second phase; then_first < 0:
+                             not started yet */
+  enum ic_op then_op;
+  double then_bytes;
+  const struct ic_comm *then_groups;
 };
 
 /* Every shared collective of a step in creation order (a handle, the index, stays valid for
@@ -240,6 +248,13 @@ struct wl__replay {
   struct ic_comm *dpc;   /* per stage x tp: the DP (x CP) group */
   struct ic_comm *epc;   /* per stage x tp x edp: the EP group */
   struct ic_comm *edpc;  /* per stage x ep x tp: the expert data-parallel group */
+  /* hybrid sharding (plan.zero_shard < dp x cp): per stage x tp x k the k-th shard group (g
+   * consecutive ranks of the DP group), per stage x tp x j the replica group of the ranks at
+   * position j of every shard group; nshard shard groups per DP group, 0 without */
+  struct ic_comm *shc, *rpc;
+  int nshard;
+  int *chains;           /* shared collectives whose second phase has not started */
+  int nchains, capchains;
   struct wl__wake *heap; /* replay ranks to look at again, by time */
   size_t nheap, capheap;
   int ndone;
@@ -292,6 +307,9 @@ void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double
 
 /* Post an expert gradient bucket of n parameters over rk's expert data-parallel groups. */
 void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, double t);
+
+/* Start the second phase of every chained collective whose first has ended, at now. */
+void wl__pump_chains(struct wl__replay *r, double now);
 
 /* ZeRO-3: join the all-gather of `params` parameters of a piece of rk's current slot; its handle. */
 int wl__post_gather(struct wl__replay *r, struct wl__rank *rk, double params, double t);

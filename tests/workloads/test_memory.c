@@ -675,3 +675,31 @@ Test(memory, fp8_keeps_gemm_inputs_in_fp8, .timeout = 30)
   tw_fini(&a);
   tw_fini(&c);
 }
+
+/* Hybrid sharding (plan.zero_shard): ZeRO-3 in shards of 8 on 16 ranks keeps per rank the
+ * weights, gradients and optimizer states of full sharding on 8; a bf16 gradient reduction
+ * (plan.grad_reduce_dtype) halves the gradient buffer and the bucket in flight. */
+Test(memory, hybrid_sharding_keeps_the_shard_groups_states, .timeout = 30)
+{
+  const char *h[] = {"plan.zero=3", "plan.zero_shard=8", "plan.global_batch=16", NULL};
+  const char *f[] = {"plan.zero=3", "plan.global_batch=8", NULL};
+  const char *b[] = {"plan.zero=3", "plan.zero_shard=8", "plan.global_batch=16", "plan.grad_reduce_dtype=bf16", NULL};
+  struct tw wh, wf, wb;
+  tw_load(&wh, "llama2-7b", 16, h);
+  tw_load(&wf, "llama2-7b", 8, f);
+  tw_load(&wb, "llama2-7b", 16, b);
+  cr_assert_eq(wh.p.dp, 16);
+  cr_assert_eq(wf.p.dp, 8);
+  struct wl_mem mh, mf, mb;
+  wl_memory_stage(&wh.m, &wh.p, 0, &mh);
+  wl_memory_stage(&wf.m, &wf.p, 0, &mf);
+  wl_memory_stage(&wb.m, &wb.p, 0, &mb);
+  tw_close(mh.weights_bytes, mf.weights_bytes, 1e-12, "weights");
+  tw_close(mh.grads_bytes, mf.grads_bytes, 1e-12, "gradients");
+  tw_close(mh.optimizer_bytes, mf.optimizer_bytes, 1e-12, "optimizer");
+  tw_close(mb.grads_bytes, 0.5 * mh.grads_bytes, 1e-12, "bf16 gradients");
+  tw_close(mh.comm_bytes - mb.comm_bytes, 2.0 * wh.p.bucket_params, 1e-12, "bf16 bucket");
+  tw_fini(&wh);
+  tw_fini(&wf);
+  tw_fini(&wb);
+}

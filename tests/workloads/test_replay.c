@@ -16,6 +16,7 @@
 #include "workloads/job.h"
 #include "workloads/program.h"
 #include "workloads/replay.h"
+#include "helpers.h"
 
 #define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
 #define SETS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -221,6 +222,10 @@ Test(replay, bad_plans_name_their_keys)
   expect_error(SETS("plan.order=tp-dp"), "plan.order");
   expect_error(SETS("model.preset=no-such-model"), "no-such-model");
   expect_error(SETS("plan.tpp=2"), "plan.tpp");
+  expect_error(SETS("plan.zero_shard=3"), "plan.zero_shard");
+  expect_error(SETS("plan.zero_shard=8"), "plan.zero_shard"); /* pp 2: dp x cp is 4 */
+  expect_error(SETS("plan.zero=0", "plan.pp=1", "plan.zero_shard=4"), "plan.zero_shard");
+  expect_error(SETS("plan.grad_reduce_dtype=fp8"), "plan.grad_reduce_dtype");
 }
 
 Test(replay, zero3_gathers_parameters_layer_by_layer)
@@ -240,6 +245,68 @@ Test(replay, zero3_gathers_parameters_layer_by_layer)
   double sum = 0;
   for (int c = 0; c < WL_CAT_COUNT; c++) sum += z3.cat_s[c];
   cr_expect_float_eq(sum, z3.step_time_s, 1e-9 * z3.step_time_s);
+}
+
+/* Hybrid sharding (plan.zero_shard): on two servers with a slow NIC, ZeRO-3's per-layer gathers
+ * stay in the server with shards of 8 and cross it with full sharding over 16, so less of the
+ * step waits for data-parallel communication (the shards' all-reduce between the servers
+ * remains); a shard of dp x cp is full sharding, to the bit. */
+Test(replay, hybrid_sharding_keeps_parameter_gathers_in_the_server)
+{
+  const char *base[] = {"cluster.nodes=2", "plan.pp=1", "plan.zero=3", "plan.global_batch=32",
+                        "cluster.scaleout.nic_bandwidth=10Gbps"};
+  const char *shard[] = {"plan.zero_shard=0", "plan.zero_shard=16", "plan.zero_shard=8"};
+  struct wl_outcome o[3];
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  for (int i = 0; i < 3; i++) {
+    const char *sets[] = {base[0], base[1], base[2], base[3], base[4], shard[i], NULL};
+    cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, 6, &o[i], &d), 0);
+    cr_assert_eq(o[i].status, 0, "%s: %s", shard[i], o[i].message);
+  }
+  cr_expect_eq(o[1].step_time_s, o[0].step_time_s, "zero_shard = dp x cp: %.17g s, default %.17g s",
+               o[1].step_time_s, o[0].step_time_s);
+  cr_expect_eq(o[1].memory_peak_bytes, o[0].memory_peak_bytes);
+  cr_expect_lt(o[2].cat_s[WL_CAT_DP], o[0].cat_s[WL_CAT_DP], "exposed DP: shards of 8 %g s, of 16 %g s",
+               o[2].cat_s[WL_CAT_DP], o[0].cat_s[WL_CAT_DP]);
+  cr_expect_lt(o[2].step_time_s, o[0].step_time_s);
+  cr_expect_gt(o[2].memory_peak_bytes, o[0].memory_peak_bytes, "shards twice as large");
+  double sum = 0;
+  for (int c = 0; c < WL_CAT_COUNT; c++) sum += o[2].cat_s[c];
+  cr_expect_float_eq(sum, o[2].step_time_s, 1e-9 * o[2].step_time_s);
+}
+
+/*
+ * The replicas' all-reduce after the reduce-scatter, in closed form: ZeRO-1 with shards of 8 on
+ * two servers, gradients reduced after the backward (not overlapped). The gradients (fp32, 4 P
+ * bytes for P parameters) are reduce-scattered in the server, then each rank all-reduces its
+ * shard, 4 P / 8 bytes, with its one counterpart in the other server: a ring of two sends
+ * 4 P / 8 bytes through the NIC. Doubling the NIC's bandwidth saves half that time; bf16
+ * reduction (plan.grad_reduce_dtype) halves the bytes of both phases.
+ */
+Test(replay, hybrid_sharding_all_reduces_the_shards_between_servers)
+{
+  const char *base[] = {"cluster.nodes=2", "plan.pp=1", "plan.zero=1", "plan.zero_shard=8",
+                        "plan.overlap_grad_reduce=false", "plan.global_batch=16"};
+  const char *var[][2] = {{"cluster.scaleout.nic_bandwidth=1Gbps", "plan.grad_reduce_dtype=fp32"},
+                          {"cluster.scaleout.nic_bandwidth=2Gbps", "plan.grad_reduce_dtype=fp32"},
+                          {"cluster.scaleout.nic_bandwidth=1Gbps", "plan.grad_reduce_dtype=bf16"}};
+  struct wl_outcome o[3];
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  for (int i = 0; i < 3; i++) {
+    const char *sets[] = {base[0], base[1], base[2], base[3], base[4], base[5], var[i][0], var[i][1], NULL};
+    cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, 8, &o[i], &d), 0);
+    cr_assert_eq(o[i].status, 0, "%s: %s", var[i][0], o[i].message);
+  }
+  struct wl_job j;
+  tw_job_load(&j, SCN "tiny.cfg", base, 6);
+  double P = wl_model_params(&j.model), eff = j.sys.cluster.scaleout.efficiency.value;
+  wl_job_release(&j);
+  double ar_2g = 4 * P / 8 / (2e9 / 8 * eff); /* the all-reduce at 2 Gb/s; at 1 Gb/s twice */
+  tw_close(o[0].cat_s[WL_CAT_DP] - o[1].cat_s[WL_CAT_DP], ar_2g, 0.03, "DP time saved by a NIC twice as fast");
+  cr_expect_gt(o[0].cat_s[WL_CAT_DP], 2 * ar_2g, "the all-reduce after the reduce-scatter is waited for");
+  tw_close(o[2].cat_s[WL_CAT_DP], 0.5 * o[0].cat_s[WL_CAT_DP], 0.05, "bf16 reduction");
 }
 
 #define SCN_MOE NPUSIM_SOURCE_DIR "/tests/workloads/data/tiny_moe.cfg"
