@@ -70,15 +70,17 @@ struct vcase {
 #define FMS_NOTE                                                                                                      \
   "the network is the README's later revision's (5e522b4: 128 A100 with 400 Gb/s, per node of 8: one 50 Gb/s NIC "  \
   "share per GPU); the NVLink inside the node (IBM's Vela nodes, RoCE outside) is the DGX A100's, assumed; "         \
-  "gradients reduced in bf16 (fms-fsdp's bfSixteen policy); the layers are PyTorch eager modules (unfused RMSNorm, " \
-  "RoPE, SwiGLU), costed as the fused kernels"
+  "gradients reduced in bf16 (fms-fsdp's bfSixteen policy); the layers are ibm-fms's PyTorch modules run eagerly "   \
+  "(plan.fusion = eager, costed after Hugging Face's Llama modules; fms's fp32 RoPE moves more)"
 #define WHY_FMS_HSDP                                                                                                  \
-  "npusim is fast on both hybrid-sharded rows, the more so the smaller the step (7B, 2 sequences per GPU; 13B, 1), "  \
-  "while the 34B and 70B rows of the same table are within 8%. The layers are fms's eager PyTorch modules: RMSNorm "  \
-  "in fp32 through 6 elementwise kernels, RoPE as an fp32 2 x 2 rotation (about 38 bytes moved per element of q and " \
-  "k), SwiGLU and the residual adds unfused, about 11 ms per 7B layer and micro-batch on an A100 by their bytes, "   \
-  "against the 1.8 ms npusim charges for its fused kernels; FSDP's per-unit host work (hooks, the rate limiter) is "  \
-  "not modelled either, and Vela's GPUs run in virtual machines"
+  "npusim is fast on both hybrid-sharded rows, the more so the smaller the step (7B, 2 sequences per GPU: +14%; "   \
+  "13B, 1: +31%), while the fully sharded 34B and 70B rows of the same table are within 5%. Not a per-token cost: " \
+  "the 13B row misses 14 ms per layer and micro-batch against the 7B's 9 ms, on fewer tokens. Per 13B layer the "   \
+  "shards' all-reduce between the 16 nodes moves 150 MB through each 50 Gb/s NIC share, 24 ms against about 20 ms "  \
+  "of backward compute: the step is at the edge of being network-bound, where a RoCE network in virtual machines "   \
+  "short of its nominal 400 Gb/s per node shows directly; FSDP's per-unit host work (hooks, the all-gather rate "   \
+  "limiter) and fms's heavier fp32 RoPE are not modelled either"
+
 /* 48 model chunks: 1 layer with the embedding, 1 with the head, 2 in each of the other 46 */
 #define PANGU_VPP6                                                                                                    \
   {"plan.first_stage_layers=1", "plan.last_stage_layers=1", "plan.schedule=\"interleaved\"", "plan.vpp=6", NULL}

@@ -5,6 +5,10 @@
  *   AllReduce     = intra ReduceScatter (S) -> inter AllReduce (S / d) -> intra AllGather (S)
  *   ReduceScatter = inter ReduceScatter (S) -> intra ReduceScatter (S / servers)
  *   AllGather     = intra AllGather (S / servers) -> inter AllGather (S)
+ *   by columns (plan->columns, NCCL: its rings, one per NIC, cross the servers with S / d per
+ *   NIC):
+ *   ReduceScatter = intra ReduceScatter (S) -> inter ReduceScatter (S / d)
+ *   AllGather     = inter AllGather (S / d) -> intra AllGather (S)
  *   Broadcast     = intra scatter from the root -> inter Broadcast (S / d) -> intra AllGather
  *   AllToAll(V)   = intra exchange of everything bound for each local peer's column, then
  *                   inter pairwise among ranks with the same local index
@@ -98,10 +102,20 @@ void ic__hier(struct ic__b *b, const struct ic_plan *plan, const struct ic__layo
     INTRA(IC_OP_ALLGATHER, n);
     break;
   case IC_OP_REDUCESCATTER:
+    if (plan->columns) { /* each rank's column (n / d), then across servers */
+      INTRA(IC_OP_REDUCESCATTER, n);
+      INTER(IC_OP_REDUCESCATTER, 0, n / d);
+      break;
+    }
     INTER(IC_OP_REDUCESCATTER, 0, n);
     INTRA(IC_OP_REDUCESCATTER, n / S);
     break;
   case IC_OP_ALLGATHER:
+    if (plan->columns) { /* the column across servers (n / d), then inside the server */
+      INTER(IC_OP_ALLGATHER, 0, n / d);
+      INTRA(IC_OP_ALLGATHER, n);
+      break;
+    }
     INTRA(IC_OP_ALLGATHER, n / S);
     INTER(IC_OP_ALLGATHER, 0, n);
     break;

@@ -222,7 +222,8 @@ static void auto_select(struct ic_plan *pl, const struct ic_topo *t, const struc
         pl->algo = IC_ALGO_NVLS;
     }
   } else if (!hccl) {
-    /* NCCL runs one ring per NIC: the same bytes per NIC as rings inside and across servers */
+    /* NCCL runs one ring per NIC: the same bytes per NIC as rings inside and across servers
+     * (AllGather and ReduceScatter by columns: plan.columns) */
     pl->algo = d >= 2 && op != IC_OP_REDUCE ? IC_ALGO_HIER : IC_ALGO_RING;
   } else if (d >= 2 && op != IC_OP_REDUCE) {
     /* HCCL's FFTS+ graph holds 65535 contexts: S x (5(d-1) + 8) + 5 per pass, twice for AR */
@@ -298,6 +299,7 @@ int ic_plan_make(struct ic_plan *pl, const struct ic_topo *t, const struct ic_co
   if (rc) return rc;
   if (P < 2) pl->algo = IC_ALGO_DIRECT; /* nothing to move whatever was forced */
   if (pl->algo == IC_ALGO_HIER || pl->algo == IC_ALGO_PIPELINE) levels(pl, t, c, coll, p);
+  pl->columns = pl->algo == IC_ALGO_HIER && !ic_topo_hccl(t);
   if (pl->algo == IC_ALGO_MESH && coll->op == IC_OP_ALLREDUCE && P > 2)
     pl->oneshot = coll->algo == IC_ALGO_AUTO ? coll->bytes <= p->oneshot_max_bytes && oneshot_cheaper(t, c, coll, p)
                                              : coll->oneshot;

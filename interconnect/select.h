@@ -43,6 +43,11 @@ struct ic_plan {
   double last_bytes;          /* S of the last loop */
   int servers;                /* servers (nodes) the communicator spans */
   int per_server;             /* members on each server; 0 when uneven */
+  /* hierarchical AllGather / ReduceScatter: each rank moves its column's share across the
+   * servers (n / per_server: NCCL's rings, one per NIC, carry that much per NIC), the
+   * intra-server stage moving the rest; false: HCCL's decomposition, whose inter-server stage
+   * moves the whole n per rank */
+  bool columns;
   char name[64];              /* "mesh", "mesh(one-shot)", "hierarchical(mesh+nhr)", ... */
 };
 

@@ -13,6 +13,7 @@
   XX(op_quantize)           \
   XX(op_dequantize)         \
   XX(op_quantize_int8)      \
-  XX(op_dropout)
+  XX(op_dropout)           \
+  XX(op_eltwise)
 
 #endif

@@ -522,6 +522,82 @@ static bool bi(const struct shape *s)
   return s->mode != EM_W;
 }
 
+/* ------------------------------------------------------------------ eager modules (plan.fusion) */
+
+/*
+ * plan.fusion = eager: the norms, rotary embedding, activation and residual adds as PyTorch
+ * modules without a compiler launch them, one eltwise kernel per tensor operation, after Hugging
+ * Face transformers' Llama (modeling_llama.py: LlamaRMSNorm, apply_rotary_pos_emb with
+ * rotate_half, LlamaMLP) and autograd's kernels for their backward. A step of a recipe is a
+ * function, its input and output types (the training type or fp32) and its size: the tensor's
+ * n elements, its r rows, or half of it. A multiply by a broadcast operand (the norm's weight
+ * or per-row scale, RoPE's cos and sin) moves the bytes of a one-input operation and is costed
+ * as `square`; a scalar add on r rows (+ eps) as `neg`; a mean over the hidden size as `sum64`,
+ * which reads what the mean reads.
+ */
+enum ew_size { EW_N, EW_R, EW_HALF };
+struct ew_step {
+  const char *fn;
+  bool in32, out32; /* fp32, else the training type */
+  uint8_t size;     /* enum ew_size */
+};
+
+/* LlamaRMSNorm: x.to(fp32), pow(2), mean(-1), + eps, rsqrt, x * r, .to(dtype), weight * x. */
+static const struct ew_step rmsnorm_f[] = {
+    {"cast", false, true, EW_N}, {"square", true, true, EW_N}, {"sum64", true, true, EW_N},
+    {"neg", true, true, EW_R},   {"rsqrt", true, true, EW_R},  {"square", true, true, EW_N},
+    {"cast", true, false, EW_N}, {"square", false, false, EW_N}};
+/* Its backward: dy * weight, the weight's gradient (dy * x_n summed over rows), the cast back,
+ * g * r and the per-row gradient of r (g * x summed), rsqrt's and the mean's on r rows, pow's
+ * (2 x, times the broadcast gradient), the two paths into x added, the cast to the type. */
+static const struct ew_step rmsnorm_b[] = {
+    {"square", false, false, EW_N}, {"mul", false, false, EW_N}, {"sum64", false, true, EW_N},
+    {"cast", false, true, EW_N},    {"square", true, true, EW_N}, {"mul", true, true, EW_N},
+    {"sum64", true, true, EW_N},    {"neg", true, true, EW_R},    {"neg", true, true, EW_R},
+    {"square", true, true, EW_N},   {"square", true, true, EW_N}, {"add", true, true, EW_N},
+    {"cast", true, false, EW_N}};
+/* apply_rotary_pos_emb on one of q, k: x * cos, rotate_half (-x2, then the concatenation), * sin,
+ * the sum; its backward: g * cos, g * sin, the negation's and the concatenation's (a half and a
+ * whole copy), and the three paths into x added. */
+static const struct ew_step rope_f[] = {{"square", false, false, EW_N}, {"neg", false, false, EW_HALF},
+                                        {"cast", false, false, EW_N},   {"square", false, false, EW_N},
+                                        {"add", false, false, EW_N}};
+static const struct ew_step rope_b[] = {{"square", false, false, EW_N}, {"square", false, false, EW_N},
+                                        {"neg", false, false, EW_HALF}, {"cast", false, false, EW_N},
+                                        {"add", false, false, EW_N},    {"add", false, false, EW_N}};
+/* LlamaMLP's act_fn(gate) * up; its backward: dy * up, dy * act, silu's backward (one kernel
+ * reading the gradient and the input, PyTorch's silu_backward). */
+static const struct ew_step swiglu_f[] = {{"silu", false, false, EW_N}, {"mul", false, false, EW_N}};
+static const struct ew_step swiglu_b[] = {{"mul", false, false, EW_N}, {"mul", false, false, EW_N},
+                                          {"mul", false, false, EW_N}};
+/* A residual add, and in the backward the gradients of the branch point added. */
+static const struct ew_step add_1[] = {{"add", false, false, EW_N}};
+/* A copy of the same size (transpose(1, 2).contiguous() of the attention output). */
+static const struct ew_step copy_1[] = {{"cast", false, false, EW_N}};
+
+#define EW(a) (a), (int)(sizeof(a) / sizeof((a)[0]))
+
+static bool eager(const struct wl_program *j)
+{
+  return j->plan.fusion == WL_FUSION_EAGER;
+}
+
+/* The kernels of recipe st[0 .. ns-1] on a tensor of n elements in r rows. */
+static void ew_emit(struct wl_program *j, const struct shape *s, bool rc, const struct ew_step *st, int ns, int64_t n,
+                    int64_t r)
+{
+  for (int i = 0; i < ns; i++) {
+    int64_t m = st[i].size == EW_N ? n : st[i].size == EW_R ? r : n / 2;
+    struct op_call c;
+    op_call_init(&c, "eltwise");
+    op_call_dim(&c, "n", m);
+    op_call_choice(&c, "fn", st[i].fn);
+    op_call_dtype(&c, "in", st[i].in32 ? NPU_DT_FP32 : s->dt);
+    op_call_dtype(&c, "out", st[i].out32 ? NPU_DT_FP32 : s->dt);
+    kern(j, WL_CAT_VEC, rc, &c);
+  }
+}
+
 static struct op_call norm_call(const struct wl_program *j, const struct shape *s, bool fused)
 {
   if (j->model.norm == WL_NORM_RMS) return rms_norm_call(s->Tn, s->h, s->dt, fused);
@@ -533,15 +609,34 @@ static struct op_call norm_call(const struct wl_program *j, const struct shape *
   return c;
 }
 
+/* plan.fusion = eager: the residual add before a norm (fused) and an RMSNorm as their eager
+ * recipes, forward or (bwd) backward; true when that was the whole norm (PyTorch's layer_norm is
+ * one kernel either way: then *fused is cleared, the add being apart). */
+static bool eager_norm(struct wl_program *j, const struct shape *s, bool rc, bool *fused, bool bwd)
+{
+  if (!eager(j)) return false;
+  int64_t n = (int64_t)s->Tn * s->h;
+  if (*fused) ew_emit(j, s, rc, EW(add_1), n, s->Tn);
+  *fused = false;
+  if (j->model.norm != WL_NORM_RMS) return false;
+  if (bwd) ew_emit(j, s, rc, EW(rmsnorm_b), n, s->Tn);
+  else ew_emit(j, s, rc, EW(rmsnorm_f), n, s->Tn);
+  return true;
+}
+
+/* A norm; fused: with the residual add before it. */
 static void norm(struct wl_program *j, const struct shape *s, bool rc, bool fused)
 {
+  if (eager_norm(j, s, rc, &fused, false)) return;
   struct op_call c = norm_call(j, s, fused);
   kern(j, WL_CAT_VEC, rc, &c);
 }
 
-/* The norm's backward, as the norm operator costs it. */
+/* The norm's backward, as the norm operator costs it (eager: with a residual, the branch point's
+ * gradients added, then the recipe's backward). */
 static void norm_bwd(struct wl_program *j, const struct shape *s, bool fused)
 {
+  if (eager_norm(j, s, false, &fused, true)) return;
   struct op_call c = norm_call(j, s, fused);
   kern_bwd(j, s, WL_CAT_VEC, &c);
 }
@@ -645,6 +740,14 @@ static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
  * kernel over twice the rows. */
 static void activation(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
 {
+  if (j->model.act == WL_ACT_SWIGLU && eager(j)) {
+    int64_t n = (int64_t)s->T * (s->f / s->t);
+    if (bwd)
+      ew_emit(j, s, false, EW(swiglu_b), n, s->T);
+    else
+      ew_emit(j, s, rc, EW(swiglu_f), n, s->T);
+    return;
+  }
   if (j->model.act == WL_ACT_SWIGLU) {
     struct op_call c = wl__swiglu_call(s->T, s->f / s->t, s->dt);
     if (bwd)
@@ -661,6 +764,17 @@ static void activation(struct wl_program *j, const struct shape *s, bool rc, boo
 static void rope(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
 {
   if (j->model.pos != WL_POS_ROPE) return;
+  if (eager(j)) { /* q and k apart */
+    int64_t heads[2] = {s->a / s->t, s->g / s->t};
+    for (int i = 0; i < 2; i++) {
+      int64_t n = (int64_t)s->T * heads[i] * s->d;
+      if (bwd)
+        ew_emit(j, s, false, EW(rope_b), n, s->T);
+      else
+        ew_emit(j, s, rc, EW(rope_f), n, s->T);
+    }
+    return;
+  }
   struct op_call c = rope_call(s->T, (s->a + s->g) / s->t, s->d, s->dt);
   if (bwd)
     kern_bwd(j, s, WL_CAT_VEC, &c);
@@ -781,6 +895,7 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
+  if (eager(j)) ew_emit(j, s, rc, EW(copy_1), (int64_t)s->T * (s->a / s->t) * s->d, s->T); /* to [T, a d] */
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
   if (j->model.sandwich_norm) norm(j, s, rc, false); /* Pangu Ultra: a norm after the sublayer too */
@@ -874,6 +989,7 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
   }
   gemm_bwd(j, s, s->a * s->d / s->t, s->h);
   if (bi(s)) {
+    if (eager(j)) ew_emit(j, s, false, EW(copy_1), (int64_t)s->T * (s->a / s->t) * s->d, s->T);
     attention_bwd(j, s);
     cp_exchange(j, s, true);
     rope(j, s, false, true);

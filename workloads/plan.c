@@ -19,6 +19,7 @@ static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
 static const char *const moment_names[] = {"fp32", "bf16", NULL};
 static const char *const grad_reduce_names[] = {"fp32", "bf16", NULL};
+static const char *const fusion_names[] = {"fused", "eager", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
 static const char *const ep_overlap_names[] = {"none", "megatron", "mindspeed", NULL};
@@ -53,6 +54,12 @@ static const struct npu_param params[] = {
     NPU_PARAM_ENUM("plan.grad_reduce_dtype", grad_reduce, "fp32", grad_reduce_names,
          "type of the data-parallel gradient reduction and its buffer: fp32 (Megatron's default main_grad) or bf16 "
          "(Megatron --grad-reduce-in-bf16; PyTorch FSDP's MixedPrecision(reduce_dtype=torch.bfloat16))"),
+    NPU_PARAM_ENUM("plan.fusion", fusion, "fused", fusion_names,
+         "how the model code launches the norms, rotary embedding, activation and residual adds: fused (one kernel "
+         "each: Megatron-Core with Transformer Engine or apex, MindSpeed) or eager (PyTorch modules without a "
+         "compiler, a kernel per tensor operation, as Hugging Face transformers' Llama runs them: RMSNorm in fp32 "
+         "through casts, a square, a mean and multiplies; RoPE through rotate_half; SiLU and the multiply apart; "
+         "residual adds apart; docs/TRAINING.md)"),
     NPU_PARAM_ENUM("plan.recompute", recompute, "none", recompute_names,
          "activation recomputation: none, selective (the modules of plan.recompute_modules), full (every layer)"),
     {"plan.recompute_modules", NPU_PT_STRING, NPU_PARAM_OFF(recompute_modules), NPU_PARAM_SZ(recompute_modules),
@@ -205,6 +212,11 @@ const char *wl_ep_overlap_name(enum wl_ep_overlap o)
 {
   NPU_ASSERT(o >= WL_EPO_NONE && o <= WL_EPO_MINDSPEED);
   return ep_overlap_names[o];
+}
+
+const char *wl_fusion_name(enum wl_fusion f)
+{
+  return fusion_names[f];
 }
 
 const char *wl_schedule_name(enum wl_schedule s)

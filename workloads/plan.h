@@ -67,6 +67,13 @@ enum wl_ep_overlap {
   WL_EPO_MINDSPEED  /* MindSpeed --moe-fb-overlap (the same pairing on Ascend) */
 };
 
+/* How the framework's model code launches the norms, rotary embedding, activation and residual
+ * adds (plan.fusion). */
+enum wl_fusion {
+  WL_FUSION_FUSED, /* one kernel each (Megatron-Core with Transformer Engine or apex, MindSpeed) */
+  WL_FUSION_EAGER  /* PyTorch modules without a compiler: a kernel per tensor operation */
+};
+
 /* Parallel dimensions, in the order of enum values used by wl_coord. */
 enum wl_dim { WL_DIM_TP, WL_DIM_CP, WL_DIM_EP, WL_DIM_DP, WL_DIM_PP, WL_DIM_COUNT };
 
@@ -101,6 +108,7 @@ struct wl_plan {
   int zero_shard;           /* data-parallel ranks a ZeRO shard spans (hybrid sharding: PyTorch
                                HYBRID_SHARD, DeepSpeed MiCS); 0: dp x cp (wl_plan_shard) */
   int grad_reduce;          /* the gradient reduction's type: 0 fp32 (main_grad), 1 bf16 */
+  int fusion;               /* enum wl_fusion */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */
@@ -147,6 +155,8 @@ bool wl_plan_layer_recomputed(const struct wl_plan *p, int layers, int chunks, i
 const char *wl_plan_recompute_modules(const struct wl_plan *p);
 /* Whether a selective recompute covers module m (enum wl_rc_module) under p. */
 bool wl_plan_recomputes(const struct wl_plan *p, unsigned m);
+/* plan.fusion's name: "fused", "eager". */
+const char *wl_fusion_name(enum wl_fusion f);
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */
 const char *wl_tp_overlap_name(enum wl_tp_overlap o);
 

@@ -292,6 +292,11 @@ static const char *c_recompute_modules(const void *x, int i)
 }
 static long long c_zero(const void *x, int i) { (void)i; return J(x)->plan.zero; }
 static long long c_zero_shard(const void *x, int i) { (void)i; return wl_plan_shard(&J(x)->plan); }
+static const char *c_fusion(const void *x, int i)
+{
+  (void)i;
+  return wl_fusion_name((enum wl_fusion)J(x)->plan.fusion);
+}
 static const char *c_grad_reduce(const void *x, int i)
 {
   (void)i;
@@ -399,6 +404,8 @@ static const struct rpt_column columns[] = {
      "full sharding)", .integer = c_zero_shard},
     {"grad_reduce_dtype", RPT_STRING, "text", "type of the data-parallel gradient reduction (plan.grad_reduce_dtype)",
      .text = c_grad_reduce},
+    {"fusion", RPT_STRING, "text", "plan.fusion: fused or eager (the norms', RoPE's, activation's and residual adds' "
+     "kernels)", .text = c_fusion},
     {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
     {"ep", RPT_INT, "", "expert-parallel size (plan.ep; 1 for dense models)", .integer = c_ep},
     {"etp", RPT_INT, "", "expert tensor-parallel size (plan.etp, resolved)", .integer = c_etp},

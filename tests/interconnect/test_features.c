@@ -227,21 +227,31 @@ Test(features, collectives_smaller_than_their_communicator_take_their_latency_st
 /* Time of `npusim collective` (bulk fidelity) of op over bytes on ranks of arch (cli_time: a DGX
  * A100) with the overrides sets (NULL-terminated, at most 4): one process per run, one SimGrid
  * engine each. */
-static double cli_time_on(const char *arch, const char *op, const char *algo, const char *bytes, const char *ranks,
-                          const char *const *sets)
+/* The time of `npusim collective --json` with args (NULL-terminated, at most 14) and --set sets. */
+static double cli_time_args(const char *const *args, const char *const *sets)
 {
-  const char *s[8] = {0};
+  const char *a[32] = {0};
   int n = 0;
-  for (int i = 0; sets[i]; i++) s[n++] = "--set", s[n++] = sets[i];
-  struct run_result r = ts_npusim("collective", "--op", op, "--algo", algo, "--bytes", bytes, "--ranks", ranks,
-                                  "--arch", arch, "--fidelity", "bulk", "--json", s[0], s[1], s[2], s[3], s[4],
-                                  s[5], s[6], s[7], NULL);
+  for (int i = 0; args[i]; i++) a[n++] = args[i];
+  for (int i = 0; sets && sets[i]; i++) a[n++] = "--set", a[n++] = sets[i];
+  cr_assert(n < 31);
+  struct run_result r = ts_npusim("collective", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10],
+                                  a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22],
+                                  a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
   const char *t = strstr(r.out, "\"time_s\": ");
   cr_assert(t != NULL, "%s", r.out);
   double v = strtod(t + strlen("\"time_s\": "), NULL);
   ts_run_free(&r);
   return v;
+}
+
+static double cli_time_on(const char *arch, const char *op, const char *algo, const char *bytes, const char *ranks,
+                          const char *const *sets)
+{
+  const char *args[] = {"--op", op, "--algo", algo, "--bytes", bytes, "--ranks", ranks, "--arch", arch, "--fidelity",
+                        "bulk", "--json", NULL};
+  return cli_time_args(args, sets);
 }
 
 static double cli_time(const char *op, const char *algo, const char *bytes, const char *ranks, const char *const *sets)
@@ -325,4 +335,37 @@ Test(features, an_nvls_all_reduce_runs_in_the_switch)
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "'nvls' cannot run allgather") != NULL, "%s", r.err);
   ts_run_free(&r);
+}
+
+/* A collective's time on dgx-a100 (2 nodes) over the ranks of `comm` ("0,8" or "0-15"), with one
+ * link share at every size (the curve's share follows each collective's own step size, which a
+ * phase of a hierarchical collective does not have apart). */
+static double dgx_time(const char *op, const char *algo, const char *bytes, const char *comm)
+{
+  const char *args[] = {"--op", op, "--algo", algo, "--bytes", bytes, "--comm", comm, "--arch", "dgx-a100",
+                        "--fidelity", "bulk", "--json", NULL},
+             *sets[] = {"cluster.nodes=2", "node.link.efficiency_curve=\"\"", NULL};
+  return cli_time_args(args, sets);
+}
+
+/*
+ * NCCL's multi-node all-gather and reduce-scatter cross the servers by columns: its rings, one
+ * per NIC, carry S / d per NIC (d = 8 ranks per server). On two DGX A100 nodes the hierarchical
+ * all-gather of S over 16 ranks is the all-gather of S / 8 between each rank and its
+ * counterpart in the other node, then the all-gather of S inside each node; the reduce-scatter
+ * the reverse: each takes the sum of its two phases run alone (within 2%), and the cross-node
+ * phase moves S / 16 through each NIC, not S / 2 (HCCL's decomposition, the Atlas presets').
+ */
+Test(features, nccl_allgather_and_reducescatter_cross_servers_by_columns)
+{
+  double S = 256.0 * 1024 * 1024;
+  double ag = dgx_time("allgather", "auto", "256MiB", "0-15"), rs = dgx_time("reducescatter", "auto", "256MiB", "0-15");
+  double inter_ag = dgx_time("allgather", "ring", "32MiB", "0,8"), inter_rs = dgx_time("reducescatter", "ring", "32MiB", "0,8");
+  double intra_ag = dgx_time("allgather", "ring", "256MiB", "0-7"), intra_rs = dgx_time("reducescatter", "ring", "256MiB", "0-7");
+  cr_expect(fabs(ag - (inter_ag + intra_ag)) <= 0.02 * ag, "all-gather %g s, phases %g + %g s", ag, inter_ag, intra_ag);
+  cr_expect(fabs(rs - (inter_rs + intra_rs)) <= 0.02 * rs, "reduce-scatter %g s, phases %g + %g s", rs, inter_rs,
+            intra_rs);
+  /* the cross-node phase: S / 16 through a 200 Gb/s NIC (25 GB/s), plus its latencies */
+  double nic = S / 16 / 25e9;
+  cr_expect(inter_ag > nic && inter_ag < 1.1 * nic, "cross-node all-gather %g s, S / 16 at 25 GB/s %g s", inter_ag, nic);
 }

@@ -56,6 +56,10 @@ static const struct {
     {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.etp=1"}},
     {DATA "tiny_moe.cfg", {"plan.tp=2", "plan.sp=true", "plan.ep=2", "plan.tp_overlap=\"mc2\""}},
     {DATA "tiny_moe.cfg", {"plan.recompute=\"full\"", "plan.recompute_method=\"block\"", "plan.recompute_layers=1"}},
+    {"scenarios/validation/fms_fsdp_llama2_7b.cfg", {NULL}},
+    {DATA "tiny.cfg", {"plan.fusion=\"eager\"", "plan.recompute=\"full\"", "plan.tp=2", "plan.sp=true"}},
+    {DATA "tiny.cfg", {"plan.fusion=\"eager\"", "model.activation=\"gelu\"", "model.norm=\"layernorm\""}},
+    {DATA "tiny_moe.cfg", {"plan.fusion=\"eager\""}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -113,6 +117,47 @@ Test(expand, every_call_of_every_case_is_valid)
       wl_kernel_label(&p->kernels[k], label, sizeof label);
       cr_expect_eq(rc, 0, "case %zu (%s): kernel %s: %s", c, cases[c].file, label, msg);
     }
+    wl_program_destroy(p);
+    wl_job_release(&job);
+  }
+}
+
+/* The eltwise kernels among the items of segment k. */
+static int eltwise_items(const struct wl_program *p, enum wl_seg_kind k)
+{
+  int n = 0;
+  for (int i = p->seg[k].first_item; i < p->seg[k].first_item + p->seg[k].nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    char label[512];
+    if (it->coll) continue;
+    wl_kernel_label(&p->kernels[it->index], label, sizeof label);
+    n += strncmp(label, "eltwise ", 8) == 0;
+  }
+  return n;
+}
+
+/* plan.fusion = eager: a dense Llama layer (RMSNorm, RoPE, SwiGLU) launches the recipes of
+ * docs/TRAINING.md: forward 2 x (residual add + 8 norm kernels) + 2 x 5 (RoPE on q and on k)
+ * + 2 (SiLU, multiply) + 1 (the attention output's copy) = 31; backward 2 x (1 + 13) + 2 x 6 + 3
+ * + 1 = 44; fused: none. With LayerNorm and GeLU (one PyTorch kernel each) only the residual
+ * adds, RoPE and the copy remain: 2 + 10 + 1 = 13 forward, 2 + 12 + 1 = 15 backward. */
+Test(expand, eager_modules_launch_their_recipes)
+{
+  const char *eager[] = {"plan.fusion=\"eager\"", "plan.pp=1", NULL}, *fused[] = {"plan.pp=1", NULL},
+             *ln[] = {"plan.fusion=\"eager\"", "plan.pp=1", "model.norm=\"layernorm\"", "model.activation=\"gelu\"", NULL};
+  const char *const *sets[] = {eager, fused, ln};
+  int want_f[] = {31, 0, 13}, want_b[] = {44, 0, 15};
+  for (int c = 0; c < 3; c++) {
+    struct wl_job job;
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    int n = 0;
+    while (sets[c][n]) n++;
+    cr_assert_eq(wl_job_load(&job, SRC DATA "tiny.cfg", sets[c], n, &d), 0, "%s", d.msg);
+    struct wl_program *p = wl_program_expand(&job);
+    cr_expect_eq(eltwise_items(p, WL_SEG_LAYER_F), want_f[c], "case %d: forward %d", c, eltwise_items(p, WL_SEG_LAYER_F));
+    cr_expect_eq(eltwise_items(p, WL_SEG_LAYER_BI), want_b[c], "case %d: backward %d", c,
+                 eltwise_items(p, WL_SEG_LAYER_BI));
     wl_program_destroy(p);
     wl_job_release(&job);
   }
