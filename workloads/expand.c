@@ -673,10 +673,13 @@ static void attn_core_std(struct wl_program *j, const struct shape *s, bool rc)
 }
 
 /* With context parallelism a rank's queries (s / cp, in balanced causal chunks) meet every key:
- * the work of cp causal blocks of s / cp, costed as FlashAttention over a batch cp times larger. */
+ * the work of cp causal blocks of s / cp, costed as FlashAttention over a batch cp times larger.
+ * Packed documents (model.doc_len) are attended alone, each split over CP the same way: cp
+ * blocks of doc_len / cp per document. */
 static struct op_call attn_flash_call(const struct wl_program *j, const struct shape *s)
 {
-  return flash_call(s->b * j->plan.cp, s->a / s->t, s->g / s->t, s->s, s->d, s->dt);
+  int docs = j->model.seq_len / wl_model_attn_len(&j->model);
+  return flash_call((int64_t)s->b * j->plan.cp * docs, s->a / s->t, s->g / s->t, s->s / docs, s->d, s->dt);
 }
 
 static void attention_fwd(struct wl_program *j, const struct shape *s, bool rc)

@@ -60,6 +60,10 @@ static const struct npu_param params[] = {
          "sandwich norm: a norm on each sublayer's output before the residual add as well as on its input "
          "(Pangu Ultra)"),
     NPU_PARAM_BOOL("model.qk_norm", qk_norm, "false", "a norm on each head's query and key before attention (Qwen3)"),
+    NPU_PARAM_INT("model.doc_len", doc_len, "0", NPU_PF_NONNEG,
+        "packed sequences: tokens per document, each sequence seq_len / doc_len documents whose attention is masked "
+        "to their own tokens (Megatron --reset-attention-mask, FlashAttention's varlen kernels: costed document by "
+        "document); 0: one document per sequence"),
     NPU_PARAM_INT("model.mla.q_lora_rank", mla.q_lora_rank, "0", NPU_PF_NONNEG,
         "MLA query compression rank (W_dq, a norm, W_uq); 0: queries projected directly"),
     NPU_PARAM_INT("model.mla.kv_lora_rank", mla.kv_lora_rank, "0", NPU_PF_NONNEG,
@@ -202,6 +206,9 @@ int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *di
   if (!wl_model_is_mla(m) && !m->head_dim && m->hidden % m->heads)
     return npu_cfg_fail(cfg, diag, "model.heads", "hidden %d is not a multiple of %d heads (set model.head_dim)",
                         m->hidden, m->heads);
+  if (m->doc_len && (m->doc_len > m->seq_len || m->seq_len % m->doc_len))
+    return npu_cfg_fail(cfg, diag, "model.doc_len", "documents of %d tokens do not pack a sequence of %d",
+                        m->doc_len, m->seq_len);
   if (m->moe.experts) {
     if (!m->moe.top_k || m->moe.top_k > m->moe.experts)
       return npu_cfg_fail(cfg, diag, "model.moe.top_k", "an MoE model routes each token to 1..%d experts, got %d",
@@ -226,6 +233,11 @@ int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *di
     return npu_cfg_fail(cfg, diag, "model.moe.experts", "MoE keys are set but model.moe.experts is 0");
   }
   return 0;
+}
+
+int wl_model_attn_len(const struct wl_model *m)
+{
+  return m->doc_len ? m->doc_len : m->seq_len;
 }
 
 bool wl_model_is_mla(const struct wl_model *m)
@@ -354,7 +366,7 @@ double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half)
   int qh, qk, vd;
   wl_model_attn_shape(m, &qh, NULL, &qk, &vd);
   /* per token, layer and query head: QK^T 2 seq qk, PV 2 seq v; backward twice the forward */
-  double attn = 6.0 * m->layers * (double)m->seq_len * qh * (double)(qk + vd);
+  double attn = 6.0 * m->layers * (double)wl_model_attn_len(m) * qh * (double)(qk + vd);
   if (causal_half) attn /= 2;
   return tokens * (6 * mat + attn);
 }

@@ -57,6 +57,8 @@ struct wl_model {
   bool sandwich_norm;       /* a norm on each sublayer's output too, before the residual add
                                (Pangu Ultra's depth-scaled sandwich norm): 4 norms per layer */
   bool qk_norm;             /* a norm on each head's query and key (Qwen3): weights of head_dim */
+  int doc_len;              /* packed sequences: tokens per document, attention masked per
+                               document (FlashAttention varlen); 0: one document per sequence */
   /* multi-head latent attention (DeepSeek-V2/V3), on when kv_lora_rank > 0. Queries: x W_dq
    * (h -> q_lora_rank), norm, W_uq (-> heads x (nope + rope)), or x W_q directly when
    * q_lora_rank = 0; keys and values: x W_dkv (h -> kv_lora_rank + rope, the rope part a key
@@ -91,6 +93,9 @@ struct wl_model {
     char sub[WL_NSUBST][48];
   } kernels;
 };
+
+/* Tokens one query attends over: the document's (model.doc_len) or the sequence's. */
+int wl_model_attn_len(const struct wl_model *m);
 
 /* The i-th operator of WL_SUBST_OPS (0 <= i < WL_NSUBST). */
 const char *wl_model_subst_op(int i);

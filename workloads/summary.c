@@ -306,6 +306,7 @@ static long long c_sp(const void *x, int i) { (void)i; return J(x)->plan.sp ? 1 
 static long long c_ep(const void *x, int i) { (void)i; return J(x)->plan.ep; }
 static long long c_etp(const void *x, int i) { (void)i; return J(x)->plan.etp; }
 static long long c_seq(const void *x, int i) { (void)i; return J(x)->model.seq_len; }
+static long long c_doc(const void *x, int i) { (void)i; return wl_model_attn_len(&J(x)->model); }
 static const char *c_dtype(const void *x, int i)
 {
   (void)i;
@@ -410,6 +411,8 @@ static const struct rpt_column columns[] = {
     {"ep", RPT_INT, "", "expert-parallel size (plan.ep; 1 for dense models)", .integer = c_ep},
     {"etp", RPT_INT, "", "expert tensor-parallel size (plan.etp, resolved)", .integer = c_etp},
     {"seq_len", RPT_INT, "tokens", "sequence length (model.seq_len)", .integer = c_seq},
+    {"doc_len", RPT_INT, "tokens", "tokens a query attends over: model.doc_len of packed documents, else seq_len",
+     .integer = c_doc},
     {"dtype", RPT_STRING, "text", "training precision (plan.dtype)", .text = c_dtype},
     {NULL},
 };

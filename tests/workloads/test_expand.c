@@ -60,6 +60,7 @@ static const struct {
     {DATA "tiny.cfg", {"plan.fusion=\"eager\"", "plan.recompute=\"full\"", "plan.tp=2", "plan.sp=true"}},
     {DATA "tiny.cfg", {"plan.fusion=\"eager\"", "model.activation=\"gelu\"", "model.norm=\"layernorm\""}},
     {DATA "tiny_moe.cfg", {"plan.fusion=\"eager\""}},
+    {DATA "tiny.cfg", {"model.doc_len=256", "plan.pp=1", "plan.cp=2"}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -158,6 +159,43 @@ Test(expand, eager_modules_launch_their_recipes)
     cr_expect_eq(eltwise_items(p, WL_SEG_LAYER_F), want_f[c], "case %d: forward %d", c, eltwise_items(p, WL_SEG_LAYER_F));
     cr_expect_eq(eltwise_items(p, WL_SEG_LAYER_BI), want_b[c], "case %d: backward %d", c,
                  eltwise_items(p, WL_SEG_LAYER_BI));
+    wl_program_destroy(p);
+    wl_job_release(&job);
+  }
+}
+
+/* The label of the first flash_attention kernel of p, or "". */
+static const char *flash_label(const struct wl_program *p, char *label, size_t n)
+{
+  label[0] = '\0';
+  for (int k = 0; k < p->nkernels; k++) {
+    wl_kernel_label(&p->kernels[k], label, n);
+    if (strncmp(label, "flash_attention ", 16) == 0) return label;
+  }
+  label[0] = '\0';
+  return label;
+}
+
+/* model.doc_len: each sequence of 1024 is 4 documents of 256, attended alone: FlashAttention
+ * over a batch 4 times larger of sequences of 256; with cp 2 each document's queries split in
+ * two blocks of 128 against its keys (batch 2 x 4 x 2 = 16 of 128). */
+Test(expand, packed_documents_are_attended_one_by_one)
+{
+  const char *one[] = {"model.doc_len=256", "plan.pp=1", "plan.micro_batch=2", NULL},
+             *cp[] = {"model.doc_len=256", "plan.pp=1", "plan.cp=2", "plan.micro_batch=2", NULL};
+  const char *const *sets[] = {one, cp};
+  const char *want[] = {"batch=8 ", "batch=16 "}, *seq[] = {"seq=256 ", "seq=128 "};
+  for (int c = 0; c < 2; c++) {
+    struct wl_job job;
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    int n = 0;
+    while (sets[c][n]) n++;
+    cr_assert_eq(wl_job_load(&job, SRC DATA "tiny.cfg", sets[c], n, &d), 0, "%s", d.msg);
+    struct wl_program *p = wl_program_expand(&job);
+    char label[512];
+    flash_label(p, label, sizeof label);
+    cr_expect(strstr(label, want[c]) && strstr(label, seq[c]), "case %d: %s", c, label);
     wl_program_destroy(p);
     wl_job_release(&job);
   }

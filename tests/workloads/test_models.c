@@ -424,6 +424,8 @@ Test(models, checks_refuse_inconsistent_mla_and_moe_keys, .timeout = 30)
       {"mixtral-8x7b", "model.moe.top_groups=2", "model.moe.top_groups"},
       {"mixtral-8x7b", "model.moe.score=tanh", "model.moe.score"},
       {"mixtral-8x7b", "model.moe.layer_freq=0", "model.moe.layer_freq"},
+      {"llama2-7b", "model.doc_len=3000", "model.doc_len"},
+      {"llama2-7b", "model.doc_len=8192", "model.doc_len"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *sets[] = {bad[i].set, NULL};
@@ -436,4 +438,21 @@ Test(models, checks_refuse_inconsistent_mla_and_moe_keys, .timeout = 30)
               bad[i].key);
     npu_cfg_destroy(cfg);
   }
+}
+
+/* Packed documents (model.doc_len): the attention-score term of the model FLOPs is per document,
+ * 12 s l h of it becoming 12 doc_len l h per token (Llama 2 7B: s 4096, doc_len 1024); the
+ * matmuls do not change. */
+Test(models, packed_documents_attend_per_document, .timeout = 30)
+{
+  struct npu_cfg *cfg;
+  struct wl_model m;
+  load_preset("llama2-7b", &cfg, &m);
+  double whole = wl_model_flops(&m, 1, false), l = m.layers, h = m.hidden, s = m.seq_len;
+  npu_cfg_destroy(cfg);
+  const char *docs[] = {"model.doc_len=1024", NULL};
+  load_ok("llama2-7b", docs, &cfg, &m);
+  cr_assert_eq(wl_model_attn_len(&m), 1024);
+  tw_close(whole - wl_model_flops(&m, 1, false), 12 * (s - 1024) * l * h, 1e-12, "attention over 1024, not 4096");
+  npu_cfg_destroy(cfg);
 }

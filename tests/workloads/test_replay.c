@@ -226,6 +226,8 @@ Test(replay, bad_plans_name_their_keys)
   expect_error(SETS("plan.zero_shard=8"), "plan.zero_shard"); /* pp 2: dp x cp is 4 */
   expect_error(SETS("plan.zero=0", "plan.pp=1", "plan.zero_shard=4"), "plan.zero_shard");
   expect_error(SETS("plan.grad_reduce_dtype=fp8"), "plan.grad_reduce_dtype");
+  expect_error(SETS("model.doc_len=128", "plan.cp=2", "plan.pp=1"), "model.doc_len"); /* 64-token blocks */
+  expect_error(SETS("plan.fusion=jit"), "plan.fusion");
 }
 
 Test(replay, zero3_gathers_parameters_layer_by_layer)
