@@ -123,6 +123,17 @@ Test(expand, every_call_of_every_case_is_valid)
   }
 }
 
+/* The expansion of tests/workloads/data/tiny.cfg with sets (NULL-terminated) into job. */
+static struct wl_program *tiny_expanded(struct wl_job *job, const char *const *sets)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  int n = 0;
+  while (sets[n]) n++;
+  cr_assert_eq(wl_job_load(job, SRC DATA "tiny.cfg", sets, n, &d), 0, "%s", d.msg);
+  return wl_program_expand(job);
+}
+
 /* The eltwise kernels among the items of segment k. */
 static int eltwise_items(const struct wl_program *p, enum wl_seg_kind k)
 {
@@ -150,12 +161,7 @@ Test(expand, eager_modules_launch_their_recipes)
   int want_f[] = {31, 0, 13}, want_b[] = {44, 0, 15};
   for (int c = 0; c < 3; c++) {
     struct wl_job job;
-    struct npu_diag d;
-    npu_diag_clear(&d);
-    int n = 0;
-    while (sets[c][n]) n++;
-    cr_assert_eq(wl_job_load(&job, SRC DATA "tiny.cfg", sets[c], n, &d), 0, "%s", d.msg);
-    struct wl_program *p = wl_program_expand(&job);
+    struct wl_program *p = tiny_expanded(&job, sets[c]);
     cr_expect_eq(eltwise_items(p, WL_SEG_LAYER_F), want_f[c], "case %d: forward %d", c, eltwise_items(p, WL_SEG_LAYER_F));
     cr_expect_eq(eltwise_items(p, WL_SEG_LAYER_BI), want_b[c], "case %d: backward %d", c,
                  eltwise_items(p, WL_SEG_LAYER_BI));
@@ -187,12 +193,7 @@ Test(expand, packed_documents_are_attended_one_by_one)
   const char *want[] = {"batch=8 ", "batch=16 "}, *seq[] = {"seq=256 ", "seq=128 "};
   for (int c = 0; c < 2; c++) {
     struct wl_job job;
-    struct npu_diag d;
-    npu_diag_clear(&d);
-    int n = 0;
-    while (sets[c][n]) n++;
-    cr_assert_eq(wl_job_load(&job, SRC DATA "tiny.cfg", sets[c], n, &d), 0, "%s", d.msg);
-    struct wl_program *p = wl_program_expand(&job);
+    struct wl_program *p = tiny_expanded(&job, sets[c]);
     char label[512];
     flash_label(p, label, sizeof label);
     cr_expect(strstr(label, want[c]) && strstr(label, seq[c]), "case %d: %s", c, label);
