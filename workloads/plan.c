@@ -97,6 +97,11 @@ static const struct npu_param params[] = {
     NPU_PARAM_BOOL("plan.fp8_moe_act_input", fp8_moe_act_input, "false",
                    "with plan.dtype = fp8: the routed experts keep their activation's input (the first projection's "
                    "output) in fp8 for the backward, not in the training precision (DeepSeek-V3 report, Low-Precision Storage)"),
+    NPU_PARAM_BOOL("plan.fp8_dispatch", fp8_dispatch, "false",
+                   "with plan.dtype = fp8 and MoE layers: the dispatch all-to-all and, in the backward, the "
+                   "gradient sent to the experts travel in fp8 with a scale per 128 elements, the combine and the "
+                   "gradient sent back in bf16 (DeepSeek-V3 report, Low-Precision Communication; DeepEP's fp8 "
+                   "dispatch)"),
     NPU_PARAM_ENUM("plan.tp_overlap", tp_overlap, "none", tp_overlap_names,
          "TP collectives overlapped with the GEMMs that produce or consume them: none (exposed), megatron "
          "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers on GPUs), mc2 (MindSpeed "
@@ -131,6 +136,11 @@ bool wl_plan_zero3(const struct wl_plan *p)
 int wl_plan_shard(const struct wl_plan *p)
 {
   return p->zero_shard ? p->zero_shard : p->dp * p->cp;
+}
+
+double wl_plan_a2a_bytes(const struct wl_plan *p, int which)
+{
+  return p->fp8_dispatch && (which == 0 || which == 2) ? 1 + 4.0 / 128 : 2;
 }
 
 double wl_plan_grad_reduce_bytes(const struct wl_plan *p)
@@ -419,6 +429,9 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.fp8_moe_act_input",
                         "keeping the experts' activation input in fp8 needs fp8 training (plan.dtype = \"fp8\") and an "
                         "MoE model");
+  if (p->fp8_dispatch && (p->dtype != WL_DTYPE_FP8 || m->moe.experts <= 1))
+    return npu_cfg_fail(cfg, diag, "plan.fp8_dispatch",
+                        "an fp8 dispatch needs fp8 training (plan.dtype = \"fp8\") and an MoE model");
   if (p->recompute != WL_RECOMPUTE_FULL && (p->recompute_layers || p->recompute_method != WL_RCM_UNIFORM))
     return npu_cfg_fail(cfg, diag, p->recompute_layers ? "plan.recompute_layers" : "plan.recompute_method",
                         "which layers to recompute needs plan.recompute = \"full\"");

@@ -105,6 +105,7 @@ struct wl_plan {
   unsigned rc_modules;      /* its enum wl_rc_module bits (wl_plan_finish); 0: core_attn */
   int optimizer_moments;    /* Adam's moments: 0 fp32, 1 bf16 (plan.optimizer_moments) */
   bool fp8_moe_act_input;   /* the routed experts keep their activation's input in fp8 */
+  bool fp8_dispatch;        /* MoE dispatch (and its transposed gradient) sent in fp8 */
   int zero_shard;           /* data-parallel ranks a ZeRO shard spans (hybrid sharding: PyTorch
                                HYBRID_SHARD, DeepSpeed MiCS); 0: dp x cp (wl_plan_shard) */
   int grad_reduce;          /* the gradient reduction's type: 0 fp32 (main_grad), 1 bf16 */
@@ -146,6 +147,10 @@ bool wl_plan_zero3(const struct wl_plan *p);
  * sharding). With fewer, the shard groups are consecutive in the data-parallel group and their
  * counterparts (the replicas) all-reduce the gradient shards between them. */
 int wl_plan_shard(const struct wl_plan *p);
+/* Bytes per hidden element of MoE all-to-all `which` (0 dispatch, 1 combine, 2 the combine's
+ * gradient, 3 the dispatch's gradient): 2 (bf16), or with plan.fp8_dispatch 1 + 4/128 (fp8 with
+ * an fp32 scale per 128) for the dispatch and the combine's gradient. */
+double wl_plan_a2a_bytes(const struct wl_plan *p, int which);
 /* Bytes per parameter of the data-parallel gradient reduction: 4 (fp32) or 2 (bf16). */
 double wl_plan_grad_reduce_bytes(const struct wl_plan *p);
 /* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */

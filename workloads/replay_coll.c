@@ -298,7 +298,7 @@ int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, i
   NPU_ASSERT(rt != NULL);
   int E = r->E;
   /* dispatch sends rows to the experts' ranks, combine sends them back: the transpose */
-  double copy = r->job->model.hidden * 2.0, *m = npu_xmalloc((size_t)E * E * sizeof *m);
+  double copy = r->job->model.hidden * wl_plan_a2a_bytes(p, which), *m = npu_xmalloc((size_t)E * E * sizeof *m);
   bool back = which == 1 || which == 3;
   for (int i = 0; i < E; i++)
     for (int k = 0; k < E; k++) m[(size_t)i * E + k] = copy * (back ? rt->matrix[(size_t)k * E + i] : rt->matrix[(size_t)i * E + k]);

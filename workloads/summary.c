@@ -57,6 +57,10 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", experts' activation input in fp8");
   }
+  if (p->fp8_dispatch) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", fp8 dispatch");
+  }
 }
 
 void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
