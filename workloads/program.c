@@ -151,7 +151,10 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
     if (!is_emb && !is_head) wl_layer_rank_params(p, layer, &params, &eparams); /* experts / ep on this rank */
     if (z3) {
       struct wl_step *g = add_step(st, WL_STEP_GATHER, WL_CAT_DP, half);
-      g->u.gather.params = params + eparams * pl->ep / (pl->dp * pl->cp); /* experts: over their own group */
+      /* the routed experts gather over their own group (e = dp x cp / ep ranks), posted as part of
+       * the DP group's (dpn ranks): per rank the same bytes received, eparams (e - 1) / e */
+      double dpn = (double)pl->dp * pl->cp, e = dpn / pl->ep;
+      g->u.gather.params = params + (eparams > 0 ? eparams * (e - 1) / e * dpn / (dpn - 1) : 0);
       g->u.gather.piece = q;
       g->u.gather.next = q + 1 < np;
     }

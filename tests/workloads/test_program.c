@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "workloads/expand.h"
 #include "workloads/isolate.h"
 #include "tests/workloads/helpers.h"
 #include "workloads/job.h"
@@ -110,4 +111,37 @@ Test(program, zero3_reduce_scatters_every_micro_batch, .timeout = 60)
     wl_program_destroy(p);
     wl_job_release(&job);
   }
+}
+
+/* ZeRO-3 with expert parallelism: each piece's gather brings a rank what it lacks of its dense
+ * parameters from the DP group (n ranks: (n - 1) / n of them) and of its routed experts from their
+ * own data-parallel group (e = n / ep ranks: (e - 1) / e), posted as one gather over the DP group:
+ * a forward slot's gathers times (n - 1) / n add up to those bytes. tiny_moe: ep 4, dp 8. */
+Test(program, zero3_gathers_experts_over_their_own_group, .timeout = 60)
+{
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny_moe.cfg", (const char *const[]){"plan.zero=3", "plan.pp=1", "plan.dp=8"}, 3);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_program *p;
+  cr_assert_eq(wl_program_create(&p, &job, &d), 0, "%s", d.msg);
+  double n = 8, e = n / 4, want = 0;
+  for (int l = 0; l < job.model.layers; l++) {
+    double dense, expert;
+    wl_layer_rank_params(p, l, &dense, &expert);
+    want += dense * (n - 1) / n + expert * (e - 1) / e;
+  }
+  want += 2 * (double)job.model.vocab * job.model.hidden * (n - 1) / n + job.model.hidden * (n - 1) / n; /* embedding, head */
+  const struct wl_prog_stage *st = &p->stages[0];
+  double got = -1;
+  for (size_t i = 0; i < st->nslots && got < 0; i++) {
+    if (st->slots[i].slot.phase != WL_PH_F) continue;
+    const struct wl_step_list *li = &st->lists[st->slots[i].list];
+    got = 0;
+    for (int k = li->first; k < li->first + li->n; k++)
+      if (st->steps[k].kind == WL_STEP_GATHER) got += st->steps[k].u.gather.params * (n - 1) / n;
+  }
+  cr_expect(fabs(got - want) <= 1e-9 * want, "a forward slot gathers %g parameters' worth, want %g", got, want);
+  wl_program_destroy(p);
+  wl_job_release(&job);
 }
