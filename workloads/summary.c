@@ -37,6 +37,18 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", %d chunks per stage", p->vpp);
   }
+  if (p->zero >= 1 && wl_plan_shard(p) < p->dp * p->cp) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", hybrid sharding in groups of %d", wl_plan_shard(p));
+  }
+  if (p->grad_reduce) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", gradients reduced in bf16");
+  }
+  if (p->fusion == WL_FUSION_EAGER) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, ", eager modules");
+  }
   if (p->etp != p->tp) {
     size_t l = strlen(buf);
     snprintf(buf + l, n - l, ", expert TP %d", p->etp);
