@@ -76,8 +76,8 @@ struct vcase {
   "npusim is fast on both hybrid-sharded rows, the more so the smaller the step (7B, 2 sequences per GPU: +14%; "   \
   "13B, 1: +31%), while the fully sharded 34B and 70B rows of the same table are within 5%. Not a per-token cost: " \
   "the 13B row misses 14 ms per layer and micro-batch against the 7B's 9 ms, on fewer tokens. Per 13B layer the "   \
-  "shards' all-reduce between the 16 nodes moves 150 MB through each 50 Gb/s NIC share, 24 ms against about 20 ms "  \
-  "of backward compute: the step is at the edge of being network-bound, where a RoCE network in virtual machines "   \
+  "shards' all-reduce between the 16 nodes moves 150 MB through each 50 Gb/s NIC share, about 25 ms at 0.96 of "    \
+  "the line rate against about 20 ms of backward compute (by bytes and FLOPs, not a run's breakdown): the step is at the edge of being network-bound, where a RoCE network in virtual machines "   \
   "short of its nominal 400 Gb/s per node shows directly; FSDP's per-unit host work (hooks, the all-gather rate "   \
   "limiter) and fms's heavier fp32 RoPE are not modelled either"
 
@@ -166,7 +166,7 @@ static const struct vcase cases[] = {
      .why = "faster than a figure that is a lower bound of the step's rate: 180K GPU hours per trillion tokens "
             "average the whole pre-training run (batch ramp, restarts, evaluation, the MTP module's extra layer and "
             "head, none modelled). The predicted step is set by the all-to-alls across nodes (with an IB 10 times "
-            "faster it halves), so it moves with the EP traffic: the fp8 dispatch (in) took it from 21.3 to 16.9 s, "
+            "faster it is 10.5 s), so it moves with the EP traffic: the fp8 dispatch (in) took it from 21.3 to 16.9 s, "
             "DeepEP's node-limited forwarding (not in) would cut the IB bytes further"},
     {"mixtral-8x7b 32k cp2 910b tokens/s per NPU", "mindspeed_mixtral_8x7b_32k.cfg", {NULL}, M_TOKENS_DEV, 706,
      "MindSpeed-LLM README, branch 1.0.RC3 (7acd2296), long-sequence table", .set = "MindSpeed-LLM MoE (910B)",

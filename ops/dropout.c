@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "formats/formats.h"
 #include "ops/ops_int.h"
+#include "ops/vecutil.h"
 
 #define TILE 8192u /* elements per tile (fp32: in the x slot itself) */
 
@@ -49,24 +50,10 @@ static uint32_t esz(enum npu_dtype t)
 
 static void d_begin(struct core_tp *t, void *ctx)
 {
-  const struct drop *d = ctx;
-  for (int b = 0; b < 2; b++) {
-    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
-  }
-  (void)d;
+  ops_stream2_begin(t, ctx);
   struct core_vec z = {.op = CORE_VEC_DUP, .dtype = NPU_DT_FP32, .dst_dtype = NPU_DT_FP32, .repeat = 1,
                        .dst_blk = 1, .dst_rep = 8, .mask = {~0ull, 0}, .dst = UB_ZERO};
   core_vec(t, &z);
-}
-
-static void d_end(struct core_tp *t, void *ctx)
-{
-  (void)ctx;
-  for (int b = 0; b < 2; b++) {
-    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
-  }
 }
 
 static void d_block(struct core_tp *t, void *ctx, uint64_t blk)
@@ -156,7 +143,7 @@ static void setup(void *p, struct op_exec *x)
       if (op_rand(x) >= d->p) bits[i / 8] |= (uint8_t)(1u << (i % 8));
   }
   struct core_kernel k = {.name = "dropout", .mode = CORE_MODE_VECTOR, .block_dim = d->cores, .nblocks = d->blocks,
-                          .ctx = d, .unit_begin = d_begin, .unit_end = d_end, .block = d_block};
+                          .ctx = d, .unit_begin = d_begin, .unit_end = ops_stream2_end, .block = d_block};
   op_kernel(x, &k);
 }
 

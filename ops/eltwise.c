@@ -27,6 +27,7 @@
 #include "common/err.h"
 #include "formats/formats.h"
 #include "ops/ops_int.h"
+#include "ops/vecutil.h"
 
 #define TILE 2048u /* elements per tile */
 
@@ -65,24 +66,6 @@ static uint32_t esz(enum npu_dtype t)
 #define UB_T(k) (UB_A(k) + 32768u)
 #define UB_Y(k) (UB_A(k) + 40960u)
 #define UB_NEED (2u * 49152u)
-
-static void e_begin(struct core_tp *t, void *ctx)
-{
-  (void)ctx;
-  for (int k = 0; k < 2; k++) {
-    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, k);
-    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, k);
-  }
-}
-
-static void e_end(struct core_tp *t, void *ctx)
-{
-  (void)ctx;
-  for (int k = 0; k < 2; k++) {
-    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, k);
-    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, k);
-  }
-}
 
 /* One vector instruction over `reps` repeats of 64 fp32 elements: dst = op(s0, s1) (scalar for
  * the scalar forms). */
@@ -203,7 +186,7 @@ static void setup(void *p, struct op_exec *x)
   if (fn_inputs[e->fn] == 2) e->b = op_tensor(x, "b", e->in, e->n, OP_INIT_UNIFORM)->addr;
   e->y = op_tensor(x, "y", e->out, e->fn == FN_SUM64 ? e->n / 64 : e->n, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "eltwise", .mode = CORE_MODE_VECTOR, .block_dim = e->cores, .nblocks = e->blocks,
-                          .ctx = e, .unit_begin = e_begin, .unit_end = e_end, .block = e_block};
+                          .ctx = e, .unit_begin = ops_stream2_begin, .unit_end = ops_stream2_end, .block = e_block};
   op_kernel(x, &k);
 }
 

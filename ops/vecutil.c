@@ -22,7 +22,7 @@ static uint32_t es_of(enum npu_dtype t)
   return (uint32_t)npu_dtype_bits(t) / 8;
 }
 
-static void s_begin(struct core_tp *t, void *ctx)
+void ops_stream2_begin(struct core_tp *t, void *ctx)
 {
   (void)ctx;
   for (int i = 0; i < 2; i++) {
@@ -31,7 +31,7 @@ static void s_begin(struct core_tp *t, void *ctx)
   }
 }
 
-static void s_end(struct core_tp *t, void *ctx)
+void ops_stream2_end(struct core_tp *t, void *ctx)
 {
   (void)ctx;
   for (int i = 0; i < 2; i++) {
@@ -94,7 +94,7 @@ static void add(struct op_exec *x, struct stream *s, const char *name)
   int cores = chip->org == ARCH_ORG_SPLIT ? chip->aiv_count : chip->aic_count;
   s->dim = blocks < (uint64_t)cores ? (int)blocks : cores;
   struct core_kernel k = {.name = name, .mode = CORE_MODE_VECTOR, .block_dim = s->dim,
-                          .nblocks = blocks, .ctx = s, .unit_begin = s_begin, .unit_end = s_end,
+                          .nblocks = blocks, .ctx = s, .unit_begin = ops_stream2_begin, .unit_end = ops_stream2_end,
                           .block = s_block};
   op_kernel(x, &k);
 }

@@ -575,18 +575,27 @@ static const struct ew_step add_1[] = {{"add", false, false, EW_N}};
 /* A copy of the same size (transpose(1, 2).contiguous() of the attention output). */
 static const struct ew_step copy_1[] = {{"cast", false, false, EW_N}};
 
-#define EW(a) (a), (int)(sizeof(a) / sizeof((a)[0]))
+/* A module's forward and backward recipes. */
+struct ew_module {
+  const struct ew_step *f, *b;
+  int nf, nb;
+};
+#define EW_MODULE(fw, bw) {(fw), (bw), (int)(sizeof(fw) / sizeof((fw)[0])), (int)(sizeof(bw) / sizeof((bw)[0]))}
+static const struct ew_module ew_rmsnorm = EW_MODULE(rmsnorm_f, rmsnorm_b), ew_rope = EW_MODULE(rope_f, rope_b),
+                              ew_swiglu = EW_MODULE(swiglu_f, swiglu_b), ew_add = EW_MODULE(add_1, add_1),
+                              ew_copy = EW_MODULE(copy_1, copy_1);
 
 static bool eager(const struct wl_program *j)
 {
   return j->plan.fusion == WL_FUSION_EAGER;
 }
 
-/* The kernels of recipe st[0 .. ns-1] on a tensor of n elements in r rows. */
-static void ew_emit(struct wl_program *j, const struct shape *s, bool rc, const struct ew_step *st, int ns, int64_t n,
-                    int64_t r)
+/* The kernels of module md's forward, or (bwd) backward, on a tensor of n elements in r rows. */
+static void ew_emit(struct wl_program *j, const struct shape *s, bool rc, const struct ew_module *md, bool bwd,
+                    int64_t n, int64_t r)
 {
-  for (int i = 0; i < ns; i++) {
+  const struct ew_step *st = bwd ? md->b : md->f;
+  for (int i = 0; i < (bwd ? md->nb : md->nf); i++) {
     int64_t m = st[i].size == EW_N ? n : st[i].size == EW_R ? r : n / 2;
     struct op_call c;
     op_call_init(&c, "eltwise");
@@ -594,7 +603,7 @@ static void ew_emit(struct wl_program *j, const struct shape *s, bool rc, const 
     op_call_choice(&c, "fn", st[i].fn);
     op_call_dtype(&c, "in", st[i].in32 ? NPU_DT_FP32 : s->dt);
     op_call_dtype(&c, "out", st[i].out32 ? NPU_DT_FP32 : s->dt);
-    kern(j, WL_CAT_VEC, rc, &c);
+    kern(j, WL_CAT_VEC, rc && !bwd, &c);
   }
 }
 
@@ -616,11 +625,10 @@ static bool eager_norm(struct wl_program *j, const struct shape *s, bool rc, boo
 {
   if (!eager(j)) return false;
   int64_t n = (int64_t)s->Tn * s->h;
-  if (*fused) ew_emit(j, s, rc, EW(add_1), n, s->Tn);
+  if (*fused) ew_emit(j, s, rc, &ew_add, bwd, n, s->Tn);
   *fused = false;
   if (j->model.norm != WL_NORM_RMS) return false;
-  if (bwd) ew_emit(j, s, rc, EW(rmsnorm_b), n, s->Tn);
-  else ew_emit(j, s, rc, EW(rmsnorm_f), n, s->Tn);
+  ew_emit(j, s, rc, &ew_rmsnorm, bwd, n, s->Tn);
   return true;
 }
 
@@ -744,11 +752,7 @@ static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
 static void activation(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
 {
   if (j->model.act == WL_ACT_SWIGLU && eager(j)) {
-    int64_t n = (int64_t)s->T * (s->f / s->t);
-    if (bwd)
-      ew_emit(j, s, false, EW(swiglu_b), n, s->T);
-    else
-      ew_emit(j, s, rc, EW(swiglu_f), n, s->T);
+    ew_emit(j, s, rc, &ew_swiglu, bwd, (int64_t)s->T * (s->f / s->t), s->T);
     return;
   }
   if (j->model.act == WL_ACT_SWIGLU) {
@@ -769,13 +773,7 @@ static void rope(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
   if (j->model.pos != WL_POS_ROPE) return;
   if (eager(j)) { /* q and k apart */
     int64_t heads[2] = {s->a / s->t, s->g / s->t};
-    for (int i = 0; i < 2; i++) {
-      int64_t n = (int64_t)s->T * heads[i] * s->d;
-      if (bwd)
-        ew_emit(j, s, false, EW(rope_b), n, s->T);
-      else
-        ew_emit(j, s, rc, EW(rope_f), n, s->T);
-    }
+    for (int i = 0; i < 2; i++) ew_emit(j, s, rc, &ew_rope, bwd, (int64_t)s->T * heads[i] * s->d, s->T);
     return;
   }
   struct op_call c = rope_call(s->T, (s->a + s->g) / s->t, s->d, s->dt);
@@ -898,7 +896,7 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
-  if (eager(j)) ew_emit(j, s, rc, EW(copy_1), (int64_t)s->T * (s->a / s->t) * s->d, s->T); /* to [T, a d] */
+  if (eager(j)) ew_emit(j, s, rc, &ew_copy, false, (int64_t)s->T * (s->a / s->t) * s->d, s->T); /* to [T, a d] */
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
   if (j->model.sandwich_norm) norm(j, s, rc, false); /* Pangu Ultra: a norm after the sublayer too */
@@ -992,7 +990,7 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
   }
   gemm_bwd(j, s, s->a * s->d / s->t, s->h);
   if (bi(s)) {
-    if (eager(j)) ew_emit(j, s, false, EW(copy_1), (int64_t)s->T * (s->a / s->t) * s->d, s->T);
+    if (eager(j)) ew_emit(j, s, false, &ew_copy, true, (int64_t)s->T * (s->a / s->t) * s->d, s->T);
     attention_bwd(j, s);
     cp_exchange(j, s, true);
     rope(j, s, false, true);
@@ -1331,12 +1329,12 @@ void wl_expand(struct wl_program *j)
   j->stage_params = npu_xcalloc((size_t)pp, sizeof *j->stage_params);
   j->stage_eparams = npu_xcalloc((size_t)pp, sizeof *j->stage_eparams);
   j->layer_params = wl_model_layer_params(&j->model, 0) / j->plan.tp;
-  double dpcp = wl_plan_shard(&j->plan), edp = dpcp / j->plan.ep; /* the ZeRO shard group */
+  double shard = wl_plan_shard(&j->plan), edp = shard / j->plan.ep; /* the ZeRO shard group */
   for (int st = 0; st < pp; st++) {
     j->stage_params[st] = stage_params(j, st, &j->stage_eparams[st]);
     /* ZeRO >= 1: dense master weights shard over dp x cp (or the shard group), experts over
      * their data-parallel group */
-    double n = j->plan.zero >= 1 ? j->stage_params[st] / dpcp + j->stage_eparams[st] / edp
+    double n = j->plan.zero >= 1 ? j->stage_params[st] / shard + j->stage_eparams[st] / edp
                                  : j->stage_params[st] + j->stage_eparams[st];
     j->optim[st].first_item = j->nitems;
     struct op_call c;

@@ -750,7 +750,7 @@ static void drive(void *arg)
     double now = npu_engine_clock();
     bool event = poll_network(r, &now);
     if (r->rc) break;
-    if (r->nchains) wl__pump_chains(r, now); /* a first phase may have ended */
+    if (event && r->nchains) wl__pump_chains(r, now); /* a first phase may have ended */
     run_timers(r, now);
     if (event) run_flow_waiters(r, now);
   }

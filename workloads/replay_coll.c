@@ -172,9 +172,7 @@ void wl__pump_chains(struct wl__replay *r, double now)
 {
   for (int c = 0; c < r->nchains && !r->rc;) {
     struct wl__shared *s = &r->sh.v[r->chains[c]];
-    bool ended = true;
-    for (int i = 0; s->first >= 0 && i < s->n && ended; i++) ended = ic_exec_done(r->x, s->first + i);
-    if (!ended) {
+    if (!wl__shared_first_done(s, r->x)) {
       c++;
       continue;
     }
@@ -199,13 +197,12 @@ void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double
   if (p->dp * p->cp < 2 || n <= 0) return;
   enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
   double bytes = n * wl_plan_grad_reduce_bytes(p);
-  int ng;
-  const struct ic_comm *groups = p->zero >= 1 ? shard_groups(r, rk->s, &ng) : &r->dpc[(size_t)rk->s * p->tp];
-  if (p->zero < 1) ng = p->tp;
+  int ng; /* without ZeRO there are no shard groups (wl_plan_finish): the DP groups */
+  const struct ic_comm *groups = shard_groups(r, rk->s, &ng);
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_BUCKET, (uint64_t)rk->s, 0, (uint64_t)rk->buckets++), op, bytes,
                       groups, ng, r->E, JOIN_DP, t, NULL);
   struct wl__shared *s = &r->sh.v[h];
-  if (r->nshard && p->zero >= 1 && !s->then_n) { /* the first member: chain the replicas' all-reduce */
+  if (r->nshard && !s->then_n) { /* the first member: chain the replicas' all-reduce */
     int g = wl_plan_shard(p);
     s->then_n = p->tp * g;
     s->then_op = IC_OP_ALLREDUCE;

@@ -69,18 +69,28 @@ int wl__shared_add(struct wl__shared_table *t, uint64_t key)
   return h;
 }
 
+/* Whether executor instances first .. first + n - 1 are all done. */
+static bool instances_done(struct ic_exec *x, int first, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (!ic_exec_done(x, first + i)) return false;
+  return true;
+}
+
+bool wl__shared_first_done(const struct wl__shared *s, struct ic_exec *x)
+{
+  return s->first < 0 || instances_done(x, s->first, s->n);
+}
+
 bool wl__shared_done(const struct wl__shared_table *t, int h, struct ic_exec *x)
 {
   const struct wl__shared *s = &t->v[h];
   if (s->formula_s >= 0 && s->n == 0 && s->members) /* a formula all-to-all */
     return s->joined >= s->members && npu_engine_clock() + EPS >= s->last_join + s->formula_s;
   if (s->first < 0) return true;
-  for (int i = 0; i < s->n; i++)
-    if (!ic_exec_done(x, s->first + i)) return false;
-  if (s->then_n && s->then_first < 0) return false; /* the second phase has not started */
-  for (int i = 0; s->then_n && i < s->then_n; i++)
-    if (!ic_exec_done(x, s->then_first + i)) return false;
-  return true;
+  if (!wl__shared_first_done(s, x)) return false;
+  if (!s->then_n) return true;
+  return s->then_first >= 0 && instances_done(x, s->then_first, s->then_n); /* not started: not done */
 }
 
 double wl__shared_end_s(const struct wl__shared_table *t, int h, const struct ic_exec *x)

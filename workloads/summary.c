@@ -4,6 +4,7 @@
 #include "workloads/summary.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,58 +22,41 @@ static const char *dtype_name(const struct wl_plan *p)
   return p->dtype == WL_DTYPE_FP16 ? "fp16" : "bf16";
 }
 
+/* Append printf-style text to the string in buf (n bytes), truncating. */
+static void appendf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t n, const char *fmt, ...)
+{
+  size_t l = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + l, l < n ? n - l : 0, fmt, ap);
+  va_end(ap);
+}
+
 static void plan_text(const struct wl_plan *p, char *buf, size_t n)
 {
   char rc[128];
   snprintf(rc, sizeof rc, "%s", (const char *[]){"none", "selective", "full"}[p->recompute]);
   if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_layers)
-    snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s, %d layers)",
-             p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform", p->recompute_layers);
-  if (p->recompute == WL_RECOMPUTE_SELECTIVE)
-    snprintf(rc + strlen(rc), sizeof rc - strlen(rc), " (%s)", wl_plan_recompute_modules(p));
+    appendf(rc, sizeof rc, " (%s, %d layers)", p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform",
+            p->recompute_layers);
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE) appendf(rc, sizeof rc, " (%s)", wl_plan_recompute_modules(p));
   snprintf(buf, n, "TP%d%s CP%d PP%d%s DP%d, %s, ZeRO-%d, recompute %s, micro-batch %d, global batch %d", p->tp,
            p->sp ? " (SP)" : "", p->cp, p->pp, p->vpp > 1 ? "" : "", p->dp, wl_schedule_name((enum wl_schedule)p->schedule),
            p->zero, rc, p->micro_batch, p->global_batch);
-  if (p->vpp > 1) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", %d chunks per stage", p->vpp);
-  }
-  if (p->zero >= 1 && wl_plan_shard(p) < p->dp * p->cp) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", hybrid sharding in groups of %d", wl_plan_shard(p));
-  }
-  if (p->grad_reduce) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", gradients reduced in bf16");
-  }
-  if (p->fusion == WL_FUSION_EAGER) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", eager modules");
-  }
-  if (p->etp != p->tp) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", expert TP %d", p->etp);
-  }
-  if (p->tp_overlap != WL_TPO_NONE) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
-  }
-  if (p->ep_overlap != WL_EPO_NONE) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
-  }
-  if (p->optimizer_moments) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", Adam moments in bf16");
-  }
-  if (p->fp8_moe_act_input) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", experts' activation input in fp8");
-  }
-  if (p->fp8_dispatch) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, n - l, ", fp8 dispatch");
-  }
+  if (p->vpp > 1) appendf(buf, n, ", %d chunks per stage", p->vpp);
+  if (p->zero >= 1 && wl_plan_shard(p) < p->dp * p->cp)
+    appendf(buf, n, ", hybrid sharding in groups of %d", wl_plan_shard(p));
+  if (p->grad_reduce) appendf(buf, n, ", gradients reduced in bf16");
+  if (p->fusion == WL_FUSION_EAGER) appendf(buf, n, ", eager modules");
+  if (p->etp != p->tp) appendf(buf, n, ", expert TP %d", p->etp);
+  if (p->tp_overlap != WL_TPO_NONE)
+    appendf(buf, n, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
+  if (p->ep_overlap != WL_EPO_NONE)
+    appendf(buf, n, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
+  if (p->optimizer_moments) appendf(buf, n, ", Adam moments in bf16");
+  if (p->fp8_moe_act_input) appendf(buf, n, ", experts' activation input in fp8");
+  if (p->fp8_dispatch) appendf(buf, n, ", fp8 dispatch");
 }
 
 void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)

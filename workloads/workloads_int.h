@@ -117,6 +117,9 @@ int wl__shared_add(struct wl__shared_table *t, uint64_t key);
 /* When shared collective h finished (its last rank), NAN while it runs. */
 double wl__shared_end_s(const struct wl__shared_table *t, int h, const struct ic_exec *x);
 
+/* Whether the first (or only) phase of shared collective s is done (x: its executor). */
+bool wl__shared_first_done(const struct wl__shared *s, struct ic_exec *x);
+
 /* Whether shared collective h has finished at the engine's clock (x: its executor). */
 bool wl__shared_done(const struct wl__shared_table *t, int h, struct ic_exec *x);
 
@@ -308,7 +311,8 @@ void wl__post_bucket(struct wl__replay *r, struct wl__rank *rk, double n, double
 /* Post an expert gradient bucket of n parameters over rk's expert data-parallel groups. */
 void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, double t);
 
-/* Start the second phase of every chained collective whose first has ended, at now. */
+/* Start the second phase of every chained collective whose first has ended, at now (after an
+ * executor event: only one can end a phase). */
 void wl__pump_chains(struct wl__replay *r, double now);
 
 /* ZeRO-3: join the all-gather of `params` parameters of a piece of rk's current slot; its handle. */
