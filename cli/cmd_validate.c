@@ -94,9 +94,11 @@ struct vcase {
   "reduce-scatter of the node was measured (they take the all-reduce's shares), and the fixed per-kernel and "      \
   "per-step costs weigh most on the shortest step"
 #define WHY_MS_TP1                                                                                                    \
-  "too fast with GEMMs at 69% of the step (TP 1, so no TP communication): the 910B variant is not stated (a "       \
-  "20-AI-core 910B3 instead of the assumed 910B2 has 17% fewer cube units), and the per-kernel host dispatch of "   \
-  "torch_npu and the per-step fixed work are costs the replay has only in part (issue 14, item 3)"
+  "too fast with GEMMs at 68% of the step (TP 1, so no TP communication; the unfused gradient accumulation of "     \
+  "MindSpeed's script, an add of every weight gradient into the fp32 buffer per micro-batch, is in and took it "    \
+  "from +17.4%): the 910B variant is not stated (a 20-AI-core 910B3 instead of the assumed 910B2 has 17% fewer "    \
+  "cube units), and the per-kernel host dispatch of torch_npu is assumed equal to eager PyTorch's on CUDA (no "     \
+  "measurement of it is in the data)"
 #define WHY_MS_TP8                                                                                                    \
   "too fast although TP communication is a third of the step: the HCCS efficiency (0.32) is fitted to six torch_npu " \
   "all-gather and all-reduce points on 2-8 cards (rms 9.2%); no reduce-scatter or MC2 measurement of the server is " \

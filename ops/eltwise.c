@@ -7,6 +7,8 @@
  *
  *   cast    y = a, converted from --in to --out
  *   add     y = a + b        mul     y = a * b
+ *   acc     y = a + b with a read in --out's type (an accumulator: Megatron's
+ *           main_grad.add_(grad) of an fp32 buffer and a bf16 gradient, in place)
  *   square  y = a * a        silu    y = a / (1 + exp(-a))
  *   neg     y = -a           rsqrt   y = 1 / sqrt(a)
  *   sum64   y[i] = a[64 i] + ... + a[64 i + 63] (n / 64 outputs; n a multiple of 64): one pass
@@ -31,15 +33,15 @@
 
 #define TILE 2048u /* elements per tile */
 
-enum fn { FN_CAST, FN_ADD, FN_MUL, FN_SQUARE, FN_SILU, FN_NEG, FN_RSQRT, FN_SUM64, FN_COUNT };
-static const char *const fn_names[] = {"cast", "add", "mul", "square", "silu", "neg", "rsqrt", "sum64", NULL};
-static const int fn_inputs[FN_COUNT] = {1, 2, 2, 1, 1, 1, 1, 1};
+enum fn { FN_CAST, FN_ADD, FN_MUL, FN_SQUARE, FN_SILU, FN_NEG, FN_RSQRT, FN_SUM64, FN_ACC, FN_COUNT };
+static const char *const fn_names[] = {"cast", "add", "mul", "square", "silu", "neg", "rsqrt", "sum64", "acc", NULL};
+static const int fn_inputs[FN_COUNT] = {1, 2, 2, 1, 1, 1, 1, 1, 2};
 
 static const struct op_param params[] = {
     {"n", OP_P_DIM, NULL, "elements", NULL},
     {"fn", OP_P_CHOICE, "add",
      "the operation: cast, add (a + b), mul (a * b), square (a * a), silu (a / (1 + exp(-a))), neg, rsqrt, sum64 "
-     "(the sum of each 64 consecutive elements)", fn_names},
+     "(the sum of each 64 consecutive elements), acc (a + b with a in --out's type: an accumulator)", fn_names},
     {"in", OP_P_DTYPE, "bf16", "type of the inputs: fp16, bf16 or fp32", NULL},
     {"out", OP_P_DTYPE, "bf16", "type of the output: fp16, bf16 or fp32", NULL},
 };
@@ -55,6 +57,12 @@ struct elt {
 static uint32_t esz(enum npu_dtype t)
 {
   return (uint32_t)npu_dtype_bits(t) / 8;
+}
+
+/* The type of input i (0: a, 1: b): an accumulator's a is in the output's type. */
+static enum npu_dtype in_type(const struct elt *e, int i)
+{
+  return e->fn == FN_ACC && i == 0 ? e->out : e->in;
 }
 
 /* UB: per buffer k (48 KiB each), the raw inputs a and b, their fp32 copies (a's also the
@@ -92,12 +100,13 @@ static void e_block(struct core_tp *t, void *ctx, uint64_t blk)
   const struct elt *e = ctx;
   int k = (int)((blk / (uint64_t)e->cores) % 2);
   uint64_t first = blk * TILE;
-  uint32_t n = (uint32_t)(e->n - first < TILE ? e->n - first : TILE), ei = esz(e->in), eo = esz(e->out);
+  uint32_t n = (uint32_t)(e->n - first < TILE ? e->n - first : TILE), eo = esz(e->out);
   bool two = fn_inputs[e->fn] == 2;
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, k);
   for (int i = 0; i < (two ? 2 : 1); i++) {
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, e->in, (i ? e->b : e->a) + first * ei, 1, n, 0);
-    struct core_tile u = ops_tile(MEM_UB, CORE_ND, e->in, i ? UB_B(k) : UB_A(k), 1, n, 0);
+    enum npu_dtype ti = in_type(e, i);
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, ti, (i ? e->b : e->a) + first * esz(ti), 1, n, 0);
+    struct core_tile u = ops_tile(MEM_UB, CORE_ND, ti, i ? UB_B(k) : UB_A(k), 1, n, 0);
     core_copy(t, &u, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, k);
@@ -106,18 +115,19 @@ static void e_block(struct core_tp *t, void *ctx, uint64_t blk)
   uint16_t reps = (uint16_t)ops_ceil(n, 64);
   /* the inputs in fp32 (fp32 inputs are read where they were loaded) */
   uint64_t af = UB_A(k), bf = UB_B(k);
-  if (e->in != NPU_DT_FP32) {
-    vcast(t, e->in, NPU_DT_FP32, reps, UB_AF(k), UB_A(k));
+  if (in_type(e, 0) != NPU_DT_FP32) {
+    vcast(t, in_type(e, 0), NPU_DT_FP32, reps, UB_AF(k), UB_A(k));
     af = UB_AF(k);
-    if (two) {
-      vcast(t, e->in, NPU_DT_FP32, reps, UB_BF(k), UB_B(k));
-      bf = UB_BF(k);
-    }
+  }
+  if (two && in_type(e, 1) != NPU_DT_FP32) {
+    vcast(t, in_type(e, 1), NPU_DT_FP32, reps, UB_BF(k), UB_B(k));
+    bf = UB_BF(k);
   }
   uint64_t r = af; /* the fp32 result */
   switch (e->fn) {
   case FN_CAST: break;
-  case FN_ADD: vop(t, CORE_VEC_ADD, reps, UB_T(k), af, bf, 0), r = UB_T(k); break;
+  case FN_ADD:
+  case FN_ACC: vop(t, CORE_VEC_ADD, reps, UB_T(k), af, bf, 0), r = UB_T(k); break;
   case FN_MUL: vop(t, CORE_VEC_MUL, reps, UB_T(k), af, bf, 0), r = UB_T(k); break;
   case FN_SQUARE: vop(t, CORE_VEC_MUL, reps, UB_T(k), af, af, 0), r = UB_T(k); break;
   case FN_SILU: /* a / (1 + exp(-a)): neg, exp, + 1, 1 / x, * a */
@@ -182,7 +192,7 @@ static int plan(void *p, const struct op_desc *desc, const struct op_args *a, co
 static void setup(void *p, struct op_exec *x)
 {
   struct elt *e = p;
-  e->a = op_tensor(x, "a", e->in, e->n, e->fn == FN_RSQRT ? OP_INIT_POSITIVE : OP_INIT_UNIFORM)->addr;
+  e->a = op_tensor(x, "a", in_type(e, 0), e->n, e->fn == FN_RSQRT ? OP_INIT_POSITIVE : OP_INIT_UNIFORM)->addr;
   if (fn_inputs[e->fn] == 2) e->b = op_tensor(x, "b", e->in, e->n, OP_INIT_UNIFORM)->addr;
   e->y = op_tensor(x, "y", e->out, e->fn == FN_SUM64 ? e->n / 64 : e->n, OP_INIT_NONE)->addr;
   struct core_kernel k = {.name = "eltwise", .mode = CORE_MODE_VECTOR, .block_dim = e->cores, .nblocks = e->blocks,
@@ -212,7 +222,8 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
     double a = A[i], v = 0, scale = 0;
     switch (e->fn) {
     case FN_CAST: v = a; break;
-    case FN_ADD: v = a + B[i], scale = fmax(fabs(a), fabs(B[i])); break; /* where the sum cancels */
+    case FN_ADD:
+    case FN_ACC: v = a + B[i], scale = fmax(fabs(a), fabs(B[i])); break; /* where the sum cancels */
     case FN_MUL: v = a * B[i]; break;
     case FN_SQUARE: v = a * a; break;
     case FN_SILU: v = a / (1 + exp(-a)); break;
@@ -239,7 +250,7 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
 
 const struct op_desc op_eltwise = {
     .name = "eltwise",
-    .summary = "one elementwise operation (cast, add, mul, square, silu, neg, rsqrt, a sum of 64) as an eager "
+    .summary = "one elementwise operation (cast, add, mul, square, silu, neg, rsqrt, a sum of 64, an accumulation) as an eager "
                "framework launches it",
     .params = params,
     .nparams = sizeof params / sizeof params[0],

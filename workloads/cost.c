@@ -268,6 +268,15 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
   out[WL_EXPERT_F] = e->f_s * scale;
   out[WL_EXPERT_BI] = e->bi_s * scale;
   out[WL_EXPERT_W] = e->w_s * scale;
+  if (wl__grad_accum_add(&j->plan)) { /* the local experts' weight gradients added into the buffer */
+    int up = m->act == WL_ACT_SWIGLU ? 2 : 1;
+    int64_t elems = (int64_t)(m->moe.experts / j->plan.ep) * (up + 1) * (int64_t)(m->moe.ffn / tp) * m->hidden;
+    struct op_call acc = wl__grad_accum_call(&j->plan, elems);
+    double t = 0, f = 0;
+    int rc = cost_one(j, cache, &acc, &t, &f, diag);
+    if (rc) return rc;
+    out[WL_EXPERT_W] += t; /* per micro-batch, whatever the tokens */
+  }
   return 0;
 }
 

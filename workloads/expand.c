@@ -212,6 +212,12 @@ static bool item_is_gemm(const struct wl_program *j, int i)
   return !j->items[i].coll && j->items[i].cat == WL_CAT_GEMM && item_is_op(j, i, "gemm");
 }
 
+/* A gradient accumulation's add (wl__grad_accum_call), which follows its weight gradient. */
+static bool item_is_accum(const struct wl_program *j, int i)
+{
+  return !j->items[i].coll && j->items[i].accum;
+}
+
 /* Pair collective item i with GEMM item g: method m in n steps, cores SMs taken from the GEMM. */
 static void ovl_pair(struct wl_program *j, int i, int g, enum wl_ovl m, int n, int cores)
 {
@@ -251,8 +257,11 @@ static void tp_overlap_pairs(struct wl_program *j, int first, int end)
       taken[g - first] = true;
     } else if (op == IC_OP_REDUCESCATTER) {
       g = i - 1;
+      while (g >= first && item_is_accum(j, g)) g--;
       if (mc2) /* MindSpeed fuses the input gradient with the reduce-scatter; the weight gradient follows */
-        while (g >= first && (item_is_op(j, g, "quantize") || (item_is_gemm(j, g) && j->items[g].wgrad))) g--;
+        while (g >= first && (item_is_op(j, g, "quantize") || item_is_accum(j, g) ||
+                              (item_is_gemm(j, g) && j->items[g].wgrad)))
+          g--;
       if (g < first || !item_is_gemm(j, g) || taken[g - first]) continue;
       if (mc2)
         ovl_pair(j, i, g, WL_OVL_PIPE, tp, 0);
@@ -478,7 +487,7 @@ static void linear_call(struct wl_program *j, const struct shape *s, bool rc, co
   fp8_quantize(j, s, rc, (int64_t)(ta ? k : m), (int64_t)(ta ? m : k));
   struct op_call q = *c;
   op_call_dtype(&q, "dtype", fp8_gemm_type(j));
-  op_call_choice(&q, "out", "bf16");
+  if (op_call_u(c, "out") == 0) op_call_choice(&q, "out", "bf16"); /* unless the caller chose (wgrad_out) */
   kern(j, WL_CAT_GEMM, rc, &q);
 }
 
@@ -490,17 +499,58 @@ static void linear(struct wl_program *j, const struct shape *s, bool rc, int64_t
   linear_call(j, s, rc, &c);
 }
 
+/*
+ * Gradient accumulation (plan.grad_accum_fusion). With a gradient buffer (ZeRO <= 2: Megatron's
+ * main_grad, fp32 or bf16 with plan.grad_reduce_dtype) a weight gradient is added into it every
+ * micro-batch. Fused (Megatron's default: apex's wgrad_gemm_accum_fp32, Transformer Engine's
+ * fuse_wgrad_accumulation) the GEMM writes the buffer's type; its read of the buffer is not
+ * modelled. Unfused (--no-gradient-accumulation-fusion) the GEMM writes the training type into
+ * param.grad and the DDP hook's main_grad.add_(grad) reads both and writes the buffer: one
+ * eltwise `acc` over the weight's elements. ZeRO-3 (FSDP, DeepSpeed stage 3) reduces the GEMM's
+ * own output: neither.
+ */
+enum npu_dtype wl__grad_buffer_dtype(const struct wl_plan *p)
+{
+  return p->grad_reduce ? NPU_DT_BF16 : NPU_DT_FP32;
+}
+
+bool wl__grad_accum_add(const struct wl_plan *p)
+{
+  return !p->grad_accum_fusion && !wl_plan_zero3(p);
+}
+
+struct op_call wl__grad_accum_call(const struct wl_plan *p, int64_t elements)
+{
+  struct op_call c;
+  op_call_init(&c, "eltwise");
+  op_call_dim(&c, "n", elements);
+  op_call_choice(&c, "fn", "acc");
+  op_call_dtype(&c, "in", wl_plan_wide_dtype(p));
+  op_call_dtype(&c, "out", wl__grad_buffer_dtype(p));
+  return c;
+}
+
 /* The backward of the linear layer Y = X W^T (m x k -> n, W [n, k] as Megatron stores it): the
- * GEMM operator's input gradient dX (with the input gradients, BI) and weight gradient dW (W). */
+ * GEMM operator's input gradient dX (with the input gradients, BI) and weight gradient dW (W),
+ * accumulated into the gradient buffer as the plan says. */
 static void linear_bwd(struct wl_program *j, const struct shape *s, int64_t m, int64_t n, int64_t k)
 {
   struct op_call fwd = gemm_call(m, n, k, false, true, s->dt), b[OP_MAX_BWD_CALLS];
   enum op_grad g[OP_MAX_BWD_CALLS];
   int nb = op_call_backward(&fwd, b, g);
+  const struct wl_plan *p = &j->plan;
   for (int i = 0; i < nb; i++)
     if (emits(s, g[i])) {
+      bool w = g[i] == OP_GRAD_WEIGHT;
+      if (w && p->grad_accum_fusion && !wl_plan_zero3(p) && wl__grad_buffer_dtype(p) == NPU_DT_FP32)
+        op_call_choice(&b[i], "out", "fp32");
       linear_call(j, s, false, &b[i]);
-      j->items[j->nitems - 1].wgrad = g[i] == OP_GRAD_WEIGHT;
+      j->items[j->nitems - 1].wgrad = w;
+      if (w && wl__grad_accum_add(p)) {
+        struct op_call acc = wl__grad_accum_call(p, n * k);
+        kern(j, WL_CAT_VEC, false, &acc);
+        j->items[j->nitems - 1].accum = true;
+      }
     }
 }
 

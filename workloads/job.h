@@ -129,6 +129,7 @@ struct wl_item {
   bool recompute;     /* done again for recomputation (counts in HFU, not MFU) */
   bool coll;          /* a collective (index into colls) rather than a kernel (kernels) */
   bool wgrad;         /* a weight-gradient GEMM (kernels) */
+  bool accum;         /* the add of a weight gradient into the gradient buffer (kernels) */
   int index;
   int hide;           /* >= 0: this collective overlaps item `hide` (see enum wl_ovl) */
   int nchunks;        /* WL_OVL_RING, PIPE: steps of the overlap */

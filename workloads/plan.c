@@ -54,6 +54,11 @@ static const struct npu_param params[] = {
     NPU_PARAM_ENUM("plan.grad_reduce_dtype", grad_reduce, "fp32", grad_reduce_names,
          "type of the data-parallel gradient reduction and its buffer: fp32 (Megatron's default main_grad) or bf16 "
          "(Megatron --grad-reduce-in-bf16; PyTorch FSDP's MixedPrecision(reduce_dtype=torch.bfloat16))"),
+    NPU_PARAM_BOOL("plan.grad_accum_fusion", grad_accum_fusion, "true",
+         "with plan.zero <= 2 (a gradient buffer: Megatron's main_grad): each weight-gradient GEMM accumulates into "
+         "the buffer, writing its type (Megatron's default gradient_accumulation_fusion); false (Megatron "
+         "--no-gradient-accumulation-fusion, as MindSpeed-LLM's scripts set it): the GEMM writes the training type "
+         "and an add kernel accumulates it into the buffer, every micro-batch (docs/TRAINING.md)"),
     NPU_PARAM_ENUM("plan.fusion", fusion, "fused", fusion_names,
          "how the model code launches the norms, rotary embedding, activation and residual adds: fused (one kernel "
          "each: Megatron-Core with Transformer Engine or apex, MindSpeed) or eager (PyTorch modules without a "
@@ -445,6 +450,10 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
       return npu_cfg_fail(cfg, diag, "plan.recompute_layers", "%d layers, but a model chunk has at most %d",
                           p->recompute_layers, most);
   }
+  if (!p->grad_accum_fusion && wl_plan_zero3(p))
+    return npu_cfg_fail(cfg, diag, "plan.grad_accum_fusion",
+                        "false is Megatron's add of each weight gradient into its gradient buffer (main_grad); "
+                        "with plan.zero = 3 (FSDP, DeepSpeed stage 3) the gradient is reduced as its GEMM writes it");
   if (p->tp_overlap != WL_TPO_NONE && p->tp > 1 && !p->sp)
     return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
                         "overlapping TP communication needs sequence parallelism (plan.sp = true), as Megatron "

@@ -109,6 +109,8 @@ struct wl_plan {
   int zero_shard;           /* data-parallel ranks a ZeRO shard spans (hybrid sharding: PyTorch
                                HYBRID_SHARD, DeepSpeed MiCS); 0: dp x cp (wl_plan_shard) */
   int grad_reduce;          /* the gradient reduction's type: 0 fp32 (main_grad), 1 bf16 */
+  bool grad_accum_fusion;   /* weight gradients accumulated into the gradient buffer by their GEMM
+                               (Megatron's default), else by an add kernel after it */
   int fusion;               /* enum wl_fusion */
 };
 

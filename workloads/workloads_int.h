@@ -27,6 +27,11 @@ int wl__kernel_add_on(struct wl_program *p, const struct op_call *c, int sys);
 int wl__slow_sys(struct wl_program *p, const struct arch_system *v);
 /* The typed calls of the routed experts' kernels (expand.c): a grouped GEMM, a SwiGLU. */
 struct op_call wl__grouped_gemm_call(int64_t groups, int64_t m, int64_t n, int64_t k, enum npu_dtype dt);
+/* Gradient accumulation (expand.c, plan.grad_accum_fusion): the gradient buffer's type, whether
+ * each weight gradient is added into it by a kernel of its own, and that kernel's call. */
+enum npu_dtype wl__grad_buffer_dtype(const struct wl_plan *p);
+bool wl__grad_accum_add(const struct wl_plan *p);
+struct op_call wl__grad_accum_call(const struct wl_plan *p, int64_t elements);
 struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
 
 /* A GEMM taking g alone and gr beside the collective overlapped with it by method m in n steps

@@ -201,3 +201,56 @@ Test(expand, packed_documents_are_attended_one_by_one)
     wl_job_release(&job);
   }
 }
+
+/* The sum of n over the gradient-accumulation adds of segment k (*count: how many), and the
+ * weight-gradient GEMMs writing fp32 (*fp32). */
+static int64_t accum_elements(const struct wl_program *p, enum wl_seg_kind k, int *count, int *fp32)
+{
+  int64_t n = 0;
+  *count = *fp32 = 0;
+  for (int i = p->seg[k].first_item; i < p->seg[k].first_item + p->seg[k].nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (it->coll) continue;
+    const struct op_call *c = &p->kernels[it->index].call;
+    char label[512];
+    wl_kernel_label(&p->kernels[it->index], label, sizeof label);
+    if (it->accum) {
+      cr_expect(strstr(label, "fn=acc") && strstr(label, "in=bf16") && strstr(label, "out=fp32"), "%s", label);
+      n += (int64_t)op_call_u(c, "n");
+      (*count)++;
+    }
+    if (it->wgrad && strstr(label, "out=fp32")) (*fp32)++;
+  }
+  return n;
+}
+
+/* plan.grad_accum_fusion: a dense layer's four weight gradients (qkv, output, gate+up, down of
+ * tiny.cfg: h 1024, 8 heads of 128, ffn 2816) are added into the fp32 buffer by one add each
+ * over the weight's elements, 1024 x 3072 + 1024 x 1024 + 1024 x 5632 + 2816 x 1024 =
+ * 12,845,056, when unfused; fused, the four GEMMs write fp32 and nothing is added; ZeRO-3 has
+ * no buffer to add to and refuses the unfused setting. */
+Test(expand, unfused_gradient_accumulation_adds_each_weight_gradient)
+{
+  const char *unfused[] = {"plan.grad_accum_fusion=false", "plan.pp=1", NULL}, *fused[] = {"plan.pp=1", NULL};
+  struct wl_job job;
+  struct wl_program *p = tiny_expanded(&job, unfused);
+  int count, fp32;
+  cr_expect_eq(accum_elements(p, WL_SEG_LAYER_W, &count, &fp32), 12845056);
+  cr_expect_eq(count, 4);
+  cr_expect_eq(fp32, 0);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+  p = tiny_expanded(&job, fused);
+  cr_expect_eq(accum_elements(p, WL_SEG_LAYER_W, &count, &fp32), 0);
+  cr_expect_eq(count, 0);
+  cr_expect_eq(fp32, 4);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+
+  const char *z3[] = {"plan.grad_accum_fusion=false", "plan.zero=3"};
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_expect_eq(wl_job_load(&job, SRC DATA "tiny.cfg", z3, 2, &d), NPU_ECONFIG);
+  cr_expect_str_eq(d.key, "plan.grad_accum_fusion", "%s: %s", d.key, d.msg);
+  wl_job_release(&job);
+}
