@@ -162,12 +162,13 @@ static const struct vcase cases[] = {
      "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens",
      .set = "DeepSeek-V3 (H800)", .cls = V_VALID,
      .note = "the report's memory savings are in the plan (RMSNorm and MLA up-projection recompute, SwiGLU inputs "
-             "cached in fp8, bf16 Adam moments: 79 of 80 GiB) and its fp8 dispatch; the MTP module, the E5M6 "
-             "attention-output cache and the dispatch's forwarding (one IB crossing per target node, then NVLink) "
-             "are not modelled",
+             "cached in fp8, bf16 Adam moments: 79 of 80 GiB) and its fp8 dispatch; the E5M6 attention-output "
+             "cache and the dispatch's forwarding (one IB crossing per target node, then NVLink) are not modelled; "
+             "the MTP module is modelled but off (model.mtp_layers = 0): with it the memory model puts the first "
+             "rank at 85.9 GiB of 80 and would refuse a plan that ran, for a step 0.2% longer",
      .why = "faster than a figure that is a lower bound of the step's rate: 180K GPU hours per trillion tokens "
-            "average the whole pre-training run (batch ramp, restarts, evaluation, the MTP module's extra layer and "
-            "head, none modelled). The predicted step is set by the all-to-alls across nodes (with an IB 10 times "
+            "average the whole pre-training run (batch ramp, restarts, evaluation, none modelled; the MTP module "
+            "adds 0.2% to the predicted step). The predicted step is set by the all-to-alls across nodes (with an IB 10 times "
             "faster it is 10.5 s), so it moves with the EP traffic: the fp8 dispatch (in) took it from 21.3 to 16.9 s, "
             "DeepEP's node-limited forwarding (not in) would cut the IB bytes further"},
     {"mixtral-8x7b 32k cp2 910b tokens/s per NPU", "mindspeed_mixtral_8x7b_32k.cfg", {NULL}, M_TOKENS_DEV, 706,

@@ -1259,6 +1259,37 @@ static void head_bwd(struct wl_program *j, const struct shape *s)
   }
 }
 
+/*
+ * A multi-token prediction module's own work before its transformer layer (model.mtp_layers;
+ * DeepSeek-V3 report Sec. 2.2, Megatron-Core's MultiTokenPredictionLayer): the next token's
+ * embedding (a row gather, as the embedding's), RMSNorm of it and of the previous depth's hidden
+ * state, their concatenation gathered over the sequence (SP) and projected 2 h -> h by a
+ * column-parallel linear layer, whose output is all-gathered over the hidden dimension (and
+ * scattered back to the sequence shards). The module's layer and its head (the main model's
+ * final norm, output projection and loss segments: the head is shared) follow in the program.
+ */
+static void mtp_fwd(struct wl_program *j, const struct shape *s)
+{
+  embed(j, s);
+  norm(j, s, false, false);
+  norm(j, s, false, false);
+  if (j->plan.sp) tpcoll(j, false, IC_OP_ALLGATHER, 2 * s->act_bytes);
+  gemm_fwd(j, s, false, 2 * s->h, s->h / s->t);
+  tpcoll(j, false, IC_OP_ALLGATHER, s->act_bytes);
+}
+
+static void mtp_bwd(struct wl_program *j, const struct shape *s)
+{
+  if (bi(s)) tpcoll(j, false, IC_OP_REDUCESCATTER, s->act_bytes);
+  gemm_bwd(j, s, 2 * s->h, s->h / s->t);
+  if (bi(s)) {
+    if (j->plan.sp) tpcoll(j, false, IC_OP_REDUCESCATTER, 2 * s->act_bytes);
+    norm_bwd(j, s, false);
+    norm_bwd(j, s, false);
+    embed(j, s);
+  }
+}
+
 /* ------------------------------------------------------------------ parameters */
 
 /* Parameters one rank of `stage` holds: its layers, the embedding on the first stage, the
@@ -1292,10 +1323,37 @@ static double stage_params(const struct wl_program *j, int stage, double *eparam
       ex += e;
     }
     if (k == 0) per += emb + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden / p->tp : 0);
-    if (k == mc - 1) per += emb + m->hidden / p->tp; /* output projection (a copy when tied) + final norm */
+    if (k == mc - 1) { /* output projection (a copy when tied) + final norm; the MTP modules */
+      per += emb + m->hidden / p->tp + wl_model_mtp_extra_params(m) / p->tp;
+      for (int l = m->layers; l < wl_model_total_layers(m); l++) {
+        double d, e;
+        wl_layer_rank_params(j, l, &d, &e);
+        per += d;
+        ex += e;
+      }
+    }
   }
   *eparams = ex;
   return per;
+}
+
+/* The forward, input-gradient and weight-gradient segments f, f + 1 and f + 2 of a piece. */
+static void fbw_segs(struct wl_program *j, struct shape *s, enum wl_seg_kind f,
+                     void (*fwd)(struct wl_program *, const struct shape *),
+                     void (*bwd)(struct wl_program *, const struct shape *))
+{
+  seg_begin(j, f);
+  fwd(j, s);
+  seg_end(j, f);
+  s->mode = EM_BI;
+  seg_begin(j, f + 1);
+  bwd(j, s);
+  seg_end(j, f + 1);
+  s->mode = EM_W;
+  seg_begin(j, f + 2);
+  bwd(j, s);
+  seg_end(j, f + 2);
+  s->mode = EM_ALL;
 }
 
 void wl_expand(struct wl_program *j)
@@ -1361,18 +1419,8 @@ void wl_expand(struct wl_program *j)
     s.keep = false;
     s.mode = EM_ALL;
   }
-  seg_begin(j, WL_SEG_HEAD_F);
-  head_fwd(j, &s);
-  seg_end(j, WL_SEG_HEAD_F);
-  s.mode = EM_BI;
-  seg_begin(j, WL_SEG_HEAD_BI);
-  head_bwd(j, &s);
-  seg_end(j, WL_SEG_HEAD_BI);
-  s.mode = EM_W;
-  seg_begin(j, WL_SEG_HEAD_W);
-  head_bwd(j, &s);
-  seg_end(j, WL_SEG_HEAD_W);
-  s.mode = EM_ALL;
+  fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd);
+  if (j->model.mtp_layers) fbw_segs(j, &s, WL_SEG_MTP_F, mtp_fwd, mtp_bwd);
   /* the optimizer: AdamW over the rank's shard of fp32 master weights (ZeRO >= 1: / dp) */
   int pp = j->plan.pp;
   j->optim = npu_xcalloc((size_t)pp, sizeof *j->optim);

@@ -101,6 +101,7 @@ enum wl_seg_kind {
   WL_SEG_LAYER_F, WL_SEG_LAYER_BI, WL_SEG_LAYER_W,
   WL_SEG_MOE_PRE_F, WL_SEG_MOE_POST_F, WL_SEG_MOE_POST_BI, WL_SEG_MOE_PRE_BI, WL_SEG_MOE_W,
   WL_SEG_HEAD_F, WL_SEG_HEAD_BI, WL_SEG_HEAD_W,
+  WL_SEG_MTP_F, WL_SEG_MTP_BI, WL_SEG_MTP_W, /* an MTP module's own work before its layer */
   WL_SEG_LAYER_BI_KEEP, WL_SEG_MOE_POST_BI_KEEP, /* the BI segments of a layer a partial full
                                                     recompute leaves out (plan.recompute_layers) */
   WL_SEG_KINDS

@@ -392,6 +392,21 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
        * and the fp32 logits for the cross-entropy, 4 s b V / t [KOR 4.3]. */
       held[i].act += 2 * ACT_BYTES * sbh / whole;
       held[i].logits += 4.0 * s * b * vocab / t;
+      /* MTP modules (model.mtp_layers) after the head: each its layer, its projection (2 h x h
+       * / t) and three norms; it keeps the two norms' inputs (the hidden state and the next
+       * token's embedding), the projection's gathered input (2 sbh) and its head's inputs and
+       * logits, as the main head's. The embedding and output head are shared, not copied. */
+      for (int l = m->layers; l < wl_model_total_layers(m); l++) {
+        struct rank_params r;
+        layer_rank_params(m, p, l, &r);
+        rp.dense += r.dense + 2 * h * h / t + 3 * norm_width(m) * h;
+        rp.expert += r.expert;
+        rp.dense_mats += r.dense_mats + 2 * h * h / t;
+        rp.expert_mats += r.expert_mats;
+        held[i].act += wl_memory_layer_activations(m, p, l) + 2 * ACT_BYTES * sbh / whole + 2 * ACT_BYTES * sbh +
+                       2 * ACT_BYTES * sbh / whole;
+        held[i].logits += 4.0 * s * b * vocab / t;
+      }
     }
   }
   if (p->schedule == WL_SCHED_DUALPIPE && p->pp > 1) dualpipe_inflight(p, stage, held, nheld);

@@ -64,6 +64,11 @@ static const struct npu_param params[] = {
         "packed sequences: tokens per document, each sequence seq_len / doc_len documents whose attention is masked "
         "to their own tokens (Megatron --reset-attention-mask, FlashAttention's varlen kernels: costed document by "
         "document); 0: one document per sequence"),
+    NPU_PARAM_INT("model.mtp_layers", mtp_layers, "0", NPU_PF_NONNEG,
+        "multi-token prediction modules (DeepSeek-V3's MTP, Megatron --mtp-num-layers): each the next token's "
+        "embedding and the previous depth's hidden state, both normalised, concatenated and projected (2 h -> h), "
+        "one transformer layer of the last layer's kind, and the shared output head with its own loss, on the last "
+        "pipeline stage after the head (docs/TRAINING.md); 0: none"),
     NPU_PARAM_INT("model.mla.q_lora_rank", mla.q_lora_rank, "0", NPU_PF_NONNEG,
         "MLA query compression rank (W_dq, a norm, W_uq); 0: queries projected directly"),
     NPU_PARAM_INT("model.mla.kv_lora_rank", mla.kv_lora_rank, "0", NPU_PF_NONNEG,
@@ -263,8 +268,14 @@ void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, 
 
 bool wl_model_layer_is_moe(const struct wl_model *m, int l)
 {
+  if (l >= m->layers) l = m->layers - 1; /* an MTP module's layer: the last layer's kind */
   int freq = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
   return m->moe.experts > 0 && l >= m->moe.dense_layers && l % freq == 0;
+}
+
+int wl_model_total_layers(const struct wl_model *m)
+{
+  return m->layers + m->mtp_layers;
 }
 
 int wl_model_moe_layers(const struct wl_model *m)
@@ -352,6 +363,18 @@ double wl_model_params(const struct wl_model *m)
   return p;
 }
 
+double wl_model_mtp_extra_params(const struct wl_model *m)
+{
+  return m->mtp_layers * (2.0 * m->hidden * m->hidden + 3 * norm_params(m));
+}
+
+double wl_model_mtp_params(const struct wl_model *m)
+{
+  double p = wl_model_mtp_extra_params(m);
+  for (int l = m->layers; l < wl_model_total_layers(m); l++) p += layer_params(m, l, false, false);
+  return p;
+}
+
 double wl_model_active_params(const struct wl_model *m)
 {
   double p = wl_model_embedding_params(m);
@@ -361,12 +384,13 @@ double wl_model_active_params(const struct wl_model *m)
 
 double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half)
 {
-  double mat = (double)m->vocab * m->hidden; /* output projection */
-  for (int l = 0; l < m->layers; l++) mat += layer_params(m, l, true, true);
+  /* the output projection, once more per MTP module with the module's projection (2 h x h) */
+  double mat = (1.0 + m->mtp_layers) * m->vocab * m->hidden + 2.0 * m->mtp_layers * m->hidden * m->hidden;
+  for (int l = 0; l < wl_model_total_layers(m); l++) mat += layer_params(m, l, true, true);
   int qh, qk, vd;
   wl_model_attn_shape(m, &qh, NULL, &qk, &vd);
   /* per token, layer and query head: QK^T 2 seq qk, PV 2 seq v; backward twice the forward */
-  double attn = 6.0 * m->layers * (double)wl_model_attn_len(m) * qh * (double)(qk + vd);
+  double attn = 6.0 * wl_model_total_layers(m) * (double)wl_model_attn_len(m) * qh * (double)(qk + vd);
   if (causal_half) attn /= 2;
   return tokens * (6 * mat + attn);
 }

@@ -59,6 +59,8 @@ struct wl_model {
   bool qk_norm;             /* a norm on each head's query and key (Qwen3): weights of head_dim */
   int doc_len;              /* packed sequences: tokens per document, attention masked per
                                document (FlashAttention varlen); 0: one document per sequence */
+  int mtp_layers;           /* multi-token prediction modules (DeepSeek-V3's MTP), after the
+                               output head on the last pipeline stage; 0: none */
   /* multi-head latent attention (DeepSeek-V2/V3), on when kv_lora_rank > 0. Queries: x W_dq
    * (h -> q_lora_rank), norm, W_uq (-> heads x (nope + rope)), or x W_q directly when
    * q_lora_rank = 0; keys and values: x W_dkv (h -> kv_lora_rank + rope, the rope part a key
@@ -121,8 +123,19 @@ int wl_model_head_dim(const struct wl_model *m);
  * dimension. Without MLA: heads, kv_heads, head_dim, head_dim; MLA: heads, heads,
  * qk_nope_head_dim + qk_rope_head_dim, v_head_dim. Any pointer may be NULL. */
 void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, int *qk_dim, int *v_dim);
-/* Whether layer l (0-based) is an MoE layer: l >= moe.dense_layers and l % moe.layer_freq == 0. */
+/* Whether layer l (0-based) is an MoE layer: l >= moe.dense_layers and l % moe.layer_freq == 0.
+ * Layers from `layers` on are the MTP modules' (wl_model_total_layers), of the last layer's kind. */
 bool wl_model_layer_is_moe(const struct wl_model *m, int l);
+/* Transformer layers the step runs: the model's and one per MTP module (layer layers + d is
+ * module d's). */
+int wl_model_total_layers(const struct wl_model *m);
+/* Parameters of the MTP modules besides their transformer layers: per module the projection
+ * of the concatenated hidden state and next-token embedding (2 h x h), the norms of both and
+ * the module's final norm (the embedding and output head are the main model's, shared). */
+double wl_model_mtp_extra_params(const struct wl_model *m);
+/* Parameters of the MTP modules in all (their layers and wl_model_mtp_extra_params); not
+ * counted in wl_model_params, as model cards count the main model's. */
+double wl_model_mtp_params(const struct wl_model *m);
 /* Number of MoE layers. */
 int wl_model_moe_layers(const struct wl_model *m);
 
@@ -143,7 +156,8 @@ double wl_model_active_params(const struct wl_model *m);
  * (qk + v) = 12 x layers x seq x heads x head_dim without MLA (halved when causal_half is true,
  * as FlashAttention and Megatron's newer formula count it).
  * For GPT-3-shaped dense models this is Korthikanti et al.'s
- * 72 B s l h^2 (1 + s / 6h + V / 12lh) when causal_half is false.
+ * 72 B s l h^2 (1 + s / 6h + V / 12lh) when causal_half is false. MTP modules count as their
+ * layers, projections and output heads (as Megatron's num_floating_point_operations counts them).
  */
 double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half);
 

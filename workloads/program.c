@@ -138,17 +138,22 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
   int l0 = wl_plan_chunk_first_layer(pl, md->layers, p->mchunks, k);
   bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && mb == p->mb - 1 && pl->overlap_grad_reduce && !z3;
   double emb = (double)md->vocab * md->hidden / pl->tp, head = emb + md->hidden, acc = 0, eacc = 0;
-  int np = n + (first ? 1 : 0) + (last ? 1 : 0);
-  if (lead) *lead = (fwd ? first : last) ? 1 : 0;
-  if (trail) *trail = (fwd ? last : first) ? 1 : 0;
+  /* the last chunk ends with the head and then the MTP modules (their own work, their layer and
+   * the shared head again) */
+  int mtp = last ? md->mtp_layers : 0;
+  int np = n + (first ? 1 : 0) + (last ? 1 : 0) + mtp;
+  if (lead) *lead = fwd ? (first ? 1 : 0) : (last ? 1 + mtp : 0);
+  if (trail) *trail = fwd ? (last ? 1 + mtp : 0) : (first ? 1 : 0);
   for (int q = 0; q < np; q++) {
     if (first_step) first_step[q] = st->nsteps;
     int pos = fwd ? q : np - 1 - q; /* position in layer order (the embedding first) */
-    bool is_emb = first && pos == 0, is_head = last && pos == np - 1;
-    int layer = l0 + pos - (first ? 1 : 0);
+    int d = pos - (np - mtp);       /* >= 0: MTP module d */
+    bool is_mtp = d >= 0, is_emb = first && pos == 0, is_head = last && pos == np - 1 - mtp;
+    int layer = is_mtp ? md->layers + d : l0 + pos - (first ? 1 : 0);
     bool is_moe = !is_emb && !is_head && wl_model_layer_is_moe(md, layer);
     double params = is_emb ? emb : head, eparams = 0;
     if (!is_emb && !is_head) wl_layer_rank_params(p, layer, &params, &eparams); /* experts / ep on this rank */
+    if (is_mtp) params += wl_model_mtp_extra_params(md) / md->mtp_layers / pl->tp;
     if (z3) {
       struct wl_step *g = add_step(st, WL_STEP_GATHER, WL_CAT_DP, half);
       /* the routed experts gather over their own group (e = dp x cp / ep ranks), posted as part of
@@ -159,6 +164,11 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
       g->u.gather.next = q + 1 < np;
     }
     const struct wl_seg *sg = p->seg;
+    if (is_mtp && fwd) seg_step(st, &sg[WL_SEG_MTP_F], half);
+    if (is_mtp && !fwd) { /* the module's head first */
+      if (sl->phase != WL_PH_W) seg_step(st, &sg[WL_SEG_HEAD_BI], half);
+      if (sl->phase != WL_PH_BI) seg_step(st, &sg[WL_SEG_HEAD_W], half);
+    }
     if (fwd) {
       if (is_emb) seg_step(st, &sg[WL_SEG_EMBED_F], half);
       else if (is_head) seg_step(st, &sg[WL_SEG_HEAD_F], half);
@@ -170,6 +180,7 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
         a2a_step(p, st, layer, 1, half);
         seg_step(st, &sg[WL_SEG_MOE_POST_F], half);
       }
+      if (is_mtp) seg_step(st, &sg[WL_SEG_HEAD_F], half);
       continue;
     }
     bool do_bi = sl->phase != WL_PH_W, do_w = sl->phase != WL_PH_BI;
@@ -193,6 +204,10 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
         seg_step(st, &sg[WL_SEG_MOE_W], half);
         experts_step(st, layer, WL_EXPERT_W, half);
       }
+    }
+    if (is_mtp) {
+      if (do_bi) seg_step(st, &sg[WL_SEG_MTP_BI], half);
+      if (do_w) seg_step(st, &sg[WL_SEG_MTP_W], half);
     }
     if (z3 && do_w) { /* ZeRO-3: this piece's gradients, reduce-scattered as soon as they exist */
       struct wl_step *b = add_step(st, WL_STEP_BUCKET, WL_CAT_DP, half);
@@ -316,7 +331,7 @@ static struct span pieces(const struct wl_step *tmp, int base, const int *first,
 static void build_pair(const struct wl_program *p, struct wl_prog_stage *st, int stage, const struct wl_slot *fs,
                        const struct wl_slot *bs)
 {
-  int cap = p->model.layers + 3, *pf = npu_xcalloc((size_t)cap, sizeof *pf), *pb = npu_xcalloc((size_t)cap, sizeof *pb);
+  int cap = wl_model_total_layers(&p->model) + 3, *pf = npu_xcalloc((size_t)cap, sizeof *pf), *pb = npu_xcalloc((size_t)cap, sizeof *pb);
   int base = st->nsteps, leadf, leadb, trailf, trailb;
   int nf = build_slot(p, st, stage, fs, 0, pf, &leadf, &trailf), nb = build_slot(p, st, stage, bs, 1, pb, &leadb, &trailb);
   int n = st->nsteps - base;
@@ -407,11 +422,11 @@ double wl_program_expert_s(const struct wl_program *p, int layer, int m, int e, 
 static int build_moe(struct wl_program *p, struct op_cache *cache, struct npu_diag *diag)
 {
   const struct wl_job *j = p->job;
-  size_t nlm = (size_t)p->model.layers * (size_t)p->mb;
+  size_t nlm = (size_t)wl_model_total_layers(&p->model) * (size_t)p->mb;
   p->tokens_per_rank = wl__moe_tokens(&p->plan, &p->model);
   p->routes = npu_xcalloc(nlm, sizeof *p->routes);
   p->expert_s = npu_xcalloc(nlm * (size_t)p->E * WL_EXPERT_PASSES, sizeof *p->expert_s);
-  for (int l = 0; l < p->model.layers; l++) {
+  for (int l = 0; l < wl_model_total_layers(&p->model); l++) {
     if (!wl_model_layer_is_moe(&p->model, l)) continue;
     for (int m = 0; m < p->mb; m++) {
       struct wl_route *rt = &p->routes[(size_t)l * (size_t)p->mb + (size_t)m];
@@ -490,7 +505,7 @@ void wl_program_destroy(struct wl_program *p)
     free(p->stages[s].lists);
   }
   free(p->stages);
-  for (size_t i = 0; p->routes && i < (size_t)p->model.layers * (size_t)p->mb; i++) wl_route_release(&p->routes[i]);
+  for (size_t i = 0; p->routes && i < (size_t)wl_model_total_layers(&p->model) * (size_t)p->mb; i++) wl_route_release(&p->routes[i]);
   free(p->routes);
   free(p->expert_s);
   free(p->items);

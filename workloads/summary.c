@@ -65,8 +65,12 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
   const struct wl_plan *p = &job->plan;
   char plan[512];
   plan_text(p, plan, sizeof plan);
-  npu_buf_printf(out, "%s (%.1fB parameters) on %d x %s (%s)\n", m->title[0] ? m->title : m->name,
-                 wl_model_params(m) / 1e9, job->devices, job->sys.chip.name,
+  char mtp[96] = "";
+  if (m->mtp_layers)
+    snprintf(mtp, sizeof mtp, ", with %d MTP module%s of %.1fB", m->mtp_layers, m->mtp_layers > 1 ? "s" : "",
+             wl_model_mtp_params(m) / 1e9);
+  npu_buf_printf(out, "%s (%.1fB parameters%s) on %d x %s (%s)\n", m->title[0] ? m->title : m->name,
+                 wl_model_params(m) / 1e9, mtp, job->devices, job->sys.chip.name,
                  job->sys.has_cluster ? job->sys.cluster.name : job->sys.has_node ? job->sys.node.name : "one chip");
   npu_buf_printf(out, "  plan           %s, %d micro-batches\n", plan, job->microbatches);
   if (p->recompute == WL_RECOMPUTE_SELECTIVE && m->attention == WL_ATTN_FLASH && !(p->rc_modules & ~WL_RCM_CORE_ATTN))
@@ -307,6 +311,8 @@ static long long c_ep(const void *x, int i) { (void)i; return J(x)->plan.ep; }
 static long long c_etp(const void *x, int i) { (void)i; return J(x)->plan.etp; }
 static long long c_seq(const void *x, int i) { (void)i; return J(x)->model.seq_len; }
 static long long c_doc(const void *x, int i) { (void)i; return wl_model_attn_len(&J(x)->model); }
+static long long c_mtp(const void *x, int i) { (void)i; return J(x)->model.mtp_layers; }
+static long long c_accum(const void *x, int i) { (void)i; return J(x)->plan.grad_accum_fusion; }
 static const char *c_dtype(const void *x, int i)
 {
   (void)i;
@@ -405,6 +411,8 @@ static const struct rpt_column columns[] = {
      "full sharding)", .integer = c_zero_shard},
     {"grad_reduce_dtype", RPT_STRING, "text", "type of the data-parallel gradient reduction (plan.grad_reduce_dtype)",
      .text = c_grad_reduce},
+    {"grad_accum_fusion", RPT_INT, "0/1", "weight gradients accumulated into the gradient buffer by their GEMM "
+     "(plan.grad_accum_fusion; 0: by an add kernel)", .integer = c_accum},
     {"fusion", RPT_STRING, "text", "plan.fusion: fused or eager (the norms', RoPE's, activation's and residual adds' "
      "kernels)", .text = c_fusion},
     {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
@@ -413,6 +421,7 @@ static const struct rpt_column columns[] = {
     {"seq_len", RPT_INT, "tokens", "sequence length (model.seq_len)", .integer = c_seq},
     {"doc_len", RPT_INT, "tokens", "tokens a query attends over: model.doc_len of packed documents, else seq_len",
      .integer = c_doc},
+    {"mtp_layers", RPT_INT, "", "multi-token prediction modules (model.mtp_layers)", .integer = c_mtp},
     {"dtype", RPT_STRING, "text", "training precision (plan.dtype)", .text = c_dtype},
     {NULL},
 };

@@ -489,7 +489,7 @@ Test(memory, mla_layer_activations, .timeout = 30)
  * W_uq, W_ukv, W_o split. DeepSeek-V3 on tp 8 and ep 8 (dp 8). */
 Test(memory, mla_down_projections_whole_on_every_tp_rank, .timeout = 30)
 {
-  const char *sets[] = {"plan.tp=8", "plan.ep=8", "plan.global_batch=8", NULL};
+  const char *sets[] = {"plan.tp=8", "plan.ep=8", "plan.global_batch=8", "model.mtp_layers=0", NULL};
   struct tw w;
   tw_load(&w, "deepseek-v3", 64, sets);
   struct wl_mem mem;
@@ -503,7 +503,8 @@ Test(memory, mla_down_projections_whole_on_every_tp_rank, .timeout = 30)
   tw_fini(&w);
 }
 
-/* With tp = pp = ep = 1 a rank holds the whole model, as model.c counts it. */
+/* With tp = pp = ep = 1 a rank holds the whole model, as model.c counts it, with its MTP modules
+ * (DeepSeek-V3's one: 11.6B parameters). */
 Test(memory, one_rank_holds_the_model, .timeout = 30)
 {
   static const char *const models[] = {"mixtral-8x7b",     "deepseek-v3",      "qwen3-30b-a3b",
@@ -514,7 +515,7 @@ Test(memory, one_rank_holds_the_model, .timeout = 30)
     tw_load(&w, models[i], 1, sets);
     struct wl_mem mem;
     wl_memory_stage(&w.m, &w.p, 0, &mem);
-    tw_close(mem.weights_bytes / 2, wl_model_params(&w.m), 1e-12, models[i]);
+    tw_close(mem.weights_bytes / 2, wl_model_params(&w.m) + wl_model_mtp_params(&w.m), 1e-12, models[i]);
     tw_fini(&w);
   }
 }

@@ -310,9 +310,14 @@ Test(models, mla_flops_use_real_shapes, .timeout = 30)
   double h = m.hidden, V = m.vocab, L = m.layers, s = m.seq_len, a = m.heads, T = 4096.0 * 1920;
   double dense = dsv3_attn(&m, false) + 3 * h * 18432;
   double moe = dsv3_attn(&m, false) + (8 + 1) * 3 * h * 2048 + 256 * h; /* the router counts */
-  double mat = V * h + 3 * dense + 58 * moe;
-  double attn = 6 * L * s * a * (192 + 128);
+  /* the MTP module: an MoE layer, its projection 2 h x h and the output head once more */
+  double mat = 2 * V * h + 3 * dense + 59 * moe + 2 * h * h;
+  double attn = 6 * (L + 1) * s * a * (192 + 128);
   tw_close(wl_model_flops(&m, T, false), T * (6 * mat + attn), 1e-12, "DeepSeek-V3 model FLOPs");
+  cr_assert_eq(m.mtp_layers, 1);
+  double mtp_layer = dsv3_attn(&m, true) + 2 * h + (256 + 1) * 3 * h * 2048 + 256 * h;
+  tw_close(wl_model_mtp_params(&m), mtp_layer + 2 * h * h + 3 * h, 1e-12,
+           "DeepSeek-V3 MTP parameters: an MoE layer, the projection and three norms");
   tw_close(wl_model_flops(&m, T, false) - wl_model_flops(&m, T, true), T * attn / 2, 1e-9, "causal half");
   npu_cfg_destroy(cfg);
 

@@ -49,6 +49,35 @@ static double sum_cats(const double *c)
   return s;
 }
 
+/* A multi-token prediction module (model.mtp_layers = 1) on one stage: per micro-batch its own
+ * work (the next token's embedding, two norms, the 2 h -> h projection), one more layer and the
+ * shared head once more, forward and backward, after the main head: the step is the sum of the
+ * segments as in one_stage_is_the_sum_of_its_segments, with L + 1 layers and the head twice. */
+Test(replay, an_mtp_module_adds_its_segments_a_layer_and_the_head)
+{
+  struct wl_job j;
+  struct wl_result r;
+  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s", "model.mtp_layers=1"));
+  int m = j.microbatches, L = j.model.layers;
+  const struct wl_program *pg = r.program;
+  const struct wl_seg *sg = pg->seg;
+  double mtp = sg[WL_SEG_MTP_F].time_s + sg[WL_SEG_MTP_BI].time_s + sg[WL_SEG_MTP_W].time_s;
+  cr_assert(mtp > 0 && sg[WL_SEG_MTP_F].nitems >= 4, "MTP segments %g s, %d forward items", mtp, sg[WL_SEG_MTP_F].nitems);
+  double layer = sg[WL_SEG_LAYER_F].time_s + sg[WL_SEG_LAYER_BI].time_s + sg[WL_SEG_LAYER_W].time_s;
+  double head = sg[WL_SEG_HEAD_F].time_s + sg[WL_SEG_HEAD_BI].time_s + sg[WL_SEG_HEAD_W].time_s;
+  double want = m * (sg[WL_SEG_EMBED_F].time_s + sg[WL_SEG_EMBED_B].time_s + (L + 1) * layer + 2 * head + mtp) +
+                pg->optim[0].time_s;
+  double dp = r.cat_s[WL_CAT_DP], in = r.cat_s[WL_CAT_INTERFERE];
+  cr_expect_float_eq(r.step_s, want + dp + in, 1e-9 * want, "step %.9g s, segments %.9g s + dp %.9g s + interference %.9g s",
+                     r.step_s, want, dp, in);
+  /* the module's layer, projection (2 h x h) and three norms on the stage, the head shared */
+  double h = j.model.hidden;
+  tw_close(pg->stage_params[0], wl_model_params(&j.model) + wl_model_mtp_params(&j.model), 1e-12, "stage parameters");
+  tw_close(wl_model_mtp_params(&j.model), wl_model_layer_params(&j.model, 0) + 2 * h * h + 3 * h, 1e-12, "MTP parameters");
+  wl_result_release(&r);
+  wl_job_release(&j);
+}
+
 Test(replay, one_stage_is_the_sum_of_its_segments)
 {
   struct wl_job j;
