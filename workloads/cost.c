@@ -110,8 +110,8 @@ double wl__overlap_time(enum wl_ovl m, int n, double g, double gr, double comm, 
 }
 
 /* Item i's time on the compute stream: a kernel's time; a collective's, less what hides it
- * (CP's ring beside its attention); an overlapped TP collective's interference (*lost) plus its
- * exposed part (*exposed), *hidden what its GEMM covered. */
+ * (CP's ring beside its attention: *hidden); an overlapped TP collective's interference (*lost)
+ * plus its exposed part (*exposed), *hidden what its GEMM covered. */
 static double item_time(const struct wl_program *j, int i, double *lost, double *exposed, double *hidden)
 {
   const struct wl_item *it = &j->items[i];
@@ -131,7 +131,8 @@ static double item_time(const struct wl_program *j, int i, double *lost, double 
     if (it->hide >= 0) {
       const struct wl_item *h = &j->items[it->hide];
       double under = h->coll ? j->colls[h->index].time_s : j->kernels[h->index].time_s;
-      t = t > under ? t - under : 0;
+      *hidden = t < under ? t : under;
+      t -= *hidden;
     }
   } else {
     t = j->kernels[it->index].time_s;
@@ -162,7 +163,7 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
     slow += twin ? j->kernels[twin - 1].time_s : t;
     sg->cat_s[WL_CAT_INTERFERE] += lost;
     sg->cat_s[it->cat] += exposed;
-    sg->tp_hidden_s += hidden;
+    sg->hidden_s[it->cat] += hidden;
     if (!it->coll) {
       double f = j->kernels[it->index].flops;
       sg->flops += f;

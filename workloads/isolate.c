@@ -50,7 +50,7 @@ static void child(const char *path, const char *const *sets, int n, struct wl_ou
     o->wall_s = res.wall_s;
     snprintf(o->bottleneck, sizeof o->bottleneck, "%s", res.bottleneck);
     memcpy(o->cat_s, res.cat_s, sizeof o->cat_s);
-    o->ep_hidden_s = res.ep_hidden_s;
+    memcpy(o->hidden_s, res.hidden_s, sizeof o->hidden_s);
   }
   wl_result_release(&res);
   wl_job_release(&job);

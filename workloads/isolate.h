@@ -27,7 +27,7 @@ struct wl_outcome {
   bool oom;
   char bottleneck[256];
   double cat_s[WL_CAT_COUNT];  /* the slowest stage's breakdown */
-  double ep_hidden_s;         /* the slowest stage's all-to-all time hidden in F&B pairs */
+  double hidden_s[WL_CAT_COUNT]; /* the slowest stage's communication hidden, by kind */
 };
 
 /*

@@ -83,7 +83,8 @@ struct wl_seg {
    * the host clock at h and the stream free at t when the segment starts, the stream ends at
    * max(t + time_s, h + host_lead_s), and the host at h + launches x d (the replay's stream_end) */
   double host_lead_s;             /* max over items j of (j x d + the device time of items j..n) */
-  double tp_hidden_s;             /* TP communication time hidden under GEMMs (plan.tp_overlap) */
+  double hidden_s[WL_CAT_COUNT];  /* communication that ran beside the compute, by kind: TP under
+                                     its GEMM (plan.tp_overlap), CP's ring under its attention */
   int launches;                   /* host dispatches: nitems, or what the builder set (optimizer) */
   double dp_loss;                 /* the share of its throughput it loses while a data-parallel
                                      collective runs beside it: 1 - time_s / (time_s with every

@@ -165,6 +165,43 @@ static void charge_dp(struct wl__replay *r, struct wl__rank *rk, int h, double t
   if (r->prog->dp_sys) rk->debt += wl__dp_lost(rk->busy, rk->nbusy, t0, wl__shared_end_s(&r->sh, h, r->x));
 }
 
+/* Data-parallel collective h, posted at t0, is done: its interference, and its span for what
+ * of the data-parallel communication the step hid (dp_hidden). */
+static void dp_done(struct wl__replay *r, struct wl__rank *rk, int h, double t0)
+{
+  if (rk->ndp == rk->capdp) {
+    rk->capdp = rk->capdp ? 2 * rk->capdp : 64;
+    rk->dpspan = npu_xrealloc(rk->dpspan, (size_t)rk->capdp * sizeof *rk->dpspan);
+  }
+  rk->dpspan[rk->ndp++] = (struct wl__busy){t0, wl__shared_end_s(&r->sh, h, r->x), 0};
+  charge_dp(r, rk, h, t0);
+}
+
+static int by_start(const void *a, const void *b)
+{
+  double x = ((const struct wl__busy *)a)->t0, y = ((const struct wl__busy *)b)->t0;
+  return (x > y) - (x < y);
+}
+
+/* The data-parallel communication hidden: the length of the union of the collectives' spans
+ * less the time the rank waited for them. */
+static void dp_hidden(struct wl__rank *rk)
+{
+  qsort(rk->dpspan, (size_t)rk->ndp, sizeof *rk->dpspan, by_start);
+  double len = 0, a = 0, b = -1;
+  for (int i = 0; i < rk->ndp; i++) {
+    const struct wl__busy *s = &rk->dpspan[i];
+    if (s->t0 > b) {
+      len += b > a ? b - a : 0;
+      a = s->t0, b = s->t1;
+    } else if (s->t1 > b) {
+      b = s->t1;
+    }
+  }
+  len += b > a ? b - a : 0;
+  rk->res->hidden_s[WL_CAT_DP] = fmax(0, len - rk->res->cat_s[WL_CAT_DP]);
+}
+
 /* The step ends at t: what interference is still owed runs first. */
 static double pay_debt(struct wl__rank *rk, double t)
 {
@@ -177,7 +214,7 @@ static double pay_debt(struct wl__rank *rk, double t)
 static void add_seg(struct wl__rank *rk, const struct wl_seg *sg)
 {
   for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->cat_s[c] += sg->cat_s[c];
-  rk->res->tp_hidden_s += sg->tp_hidden_s;
+  for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->hidden_s[c] += sg->hidden_s[c];
   rk->res->flops += sg->flops;
   rk->res->model_flops += sg->model_flops;
 }
@@ -300,7 +337,7 @@ static void finish_deferred(struct wl__replay *r, struct wl__rank *rk, int i, do
   struct wl__defer *q = &rk->dq[i];
   if (q->h >= 0) {
     double end = wl__shared_end_s(&r->sh, q->h, r->x);
-    if (end > q->t0) rk->res->ep_hidden_s += fmax(0, end - q->t0 - waited);
+    if (end > q->t0) rk->res->hidden_s[WL_CAT_EP] += fmax(0, end - q->t0 - waited);
     charge_dp(r, rk, q->h, q->t0);
     sh_drop(r, q->h);
   }
@@ -394,7 +431,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         rk->wait_t0 = t0;
         return;
       }
-      charge_dp(r, rk, h, t0);
+      dp_done(r, rk, h, t0);
       sh_drop(r, h);
       break;
     }
@@ -426,7 +463,7 @@ static bool on_wait_coll(struct wl__replay *r, struct wl__rank *rk, double now)
   if (!sh_done(r, rk->waitsh)) return false;
   rk->res->cat_s[rk->waitcat] += now - rk->since;
   if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
-  if (rk->waitcat == WL_CAT_DP) charge_dp(r, rk, rk->waitsh, rk->wait_t0);
+  if (rk->waitcat == WL_CAT_DP) dp_done(r, rk, rk->waitsh, rk->wait_t0);
   sh_drop(r, rk->waitsh);
   rk->st = WL__ST_STEP;
   return true;
@@ -468,7 +505,11 @@ static bool on_ready(struct wl__replay *r, struct wl__rank *rk, double now)
       struct wl__p2p *in = wl__p2p_get(r, recv, rk->e);
       if (r->rc) return false;
       double end;
-      if (wl__p2p_done(r, in, &end)) continue;
+      if (wl__p2p_done(r, in, &end)) { /* arrived while the rank computed: hidden */
+        if (!in->counted) rk->res->hidden_s[WL_CAT_PP] += wl__p2p_span_s(in, end);
+        in->counted = true;
+        continue;
+      }
       wl__p2p_join(r, in, 1, now);
       rk->wait = (int)(in - r->p2p);
       rk->since = now;
@@ -488,9 +529,11 @@ static bool on_wait_recv(struct wl__replay *r, struct wl__rank *rk, double now)
   struct wl__p2p *p = &r->p2p[rk->wait];
   double end;
   if (!wl__p2p_done(r, p, &end)) return false;
-  double sent = p->send_s > rk->since ? p->send_s : rk->since;
+  double sent = p->send_s > rk->since ? p->send_s : rk->since, waited = (now > sent ? now : sent) - sent;
   rk->res->cat_s[WL_CAT_BUBBLE] += sent - rk->since;
-  rk->res->cat_s[WL_CAT_PP] += (now > sent ? now : sent) - sent; /* now == end unless woken late */
+  rk->res->cat_s[WL_CAT_PP] += waited; /* now == end unless woken late */
+  rk->res->hidden_s[WL_CAT_PP] += fmax(0, wl__p2p_span_s(p, end) - waited);
+  p->counted = true;
   if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait input", rk->since, now - rk->since);
   rk->st = WL__ST_READY; /* then the partner's input, if any */
   return true;
@@ -522,7 +565,7 @@ static bool ids_done(struct wl__replay *r, struct wl__rank *rk)
   for (int i = 0; i < rk->nids; i++)
     if (!sh_done(r, rk->ids[i])) return false;
   for (int i = 0; r->trace && i < rk->nids; i++) trace_dp(r, rk, i);
-  for (int i = 0; i < rk->nids; i++) charge_dp(r, rk, rk->ids[i], rk->ids_t[i]);
+  for (int i = 0; i < rk->nids; i++) dp_done(r, rk, rk->ids[i], rk->ids_t[i]);
   for (int i = 0; i < rk->nids; i++) sh_drop(r, rk->ids[i]);
   rk->nids = 0;
   return true;
@@ -555,6 +598,7 @@ static bool on_opt(struct wl__replay *r, struct wl__rank *rk, double now)
     rk->st = WL__ST_WAIT_AG;
   } else {
     rk->res->end_s = t;
+    dp_hidden(rk);
     rk->st = WL__ST_DONE;
   }
   return true;
@@ -565,6 +609,7 @@ static bool on_wait_ag(struct wl__replay *r, struct wl__rank *rk, double now)
   if (!ids_done(r, rk)) return false;
   rk->res->cat_s[WL_CAT_DP] += now - rk->since;
   rk->res->end_s = pay_debt(rk, now);
+  dp_hidden(rk);
   rk->st = WL__ST_DONE;
   return true;
 }
@@ -781,6 +826,7 @@ static void rp_release(struct wl__replay *r)
     free(r->rk[i].ids_t);
     free(r->rk[i].ids_name);
     free(r->rk[i].busy);
+    free(r->rk[i].dpspan);
   }
   free(r->rk);
   free(r->heap);

@@ -26,9 +26,11 @@ struct wl_stage_result {
   double cat_s[WL_CAT_COUNT];    /* step time split; sums to the step time */
   double flops, model_flops;     /* per rank of the stage */
   double launches;               /* kernels and communication calls its host dispatched */
-  double tp_hidden_s;            /* TP communication hidden under GEMMs (plan.tp_overlap) */
-  double ep_hidden_s;            /* an F&B pair's all-to-all time not waited for (plan.ep_overlap,
-                                    dualpipe): what ran beside the compute */
+  /* communication of each kind (tp, cp, ep, dp, pp) that ran beside the compute instead of
+   * being waited for: TP under its GEMM (plan.tp_overlap), CP's ring under its attention, an
+   * F&B pair's all-to-alls (plan.ep_overlap, dualpipe), DP buckets and gathers (the span of
+   * their union less the wait for them), pipeline transfers (less the wait for them) */
+  double hidden_s[WL_CAT_COUNT];
   struct wl_mem mem;
 };
 
@@ -40,8 +42,7 @@ struct wl_result {
   double peak_flops_per_s;       /* per device, dense, training dtype */
   double mfu, hfu;
   double cat_s[WL_CAT_COUNT];    /* of the slowest stage */
-  double tp_hidden_s;            /* of the slowest stage: TP communication hidden under GEMMs */
-  double ep_hidden_s;            /* of the slowest stage: all-to-all time hidden in F&B pairs */
+  double hidden_s[WL_CAT_COUNT]; /* of the slowest stage: communication hidden (wl_stage_result) */
   int slowest_stage;
   double bubble_fraction;        /* the busiest rank's (bubble + idle) / step: the least over the ranks */
   struct wl_stage_result *stages;  /* per replay rank: stage x EP index */

@@ -64,7 +64,7 @@ struct wl__p2p *wl__p2p_get(struct wl__replay *r, int i, int e)
   /* each TP rank sends its share: T h / t (sequence parallel, or Megatron's scatter-gather) */
   double bytes = (double)j->plan.micro_batch * (j->model.seq_len / j->plan.cp) * j->model.hidden * 2.0 / t;
   p->first_id = -1;
-  p->send_s = NAN;
+  p->send_s = p->recv_s = NAN;
   if (wl__formula(r)) { /* the TP ranks' transfers side by side: as one, alone on its route */
     p->formula_s = transfer_s(r, wl__ep_rank(&j->plan, from, 0, e), wl__ep_rank(&j->plan, to, 0, e), bytes);
     p->to_idx = to * r->E + e;
@@ -101,6 +101,14 @@ void wl__p2p_join(struct wl__replay *r, struct wl__p2p *p, int side, double t)
     wl__wake_at(r, p->to_idx, p->done_s);
   }
   if (side == 0) p->send_s = t;
+  else p->recv_s = t;
+}
+
+double wl__p2p_span_s(const struct wl__p2p *p, double end)
+{
+  double start = p->send_s;
+  if (p->n >= 0 && !isnan(p->recv_s) && p->recv_s > start) start = p->recv_s;
+  return end > start ? end - start : 0;
 }
 
 bool wl__p2p_done(struct wl__replay *r, struct wl__p2p *p, double *end)

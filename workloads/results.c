@@ -55,8 +55,7 @@ void wl__results_finish(const struct wl_program *p, struct wl_result *res)
     wl_memory_stage(&j->model, &j->plan, sr->stage, &sr->mem);
   }
   memcpy(res->cat_s, res->stages[res->slowest_stage].cat_s, sizeof res->cat_s);
-  res->tp_hidden_s = res->stages[res->slowest_stage].tp_hidden_s;
-  res->ep_hidden_s = res->stages[res->slowest_stage].ep_hidden_s;
+  memcpy(res->hidden_s, res->stages[res->slowest_stage].hidden_s, sizeof res->hidden_s);
   /* the bubble fraction (docs/TRAINING.md, the one definition tests/workloads/test_schedule.c
    * checks): the share of the step the busiest rank spends without work (waiting for another
    * stage, or finished early): the least over the ranks, since every rank's waiting is the step

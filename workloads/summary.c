@@ -59,6 +59,27 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
   if (p->fp8_dispatch) appendf(buf, n, ", fp8 dispatch");
 }
 
+/* The communication kinds, in the breakdown's order. */
+static const enum wl_cat comm_cats[] = {WL_CAT_TP, WL_CAT_CP, WL_CAT_EP, WL_CAT_DP, WL_CAT_PP};
+
+/* What of each kind of communication the slowest stage hid beside its compute and what it
+ * waited for; the kinds the step has. */
+static void comm_line(const struct wl_result *r, struct npu_buf *out)
+{
+  char line[512] = "";
+  size_t n = 0;
+  for (size_t k = 0; k < sizeof comm_cats / sizeof comm_cats[0]; k++) {
+    double e = r->cat_s[comm_cats[k]], h = r->hidden_s[comm_cats[k]];
+    if (e <= 0 && h <= 0) continue;
+    const char *name = wl_cat_name(comm_cats[k]);
+    n += (size_t)snprintf(line + n, sizeof line - n, "%s%.*s %.3g / %.3g", n ? ", " : "",
+                          (int)(strchr(name, '_') ? strchr(name, '_') - name : (long)strlen(name)), name, h, e);
+    if (n >= sizeof line) break;
+  }
+  if (line[0])
+    npu_buf_printf(out, "  communication  hidden beside the compute / exposed, s (slowest stage): %s\n", line);
+}
+
 void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct npu_buf *out)
 {
   const struct wl_model *m = &job->model;
@@ -95,12 +116,13 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
     npu_buf_printf(out, "  experts        load max/mean %.2f per expert, %.2f per EP rank (mean over layers and "
                         "micro-batches); %.2f%% of token copies dropped; exposed all-to-all %.3g s, hidden %.3g s\n",
                    r->moe_max_mean_expert, r->moe_max_mean_rank, 100 * r->moe_dropped_fraction, r->cat_s[WL_CAT_EP],
-                   r->ep_hidden_s);
+                   r->hidden_s[WL_CAT_EP]);
   if (p->tp_overlap != WL_TPO_NONE)
     npu_buf_printf(out, "  TP overlap     %s: %.3g s of TP communication hidden under GEMMs, %.3g s exposed, GEMMs "
                         "%.3g s slower beside it (slowest stage)\n",
-                   wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap), r->tp_hidden_s, r->cat_s[WL_CAT_TP],
+                   wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap), r->hidden_s[WL_CAT_TP], r->cat_s[WL_CAT_TP],
                    r->cat_s[WL_CAT_INTERFERE]);
+  comm_line(r, out);
   bool ep = r->ep > 1;
   npu_buf_printf(out, "  breakdown (per %s, %% of the step)\n    %s ", ep ? "stage and EP rank" : "stage",
                  ep ? "stage.ep" : "   stage");
@@ -168,7 +190,7 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
     num(&j, "load_max_over_mean_ep_rank", r->moe_max_mean_rank);
     num(&j, "dropped_fraction", r->moe_dropped_fraction);
     num(&j, "exposed_all_to_all_s", r->cat_s[WL_CAT_EP]);
-    num(&j, "hidden_all_to_all_s", r->ep_hidden_s);
+    num(&j, "hidden_all_to_all_s", r->hidden_s[WL_CAT_EP]);
     npu_json_key(&j, "ep_overlap");
     npu_json_string(&j, wl_ep_overlap_name((enum wl_ep_overlap)job->plan.ep_overlap));
     npu_json_object_end(&j);
@@ -181,9 +203,19 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_object_begin(&j);
   npu_json_key(&j, "method");
   npu_json_string(&j, wl_tp_overlap_name((enum wl_tp_overlap)job->plan.tp_overlap));
-  num(&j, "hidden_s", r->tp_hidden_s);
+  num(&j, "hidden_s", r->hidden_s[WL_CAT_TP]);
   num(&j, "exposed_s", r->cat_s[WL_CAT_TP]);
   num(&j, "interference_s", r->cat_s[WL_CAT_INTERFERE]);
+  npu_json_object_end(&j);
+  npu_json_key(&j, "communication");
+  npu_json_object_begin(&j);
+  for (size_t k = 0; k < sizeof comm_cats / sizeof comm_cats[0]; k++) {
+    npu_json_key(&j, wl_cat_name(comm_cats[k]));
+    npu_json_object_begin(&j);
+    num(&j, "exposed_s", r->cat_s[comm_cats[k]]);
+    num(&j, "hidden_s", r->hidden_s[comm_cats[k]]);
+    npu_json_object_end(&j);
+  }
   npu_json_object_end(&j);
   npu_json_key(&j, "memory");
   npu_json_object_begin(&j);
@@ -319,8 +351,11 @@ static const char *c_dtype(const void *x, int i)
   return (const char *[]){"bf16", "fp16", "fp8"}[J(x)->plan.dtype];
 }
 static double c_interfere(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_INTERFERE]; }
-static double c_tp_hidden(const void *x, int i) { (void)i; return R(x)->tp_hidden_s; }
-static double c_ep_hidden(const void *x, int i) { (void)i; return R(x)->ep_hidden_s; }
+static double c_tp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_TP]; }
+static double c_ep_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_EP]; }
+static double c_cp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_CP]; }
+static double c_dp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_DP]; }
+static double c_pp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_PP]; }
 static const char *c_tp_overlap(const void *x, int i)
 {
   (void)i;
@@ -411,8 +446,6 @@ static const struct rpt_column columns[] = {
      "full sharding)", .integer = c_zero_shard},
     {"grad_reduce_dtype", RPT_STRING, "text", "type of the data-parallel gradient reduction (plan.grad_reduce_dtype)",
      .text = c_grad_reduce},
-    {"grad_accum_fusion", RPT_INT, "0/1", "weight gradients accumulated into the gradient buffer by their GEMM "
-     "(plan.grad_accum_fusion; 0: by an add kernel)", .integer = c_accum},
     {"fusion", RPT_STRING, "text", "plan.fusion: fused or eager (the norms', RoPE's, activation's and residual adds' "
      "kernels)", .text = c_fusion},
     {"sp", RPT_INT, "0/1", "sequence parallelism (plan.sp)", .integer = c_sp},
@@ -421,8 +454,17 @@ static const struct rpt_column columns[] = {
     {"seq_len", RPT_INT, "tokens", "sequence length (model.seq_len)", .integer = c_seq},
     {"doc_len", RPT_INT, "tokens", "tokens a query attends over: model.doc_len of packed documents, else seq_len",
      .integer = c_doc},
-    {"mtp_layers", RPT_INT, "", "multi-token prediction modules (model.mtp_layers)", .integer = c_mtp},
     {"dtype", RPT_STRING, "text", "training precision (plan.dtype)", .text = c_dtype},
+    {"grad_accum_fusion", RPT_INT, "0/1", "weight gradients accumulated into the gradient buffer by their GEMM "
+     "(plan.grad_accum_fusion; 0: by an add kernel)", .integer = c_accum},
+    {"mtp_layers", RPT_INT, "", "multi-token prediction modules (model.mtp_layers)", .integer = c_mtp},
+    {"cp_hidden_s", RPT_REAL, "s", "context-parallel ring exchange of the slowest stage that ran under its attention",
+     .real = c_cp_hidden},
+    {"dp_hidden_s", RPT_REAL, "s", "data-parallel communication of the slowest stage (gradient buckets, parameter "
+     "gathers) that ran beside its compute: the span of the collectives' union less the wait for them",
+     .real = c_dp_hidden},
+    {"pp_hidden_s", RPT_REAL, "s", "pipeline transfer time of the slowest stage's inputs that ran while it computed "
+     "(their transfer time less the wait for them)", .real = c_pp_hidden},
     {NULL},
 };
 

@@ -157,9 +157,11 @@ struct wl__p2p {
   int first_id, n;       /* executor instances first_id .. first_id + n - 1; n = 0: not created,
                             n < 0: run.network = formula */
   double send_s;         /* when the sender joined (NAN: not yet) */
+  double recv_s;         /* when the receiver joined (NAN: not yet) */
   double formula_s;      /* run.network = formula: the transfer's time, alone on its route */
   int to_idx;            /* the receiving replay rank */
   bool done;
+  bool counted;          /* the receiver has counted its hidden and exposed time */
   double done_s;
 };
 
@@ -227,6 +229,8 @@ struct wl__rank {
    * post times of the ZeRO-3 gather posted ahead and of the DP collective waited on */
   struct wl__busy *busy;
   int nbusy, capbusy;
+  struct wl__busy *dpspan; /* every data-parallel collective's span, posted to done (hidden_s) */
+  int ndp, capdp;
   double debt;
   double gather_t, wait_t0;
 };
@@ -293,6 +297,9 @@ void wl__p2p_join(struct wl__replay *r, struct wl__p2p *p, int side, double t);
 
 /* Whether transfer p has arrived at the engine's clock; if so *end is when. */
 bool wl__p2p_done(struct wl__replay *r, struct wl__p2p *p, double *end);
+/* The time done transfer p, ending at end, was on the network: from its post (formula: eager)
+ * or from when both sides had joined (flows: a rendezvous, as NCCL's and HCCL's send/recv). */
+double wl__p2p_span_s(const struct wl__p2p *p, double end);
 
 /* Free r's transfers and their communicators. */
 void wl__p2p_release(struct wl__replay *r);

@@ -228,7 +228,7 @@ Test(overlap, segment_sums_follow_the_closed_forms)
       want += big;
   }
   cr_expect(fabs(sg->time_s - want) <= 1e-9 * want, "collective-bound layer %.12g s, want %.12g", sg->time_s, want);
-  cr_expect(sg->tp_hidden_s > 0, "some communication is hidden even when it dominates");
+  cr_expect(sg->hidden_s[WL_CAT_TP] > 0, "some communication is hidden even when it dominates");
   wl_program_destroy(p);
   wl_job_release(&job);
 }
@@ -394,10 +394,10 @@ Test(overlap, hidden_all_to_alls_cost_only_their_interference, .timeout = 240)
             ea / 8);
   cr_expect_gt(lost, 0, "the hidden all-to-alls take HBM bandwidth from the compute beside them");
   cr_expect_eq(a.cat_s[WL_CAT_INTERFERE], 0, "nothing runs beside the unpaired all-to-alls");
-  cr_expect_eq(a.ep_hidden_s, 0);
+  cr_expect_eq(a.hidden_s[WL_CAT_EP], 0);
   /* the pairs' all-to-alls ran beside compute (from the rank's post, waiting for the other EP
    * ranks included, to their end) */
-  cr_expect_gt(b.ep_hidden_s, 0, "hidden %g s, exposed %g -> %g s", b.ep_hidden_s, ea, eb);
+  cr_expect_gt(b.hidden_s[WL_CAT_EP], 0, "hidden %g s, exposed %g -> %g s", b.hidden_s[WL_CAT_EP], ea, eb);
   close_to(b.step_time_s - eb - lost, a.step_time_s - ea, "the same compute either way");
 }
 
