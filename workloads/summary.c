@@ -61,6 +61,7 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
 
 /* The communication kinds, in the breakdown's order. */
 static const enum wl_cat comm_cats[] = {WL_CAT_TP, WL_CAT_CP, WL_CAT_EP, WL_CAT_DP, WL_CAT_PP};
+static const char *const comm_names[] = {"tp", "cp", "ep", "dp", "pp"};
 
 /* What of each kind of communication the slowest stage hid beside its compute and what it
  * waited for; the kinds the step has. */
@@ -71,9 +72,7 @@ static void comm_line(const struct wl_result *r, struct npu_buf *out)
   for (size_t k = 0; k < sizeof comm_cats / sizeof comm_cats[0]; k++) {
     double e = r->cat_s[comm_cats[k]], h = r->hidden_s[comm_cats[k]];
     if (e <= 0 && h <= 0) continue;
-    const char *name = wl_cat_name(comm_cats[k]);
-    n += (size_t)snprintf(line + n, sizeof line - n, "%s%.*s %.3g / %.3g", n ? ", " : "",
-                          (int)(strchr(name, '_') ? strchr(name, '_') - name : (long)strlen(name)), name, h, e);
+    n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %.3g / %.3g", n ? ", " : "", comm_names[k], h, e);
     if (n >= sizeof line) break;
   }
   if (line[0])
@@ -210,7 +209,7 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_key(&j, "communication");
   npu_json_object_begin(&j);
   for (size_t k = 0; k < sizeof comm_cats / sizeof comm_cats[0]; k++) {
-    npu_json_key(&j, wl_cat_name(comm_cats[k]));
+    npu_json_key(&j, comm_names[k]);
     npu_json_object_begin(&j);
     num(&j, "exposed_s", r->cat_s[comm_cats[k]]);
     num(&j, "hidden_s", r->hidden_s[comm_cats[k]]);
