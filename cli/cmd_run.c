@@ -32,7 +32,8 @@ static const char usage[] =
     "A scenario with a kernel or a collective section runs that one kernel on the chip or that\n"
     "collective on the cluster, and prints what 'npusim kernel' or 'npusim collective' prints.\n"
     "\n"
-    "  -o DIR       also write DIR/summary.json and DIR/summary.csv\n"
+    "  -o DIR       also write DIR/summary.json and DIR/summary.csv (a training step: and\n"
+    "               DIR/operators.csv, the per-operator statistics of its slowest stage)\n"
     "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream),\n"
     "               streamed to disk while the scenario runs, never cut\n"
     "  --trace=gz   the same, gzip-compressed: DIR/trace.json.gz\n"
@@ -67,6 +68,13 @@ static int write_outputs(const char *dir, const struct scn_scenario *s, struct n
   if (!rc) rc = (snprintf(p, sizeof p, "%s/summary.csv", dir), cli_write_file(p, &csv, "-o", diag));
   npu_buf_release(&js);
   npu_buf_release(&csv);
+  for (int i = 0; !rc; i++) { /* the kind's own files (training: operators.csv) */
+    struct npu_buf b = {0};
+    const char *name = scn_extra_file(s, i, &b);
+    if (name) rc = (snprintf(p, sizeof p, "%s/%s", dir, name), cli_write_file(p, &b, "-o", diag));
+    npu_buf_release(&b);
+    if (!name) break;
+  }
   return rc;
 }
 

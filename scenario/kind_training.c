@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "workloads/job.h"
+#include "workloads/opstats.h"
 #include "workloads/replay.h"
 #include "workloads/summary.h"
 
@@ -70,6 +71,14 @@ static void text(const struct scn_scenario *s, struct npu_buf *out)
   wl_summary_text(&T(s)->job, &T(s)->res, out);
 }
 
+/* operators.csv: the per-operator statistics of the slowest stage (workloads/opstats.h). */
+static const char *extra_file(const struct scn_scenario *s, int i, struct npu_buf *out)
+{
+  if (i != 0) return NULL;
+  wl_op_stats_csv(&T(s)->res, out);
+  return "operators.csv";
+}
+
 static void set_display(struct scn_scenario *s, const char *name)
 {
   snprintf(T(s)->job.path, sizeof T(s)->job.path, "%s", name);
@@ -98,6 +107,7 @@ const struct scn_kind scn__kind_training = {
     .row = row,
     .json = json,
     .text = text,
+    .extra_file = extra_file,
     .set_display = set_display,
     .release = release,
     .probe_open = probe_open,

@@ -148,6 +148,12 @@ void scn_csv(const struct scn_scenario *s, struct npu_buf *out)
   rpt_columns_csv_row(s->kind->columns(), s->kind->row(s), out);
 }
 
+const char *scn_extra_file(const struct scn_scenario *s, int i, struct npu_buf *out)
+{
+  NPU_ASSERT(s->ran);
+  return s->kind->extra_file ? s->kind->extra_file(s, i, out) : NULL;
+}
+
 /* The first line of a CSV text, without its newline. */
 static void first_line(struct npu_buf *out, const struct npu_buf *csv)
 {

@@ -78,6 +78,9 @@ struct scn_kind {
   const void *(*row)(const struct scn_scenario *s);
   void (*json)(const struct scn_scenario *s, struct npu_buf *out); /* summary.json */
   void (*text)(const struct scn_scenario *s, struct npu_buf *out); /* what `npusim run` prints */
+  /* Further files of `npusim run -o DIR` (NULL: none): the name of file i (i = 0, 1, ...; NULL
+   * past the last) and its contents. */
+  const char *(*extra_file)(const struct scn_scenario *s, int i, struct npu_buf *out);
   void (*set_display)(struct scn_scenario *s, const char *name);   /* the name the scenario column shows */
   void (*release)(struct scn_scenario *s);                         /* frees s */
   /* Probes (sweeps): open (load with the kind's sections, overrides applied), finish (the
@@ -128,6 +131,9 @@ void scn_destroy(struct scn_scenario *s);
 void scn_text(const struct scn_scenario *s, struct npu_buf *out);
 void scn_json(const struct scn_scenario *s, struct npu_buf *out);
 void scn_csv(const struct scn_scenario *s, struct npu_buf *out);
+/* The kind's further output file i (npusim run -o): its name, with its contents in out; NULL
+ * past the last. */
+const char *scn_extra_file(const struct scn_scenario *s, int i, struct npu_buf *out);
 
 /* The CSV header of a kind's columns, one line without its newline (a sweep's metric columns). */
 void scn_kind_header(const struct scn_kind *kind, struct npu_buf *out);

@@ -2,6 +2,7 @@
  * summary.c - training results as text, JSON and CSV.
  */
 #include "workloads/summary.h"
+#include "workloads/opstats.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -133,6 +134,7 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
     for (int c = 0; c < WL_CAT_COUNT; c++) npu_buf_printf(out, " %9.1f", 100 * r->stages[s].cat_s[c] / r->step_s);
     npu_buf_printf(out, "\n");
   }
+  wl_op_stats_text(r, 8, out);
   npu_buf_printf(out, "  kernels        %d distinct (%zu costed by the chip model, %zu from the cost cache), %d "
                       "memoised collectives\n", r->nkernels, r->kernels_costed, r->kernel_cache_hits, r->ncolls);
   for (int i = 0; i < WL_NSUBST; i++) {
@@ -216,6 +218,8 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
     npu_json_object_end(&j);
   }
   npu_json_object_end(&j);
+  npu_json_key(&j, "operators"); /* of the slowest stage, heaviest first (workloads/opstats.h) */
+  wl_op_stats_json(r, &j);
   npu_json_key(&j, "memory");
   npu_json_object_begin(&j);
   num(&j, "peak_bytes", r->peak_mem.total_bytes);

@@ -1,6 +1,6 @@
 /*
  * test_replay.c - the training replay against closed forms: one stage is the sum of its
- * segments; a 1F1B pipeline of uniform stages has (pp - 1) x (F + B) of bubble; data-parallel
+ * segments (and of its operators' statistics); a 1F1B pipeline of uniform stages has (pp - 1) x (F + B) of bubble; data-parallel
  * gradient reduction is exposed when not overlapped; the same scenario gives the same numbers;
  * and bad plans are errors naming their keys. Each replay runs in its own process (one SimGrid
  * engine per process), by fork through wl_run_isolated, or by Criterion's own test processes.
@@ -8,12 +8,14 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "workloads/expand.h"
 #include "workloads/isolate.h"
 #include "workloads/job.h"
+#include "workloads/opstats.h"
 #include "workloads/program.h"
 #include "workloads/replay.h"
 #include "helpers.h"
@@ -78,6 +80,17 @@ Test(replay, an_mtp_module_adds_its_segments_a_layer_and_the_head)
   wl_job_release(&j);
 }
 
+/* A one-stage step of m micro-batches of L dense layers as its segments add up: per micro-batch
+ * the embedding, the layers and the head forward and backward, then the optimizer. */
+static double one_stage_segments_s(const struct wl_program *pg, int m, int L)
+{
+  const struct wl_seg *sg = pg->seg;
+  return m * (sg[WL_SEG_EMBED_F].time_s + sg[WL_SEG_EMBED_B].time_s +
+              L * (sg[WL_SEG_LAYER_F].time_s + sg[WL_SEG_LAYER_BI].time_s + sg[WL_SEG_LAYER_W].time_s) +
+              sg[WL_SEG_HEAD_F].time_s + sg[WL_SEG_HEAD_BI].time_s + sg[WL_SEG_HEAD_W].time_s) +
+         pg->optim[0].time_s;
+}
+
 Test(replay, one_stage_is_the_sum_of_its_segments)
 {
   struct wl_job j;
@@ -85,10 +98,7 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
   replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s"));
   int m = j.microbatches, L = j.model.layers;
   const struct wl_program *pg = r.program;
-  double want = m * (pg->seg[WL_SEG_EMBED_F].time_s + L * pg->seg[WL_SEG_LAYER_F].time_s + pg->seg[WL_SEG_HEAD_F].time_s +
-                     pg->seg[WL_SEG_HEAD_BI].time_s + pg->seg[WL_SEG_HEAD_W].time_s +
-                     L * (pg->seg[WL_SEG_LAYER_BI].time_s + pg->seg[WL_SEG_LAYER_W].time_s) + pg->seg[WL_SEG_EMBED_B].time_s) +
-                pg->optim[0].time_s;
+  double want = one_stage_segments_s(pg, m, L);
   /* plus the gradient reduction still running when the backward ends (dp 8) and the compute
    * the buckets beside the backward took (HBM: interference), nothing else */
   double dp = r.cat_s[WL_CAT_DP], in = r.cat_s[WL_CAT_INTERFERE];
@@ -98,6 +108,30 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
   cr_expect(dp >= 0 && dp < 0.25 * want, "exposed dp %g of %g", dp, want);
   cr_expect_float_eq(sum_cats(r.stages[0].cat_s), r.step_s, 1e-9 * r.step_s);
   cr_expect_eq(r.cat_s[WL_CAT_BUBBLE], 0);
+  /* the per-operator statistics (msprof's op_statistic): every kernel of the stage at its
+   * costed time, so they add up to the segments too; FlashAttention once forward and once
+   * backward per layer and micro-batch; heaviest first; the CSV a row per operator */
+  struct wl_op_stat *st;
+  int n = wl_op_stats(pg, 0, &st);
+  double total = 0;
+  long flash = 0, adamw = 0;
+  for (int i = 0; i < n; i++) {
+    total += st[i].total_s;
+    if (!strcmp(st[i].op, "flash_attention")) flash = st[i].calls;
+    if (!strcmp(st[i].op, "adamw")) adamw = st[i].calls;
+    cr_expect(st[i].min_s <= st[i].max_s && st[i].total_s >= st[i].calls * st[i].min_s * (1 - 1e-12), "%s", st[i].op);
+    if (i) cr_expect_geq(st[i - 1].total_s, st[i].total_s, "heaviest first: %s before %s", st[i - 1].op, st[i].op);
+  }
+  cr_expect_float_eq(total, want, 1e-9 * want, "operators %.9g s, segments %.9g s", total, want);
+  cr_expect_eq(flash, 2L * m * L);
+  cr_expect_eq(adamw, 1);
+  struct npu_buf csv = {0};
+  wl_op_stats_csv(&r, &csv);
+  int lines = 0;
+  for (const char *c = npu_buf_str(&csv); *c; c++) lines += *c == '\n';
+  cr_expect_eq(lines, n + 1, "a header and %d rows: %d lines", n, lines);
+  npu_buf_release(&csv);
+  free(st);
   wl_result_release(&r);
   wl_job_release(&j);
 }
