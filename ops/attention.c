@@ -43,8 +43,15 @@
  * and L1 holds no P: on the H100 three K/V slots instead of two, S two key blocks ahead.
  * Buffers are double buffered where the chip's L1 and UB hold two copies (the tiling decides).
  *
+ * Sliding window (--window W, causal, a multiple of 128): query i sees keys i - W + 1 .. i. The
+ * forward visits a query block's key blocks from the diagonal down to the window's lowest one
+ * (so that the online softmax's first block has a key for every row), masking that lowest
+ * block with the complement of the diagonal's mask; the backward's key block steps over the
+ * query blocks up to the one holding its last viewer, masking past the window's edge with the
+ * complements of its diagonal variants (a role wholly past it with variant 0).
+ *
  * FLOPs (FlashAttention-2 paper): forward 4 x seq^2 x dim x heads x batch (halved when
- * causal), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
+ * causal; seq x W - W^2 / 2 query-key pairs in a window), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
  * its gradients in double.
  *
  * Size: one operator over ~1,500 lines: the forward and backward share the tiling, the split-core
@@ -72,6 +79,8 @@ static const struct op_param params[] = {
     {"seq", OP_P_DIM, NULL, "sequence length (a multiple of 128)", NULL},
     {"dim", OP_P_DIM, "128", "head dimension (64 or 128)", NULL},
     {"causal", OP_P_BOOL, "true", "causal mask (else full)", NULL},
+    {"window", OP_P_INT, "0", "sliding window (with --causal): each query attends to itself and the window - 1 "
+     "keys before it, a multiple of 128 (Mistral, Gemma, gpt-oss local layers); 0: the whole causal prefix", NULL},
     {"dtype", OP_P_DTYPE, "bf16", "q, k, v, o type: bf16 or fp16", NULL},
     {"pass", OP_P_CHOICE, "fwd", "fwd or bwd", passes},
 };
@@ -84,7 +93,7 @@ struct ub_map {
   uint32_t o, oj;    /* fwd: the output accumulator, O_j from the cube core (fp32 64 x dim) */
   uint32_t t;        /* fwd: half-row maxima and sums (fp32 64 x 64) */
   uint32_t vec;      /* fwd: per-row vectors, 256 B each */
-  uint32_t mask;     /* causal mask bits */
+  uint32_t mask;     /* causal mask bits (then, with a window, their complements) */
   uint32_t brcb;     /* 64 blocks of 32 B */
   uint32_t ninf;     /* one block of -inf */
   uint32_t size;     /* bytes of one role */
@@ -93,6 +102,7 @@ struct ub_map {
 
 struct attn {
   uint32_t B, H, KVH, S, D, group;
+  uint32_t W;                    /* sliding window (causal), a multiple of BC; 0: none */
   bool causal, bwd, coupled;
   bool onchip;                   /* coupled core with FixPipe -> UB and UB -> L1: hand-overs
                                     stay on the core (no GM workspace round trip) */
@@ -239,10 +249,28 @@ static uint64_t ws_o(const struct attn *a, int u, uint32_t slot)
   return ws_p(a, u, a->ns) + (uint64_t)slot * a->br * a->D * 4;
 }
 
-/* Key blocks query block i attends to. */
+/* Key blocks query block i attends to: with a window from the diagonal block's W / BC
+ * predecessor (or the first) to the diagonal. */
 static uint32_t kv_blocks(const struct attn *a, uint32_t i)
 {
-  return a->causal ? i * a->br / BC + 1 : a->S / BC;
+  uint32_t diag = i * a->br / BC;
+  if (a->W) return diag - (diag > a->W / BC ? diag - a->W / BC : 0) + 1;
+  return a->causal ? diag + 1 : a->S / BC;
+}
+
+/* The q-th key block query block i processes: in order, or with a window from the diagonal
+ * down, so that the online softmax's first block has a key for every row (the window's lowest
+ * block has none for some). */
+static uint32_t kv_block(const struct attn *a, uint32_t i, uint32_t q)
+{
+  return a->W ? i * a->br / BC - q : q;
+}
+
+/* Bytes of the forward's masks: the diagonal's two 64-row halves, and with a window their
+ * complements (the window's lowest block). */
+static uint32_t fwd_mask_bytes(const struct attn *a)
+{
+  return (a->W ? 4 : 2) * HALF * BC / 8;
 }
 
 /* Block b -> (batch, head, query block); query blocks of one head in order. */
@@ -476,8 +504,8 @@ static void fwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
   ni.mask[0] = 0xff;
   core_vec(t, &ni);
   if (a->causal) {
-    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, 2 * HALF * BC / 8, 0);
-    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, m->mask, 1, 2 * HALF * BC / 8, 0);
+    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, fwd_mask_bytes(a), 0);
+    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, m->mask, 1, fwd_mask_bytes(a), 0);
     core_copy(t, &um, &gm);
   }
 }
@@ -500,8 +528,10 @@ static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r)
   core_vec(t, &v);
 }
 
-/* Online softmax of S_j for role r's rows (query block i); P_j to the workspace. */
-static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t i, uint32_t j)
+/* Online softmax of S_j for role r's rows (query block i): the j-th block processed, key block
+ * jb; P_j to the workspace. */
+static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t i, uint32_t j,
+                            uint32_t jb)
 {
   const struct ub_map *m = &a->fub[r];
   uint32_t alpha = V_A0 + j % a->ns, us = j % (uint32_t)m->nbuf;
@@ -520,9 +550,11 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   }
-  uint32_t row0 = i * a->br + r * HALF;
-  if (a->causal && j == row0 / BC) /* the diagonal block: keys after the query get -inf */
-    apply_mask(t, m, S, m->mask + (row0 % BC) / HALF * (HALF * BC / 8), HALF, BC);
+  uint32_t row0 = i * a->br + r * HALF, half = (row0 % BC) / HALF * (HALF * BC / 8);
+  if (a->causal && jb == row0 / BC) /* the diagonal block: keys after the query get -inf */
+    apply_mask(t, m, S, m->mask + half, HALF, BC);
+  if (a->W && jb + a->W / BC == row0 / BC) /* the window's lowest block: keys before it get -inf */
+    apply_mask(t, m, S, m->mask + 2 * HALF * BC / 8 + half, HALF, BC);
   /* row max of the block; running max m_new; alpha_j = exp(m - m_new) */
   if (a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* t is P's buffer: its copy is out */
   v = vop(CORE_VEC_MAX, m->t, S, S + 256, HALF);
@@ -676,16 +708,16 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
     sel_aiv(t, r);
     fwd_aiv_init(t, a, r);
   }
-  for (uint32_t j = 0; j < n + a->look; j++) {
+  for (uint32_t j = 0; j < n + a->look; j++) { /* j: the order of processing; key block kv_block(j) */
     core_select(t, CORE_SUB_AIC);
     if (j < n) {
-      fwd_load_kv(t, a, (base + j) % a->ns, bb, kvh, j);
+      fwd_load_kv(t, a, (base + j) % a->ns, bb, kvh, kv_block(a, i, j));
       fwd_s(t, a, u, (base + j) % a->ns, j, j == 0);
     }
     if (j >= a->look) fwd_pv(t, a, u, (base + j - a->look) % a->ns, j - a->look);
     for (uint32_t r = 0; r < a->halves; r++) {
       sel_aiv(t, r);
-      if (j < n) fwd_aiv_softmax(t, a, u, r, i, j);
+      if (j < n) fwd_aiv_softmax(t, a, u, r, i, j, kv_block(a, i, j));
       if (j >= a->look) fwd_accumulate(t, a, u, r, j - a->look);
     }
   }
@@ -702,6 +734,13 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
 static uint32_t bwd_mask_bytes(const struct attn *a)
 {
   return (a->kb / a->hb + 1) * a->hb * a->kb / 8;
+}
+
+/* ... and with a window their complements after them (the window's edge: key c sees row r
+ * when c > r + o). */
+static uint32_t bwd_masks_bytes(const struct attn *a)
+{
+  return (a->W ? 2 : 1) * bwd_mask_bytes(a);
 }
 
 /* Workspace of unit u: two slots of S, dP (fp32 a->qb x a->kb), P, dS (input type a->qb x a->kb). */
@@ -727,18 +766,29 @@ static uint32_t bwd_first_q(const struct attn *a, uint32_t j)
   return a->causal ? j * a->kb / a->qb : 0;
 }
 
+/* Query blocks that see key block j: to the last, or to the one of the window's last row. */
+static uint32_t bwd_nq(const struct attn *a, uint32_t j)
+{
+  uint32_t last = a->qblocks - 1;
+  if (a->W) {
+    uint64_t row = (uint64_t)(j + 1) * a->kb + a->W - 2; /* the last query that sees the block */
+    if (row / a->qb < last) last = (uint32_t)(row / a->qb);
+  }
+  return last - bwd_first_q(a, j) + 1;
+}
+
 static int bwd_class(void *ctx, uint64_t b)
 {
   const struct attn *a = ctx;
   uint32_t bb, kvh, j;
   bwd_decompose(a, b, &bb, &kvh, &j);
-  return (int)(a->qblocks - bwd_first_q(a, j)) - 1;
+  return (int)bwd_nq(a, j) - 1;
 }
 
 /* Step s of a block -> (query head, query block). */
 static void bwd_step(const struct attn *a, uint32_t kvh, uint32_t j, uint32_t s, uint32_t *h, uint32_t *i)
 {
-  uint32_t per = a->qblocks - bwd_first_q(a, j);
+  uint32_t per = bwd_nq(a, j);
   *h = kvh * a->group + s / per;
   *i = bwd_first_q(a, j) + s % per;
 }
@@ -971,8 +1021,8 @@ static void bwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
   ni.mask[0] = 0xff;
   core_vec(t, &ni);
   if (a->causal) {
-    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, bwd_mask_bytes(a), 0);
-    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, rb + m->mask, 1, bwd_mask_bytes(a), 0);
+    struct core_tile gm = ops_tile(MEM_GM, CORE_ND, NPU_DT_UINT8, a->mask, 1, bwd_masks_bytes(a), 0);
+    struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, rb + m->mask, 1, bwd_masks_bytes(a), 0);
     core_copy(t, &um, &gm);
   }
 }
@@ -1020,6 +1070,14 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
     int64_t o = (int64_t)row0 - (int64_t)j * a->kb; /* the mask variant of this offset (masks()) */
     uint32_t var = o <= -(int64_t)a->hb ? 0 : (uint32_t)((o + a->hb) / a->hb);
     apply_mask(t, m, S, rb + m->mask + var * (a->hb * a->kb / 8), a->hb, a->kb);
+  }
+  if (a->W) { /* the window's edge: queries further than W - 1 past a key do not see it */
+    int64_t o = (int64_t)row0 - (int64_t)j * a->kb - a->W;
+    if (o >= (int64_t)a->kb) /* every row past the window: variant 0, all masked */
+      apply_mask(t, m, S, rb + m->mask, a->hb, a->kb);
+    else if (o >= 0) /* the complement of the variant of offset o */
+      apply_mask(t, m, S, rb + m->mask + bwd_mask_bytes(a) + (uint32_t)(o / a->hb + 1) * (a->hb * a->kb / 8), a->hb,
+                 a->kb);
   }
   brcb(t, bc, L, a->hb);
   rowwise(t, CORE_VEC_SUB, S, S, bc, a->hb, a->kb);
@@ -1093,7 +1151,7 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   int u = core_unit(t);
   uint32_t bb, kvh, j;
   bwd_decompose(a, b, &bb, &kvh, &j);
-  uint32_t steps = a->group * (a->qblocks - bwd_first_q(a, j)), z = unit_of(t)->kv_slot++ % a->nkv;
+  uint32_t steps = a->group * bwd_nq(a, j), z = unit_of(t)->kv_slot++ % a->nkv;
   core_select(t, CORE_SUB_AIC);
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
   for (int which = 0; which < 2; which++) {
@@ -1213,7 +1271,7 @@ static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf, bool ti
   m->oj = take(&at, HALF * a->D * 4);
   m->t = tight ? m->pb : take(&at, HALF * 64 * 4); /* HALF x 64 fp32 fits in P's HALF x 128 input type */
   m->vec = take(&at, V_SLOTS * 256);
-  m->mask = take(&at, 2 * HALF * BC / 8);
+  m->mask = take(&at, fwd_mask_bytes(a));
   m->brcb = take(&at, HALF * 32);
   m->ninf = take(&at, 32);
   return m->size = at;
@@ -1227,7 +1285,7 @@ static uint32_t ub_bwd(struct ub_map *m, const struct attn *a, int nbuf)
   for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, 2 * a->hb * a->kb * 4 + 512);
   m->pb = take(&at, a->hb * a->kb * es_);
   m->ds = take(&at, a->hb * a->kb * es_);
-  m->mask = take(&at, bwd_mask_bytes(a));
+  m->mask = take(&at, bwd_masks_bytes(a));
   m->brcb = take(&at, a->hb * 32);
   m->ninf = take(&at, 32);
   return m->size = at;
@@ -1306,6 +1364,7 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   a->S = (uint32_t)op_u(d, args, "seq");
   a->D = (uint32_t)op_u(d, args, "dim");
   a->causal = op_u(d, args, "causal");
+  uint64_t w = op_u(d, args, "window");
   a->dt = op_dtype(d, args, "dtype");
   a->bwd = op_u(d, args, "pass") == 1;
   a->coupled = chip->org != ARCH_ORG_SPLIT;
@@ -1320,6 +1379,12 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
     return npu_diag_set(diag, "command line", 0, "--seq", "must be a multiple of the block size %u, got %u", BC, a->S), NPU_EINVAL;
   if (a->D != 64 && a->D != 128)
     return npu_diag_set(diag, "command line", 0, "--dim", "64 or 128, got %u", a->D), NPU_EINVAL;
+  if (w && !a->causal)
+    return npu_diag_set(diag, "command line", 0, "--window", "a sliding window needs --causal true"), NPU_EINVAL;
+  if (w % BC)
+    return npu_diag_set(diag, "command line", 0, "--window", "must be a multiple of %u, got %llu", BC,
+                        (unsigned long long)w), NPU_EINVAL;
+  a->W = w < a->S ? (uint32_t)w : 0; /* a window of the whole sequence is the causal mask */
   if (!a->coupled && chip->aiv_count != 2 * chip->aic_count)
     return npu_diag_set(diag, "command line", 0, "--arch", "this FlashAttention kernel is written for two vector cores per cube core (A2/A3/950) or coupled cores; %s has %d:%d", chip->name, chip->aic_count, chip->aiv_count), NPU_EUNSUPPORTED;
   if (chip->cube.macs_per_cycle[a->dt] == 0)
@@ -1375,10 +1440,11 @@ static int bwd_class_b(void *ctx, uint64_t b)
  * 128-row block); backward the variants of bwd_mask_bytes (key c sees row r when c <= r + o). */
 static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
 {
-  uint8_t m[4096];
+  uint8_t m[8192];
   memset(m, 0, sizeof m);
+  uint32_t n = a->bwd ? bwd_mask_bytes(a) : 2 * HALF * BC / 8;
+  NPU_ASSERT(2 * n <= sizeof m);
   if (a->bwd) {
-    NPU_ASSERT(bwd_mask_bytes(a) <= sizeof m);
     for (uint32_t v = 0; v <= a->kb / a->hb; v++)
       for (uint32_t r = 0; r < a->hb; r++)
         for (uint32_t c = 0; c < a->kb; c++)
@@ -1386,16 +1452,17 @@ static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
             uint32_t bit = (v * a->hb + r) * a->kb + c;
             m[bit / 8] |= (uint8_t)(1u << (bit % 8));
           }
-    return op_tensor_bytes(x, "mask", bwd_mask_bytes(a), m);
+  } else {
+    for (uint32_t hf = 0; hf < 2; hf++)
+      for (uint32_t r = 0; r < HALF; r++)
+        for (uint32_t c = 0; c < BC; c++)
+          if (c <= hf * HALF + r) {
+            uint32_t bit = (hf * HALF + r) * BC + c;
+            m[bit / 8] |= (uint8_t)(1u << (bit % 8));
+          }
   }
-  for (uint32_t hf = 0; hf < 2; hf++)
-    for (uint32_t r = 0; r < HALF; r++)
-      for (uint32_t c = 0; c < BC; c++)
-        if (c <= hf * HALF + r) {
-          uint32_t bit = (hf * HALF + r) * BC + c;
-          m[bit / 8] |= (uint8_t)(1u << (bit % 8));
-        }
-  return op_tensor_bytes(x, "mask", 2 * HALF * BC / 8, m);
+  for (uint32_t i = 0; a->W && i < n; i++) m[n + i] = (uint8_t)~m[i]; /* the window's edges */
+  return op_tensor_bytes(x, "mask", a->W ? 2 * n : n, m);
 }
 
 static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, double *O,
@@ -1464,8 +1531,9 @@ static void setup(void *p, struct op_exec *x)
 static double flops(const void *p)
 {
   const struct attn *a = p;
-  double f = 4.0 * a->S * (double)a->S * a->D * a->H * a->B;
-  if (a->causal) f /= 2;
+  /* query-key pairs: S^2, S^2 / 2 causal, S W - W^2 / 2 in a window (as S^2 / 2 at W = S) */
+  double pairs = a->W ? a->S * (double)a->W - a->W * (double)a->W / 2 : a->S * (double)a->S / (a->causal ? 2 : 1);
+  double f = 4.0 * pairs * a->D * a->H * a->B;
   return a->bwd ? 2.5 * f : f;
 }
 
@@ -1479,9 +1547,9 @@ static void reference_fwd(const struct attn *a, const double *Q, const double *K
       uint32_t kvh = h / a->group;
       for (uint32_t i = 0; i < a->S; i++) {
         const double *q = Q + bsnd(a, b, i, h, a->H);
-        uint32_t n = a->causal ? i + 1 : a->S;
+        uint32_t n = a->causal ? i + 1 : a->S, j0 = a->W && i + 1 > a->W ? i + 1 - a->W : 0;
         double m = -INFINITY, l = 0;
-        for (uint32_t j = 0; j < n; j++) {
+        for (uint32_t j = j0; j < n; j++) {
           const double *k = K + bsnd(a, b, j, kvh, a->KVH);
           double dot = 0;
           for (uint32_t d = 0; d < a->D; d++) dot += q[d] * k[d];
@@ -1490,7 +1558,7 @@ static void reference_fwd(const struct attn *a, const double *Q, const double *K
         }
         double *o = O + bsnd(a, b, i, h, a->H);
         memset(o, 0, a->D * sizeof *o);
-        for (uint32_t j = 0; j < n; j++) {
+        for (uint32_t j = j0; j < n; j++) {
           double p = exp(s[j] - m);
           l += p;
           const double *v = V + bsnd(a, b, j, kvh, a->KVH);
@@ -1520,8 +1588,8 @@ static void reference_bwd(const struct attn *a, const double *Q, const double *K
         double Di = 0, Li = L[((uint64_t)b * a->H + h) * a->S + i];
         for (uint32_t d = 0; d < a->D; d++) Di += go[d] * o[d];
         double *gq = dQ + bsnd(a, b, i, h, a->H);
-        uint32_t n = a->causal ? i + 1 : a->S;
-        for (uint32_t j = 0; j < n; j++) {
+        uint32_t n = a->causal ? i + 1 : a->S, j0 = a->W && i + 1 > a->W ? i + 1 - a->W : 0;
+        for (uint32_t j = j0; j < n; j++) {
           const double *k = K + bsnd(a, b, j, kvh, a->KVH), *v = V + bsnd(a, b, j, kvh, a->KVH);
           double s = 0, dp = 0;
           for (uint32_t d = 0; d < a->D; d++) {

@@ -186,7 +186,7 @@ static void sum_seg(const struct wl_program *j, struct wl_seg *sg)
 void wl_program_sum_segments(struct wl_program *j)
 {
   double t = 0, lost = 0;
-  for (int k = 0; k < WL_SEG_KINDS; k++) {
+  for (int k = 0; k < 2 * WL_SEG_KINDS; k++) { /* the local layers' variants too */
     sum_seg(j, &j->seg[k]);
     t += j->seg[k].time_s;
     lost += j->seg[k].time_s * j->seg[k].dp_loss;
@@ -349,8 +349,8 @@ int wl__dp_twins(struct wl_program *j, struct op_cache *cache, struct npu_diag *
   v.chip.aiv_count -= cores * per;
   v.chip.hbm.bw_bytes_per_s -= take;
   j->dp_sys = wl__slow_sys(j, &v);
-  for (int k = 0; k < WL_SEG_KINDS; k++) {
-    if (!seg_beside_dp(j, (enum wl_seg_kind)k)) continue;
+  for (int k = 0; k < 2 * WL_SEG_KINDS; k++) {
+    if (!seg_beside_dp(j, (enum wl_seg_kind)(k % WL_SEG_KINDS))) continue;
     const struct wl_seg *sg = &j->seg[k];
     for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
       const struct wl_item *it = &j->items[i];

@@ -152,7 +152,7 @@ static void tpcoll(struct wl_program *j, bool rc, enum ic_op op, double bytes)
 
 static void seg_begin(struct wl_program *j, enum wl_seg_kind k)
 {
-  j->seg[k].first_item = j->nitems;
+  j->seg[j->seg_off + k].first_item = j->nitems;
 }
 
 /* ------------------------------------------------------------------ overlapped TP communication */
@@ -277,10 +277,10 @@ static void tp_overlap_pairs(struct wl_program *j, int first, int end)
 
 static void seg_end(struct wl_program *j, enum wl_seg_kind k)
 {
-  j->seg[k].nitems = j->nitems - j->seg[k].first_item;
+  struct wl_seg *sg = &j->seg[j->seg_off + k];
+  sg->nitems = j->nitems - sg->first_item;
   bool layer = (k >= WL_SEG_LAYER_F && k <= WL_SEG_MOE_W) || k == WL_SEG_LAYER_BI_KEEP || k == WL_SEG_MOE_POST_BI_KEEP;
-  if (layer && j->plan.tp_overlap != WL_TPO_NONE && j->plan.tp > 1)
-    tp_overlap_pairs(j, j->seg[k].first_item, j->nitems);
+  if (layer && j->plan.tp_overlap != WL_TPO_NONE && j->plan.tp > 1) tp_overlap_pairs(j, sg->first_item, j->nitems);
 }
 
 /* ------------------------------------------------------------------ operator calls */
@@ -390,6 +390,7 @@ struct shape {
   int mode;         /* enum emit */
   bool keep;        /* a layer a partial full recompute leaves out: no recomputation */
   bool fp8;         /* linear layers in fp8 (plan.dtype) */
+  int window;       /* FlashAttention's sliding window in this layer's segments; 0: none */
   int T, Tn;        /* tokens of a micro-batch; rows the norms see (T / t with SP) */
   int t, h, a, g, d, f, V, s, b;
   enum npu_dtype dt; /* the training type */
@@ -737,7 +738,9 @@ static void attn_core_std(struct wl_program *j, const struct shape *s, bool rc)
 static struct op_call attn_flash_call(const struct wl_program *j, const struct shape *s)
 {
   int docs = j->model.seq_len / wl_model_attn_len(&j->model);
-  return flash_call((int64_t)s->b * j->plan.cp * docs, s->a / s->t, s->g / s->t, s->s / docs, s->d, s->dt);
+  struct op_call c = flash_call((int64_t)s->b * j->plan.cp * docs, s->a / s->t, s->g / s->t, s->s / docs, s->d, s->dt);
+  if (s->window) op_call_dim(&c, "window", s->window); /* a local layer (no CP, no documents) */
+  return c;
 }
 
 static void attention_fwd(struct wl_program *j, const struct shape *s, bool rc)
@@ -1356,6 +1359,62 @@ static void fbw_segs(struct wl_program *j, struct shape *s, enum wl_seg_kind f,
   s->mode = EM_ALL;
 }
 
+/* A layer's segments (dense and MoE, their backward split, the kept variants of a partial full
+ * recompute), written at j->seg_off. */
+static void expand_layers(struct wl_program *j, struct shape *s)
+{
+  seg_begin(j, WL_SEG_LAYER_F);
+  layer_fwd(j, s, false);
+  seg_end(j, WL_SEG_LAYER_F);
+  s->mode = EM_BI;
+  seg_begin(j, WL_SEG_LAYER_BI);
+  layer_bwd(j, s);
+  seg_end(j, WL_SEG_LAYER_BI);
+  s->mode = EM_W;
+  seg_begin(j, WL_SEG_LAYER_W);
+  layer_bwd(j, s);
+  seg_end(j, WL_SEG_LAYER_W);
+  s->mode = EM_ALL;
+  if (j->model.moe.experts) {
+    seg_begin(j, WL_SEG_MOE_PRE_F);
+    moe_pre_fwd(j, s, false);
+    seg_end(j, WL_SEG_MOE_PRE_F);
+    seg_begin(j, WL_SEG_MOE_POST_F);
+    moe_post_fwd(j, s, false);
+    seg_end(j, WL_SEG_MOE_POST_F);
+    s->mode = EM_BI;
+    seg_begin(j, WL_SEG_MOE_POST_BI);
+    recompute(j, s, moe_fwd_no_experts);
+    moe_post_bwd(j, s);
+    seg_end(j, WL_SEG_MOE_POST_BI);
+    seg_begin(j, WL_SEG_MOE_PRE_BI);
+    moe_pre_bwd(j, s);
+    seg_end(j, WL_SEG_MOE_PRE_BI);
+    s->mode = EM_W;
+    seg_begin(j, WL_SEG_MOE_W);
+    moe_post_bwd(j, s);
+    moe_pre_bwd(j, s);
+    seg_end(j, WL_SEG_MOE_W);
+    s->mode = EM_ALL;
+  }
+  if (j->plan.recompute == WL_RECOMPUTE_FULL && j->plan.recompute_method == WL_RCM_BLOCK && j->plan.recompute_layers) {
+    /* the layers past the first recompute_layers of a chunk keep their activations */
+    s->mode = EM_BI;
+    s->keep = true;
+    seg_begin(j, WL_SEG_LAYER_BI_KEEP);
+    layer_bwd(j, s);
+    seg_end(j, WL_SEG_LAYER_BI_KEEP);
+    if (j->model.moe.experts) {
+      seg_begin(j, WL_SEG_MOE_POST_BI_KEEP);
+      recompute(j, s, moe_fwd_no_experts);
+      moe_post_bwd(j, s);
+      seg_end(j, WL_SEG_MOE_POST_BI_KEEP);
+    }
+    s->keep = false;
+    s->mode = EM_ALL;
+  }
+}
+
 void wl_expand(struct wl_program *j)
 {
   struct shape s = shape_of(j);
@@ -1369,56 +1428,17 @@ void wl_expand(struct wl_program *j)
   sp_gather(j, &s, false);
   embed(j, &s);
   seg_end(j, WL_SEG_EMBED_B);
-  seg_begin(j, WL_SEG_LAYER_F);
-  layer_fwd(j, &s, false);
-  seg_end(j, WL_SEG_LAYER_F);
-  s.mode = EM_BI;
-  seg_begin(j, WL_SEG_LAYER_BI);
-  layer_bwd(j, &s);
-  seg_end(j, WL_SEG_LAYER_BI);
-  s.mode = EM_W;
-  seg_begin(j, WL_SEG_LAYER_W);
-  layer_bwd(j, &s);
-  seg_end(j, WL_SEG_LAYER_W);
-  s.mode = EM_ALL;
-  if (j->model.moe.experts) {
-    seg_begin(j, WL_SEG_MOE_PRE_F);
-    moe_pre_fwd(j, &s, false);
-    seg_end(j, WL_SEG_MOE_PRE_F);
-    seg_begin(j, WL_SEG_MOE_POST_F);
-    moe_post_fwd(j, &s, false);
-    seg_end(j, WL_SEG_MOE_POST_F);
-    s.mode = EM_BI;
-    seg_begin(j, WL_SEG_MOE_POST_BI);
-    recompute(j, &s, moe_fwd_no_experts);
-    moe_post_bwd(j, &s);
-    seg_end(j, WL_SEG_MOE_POST_BI);
-    seg_begin(j, WL_SEG_MOE_PRE_BI);
-    moe_pre_bwd(j, &s);
-    seg_end(j, WL_SEG_MOE_PRE_BI);
-    s.mode = EM_W;
-    seg_begin(j, WL_SEG_MOE_W);
-    moe_post_bwd(j, &s);
-    moe_pre_bwd(j, &s);
-    seg_end(j, WL_SEG_MOE_W);
-    s.mode = EM_ALL;
+  /* the layers; a model that mixes local and global layers has the local ones apart */
+  const struct wl_model *m = &j->model;
+  s.window = m->window && !m->global_every ? m->window : 0;
+  expand_layers(j, &s);
+  if (m->window && m->global_every) {
+    j->seg_off = WL_SEG_KINDS;
+    s.window = m->window;
+    expand_layers(j, &s);
+    j->seg_off = 0;
   }
-  if (j->plan.recompute == WL_RECOMPUTE_FULL && j->plan.recompute_method == WL_RCM_BLOCK && j->plan.recompute_layers) {
-    /* the layers past the first recompute_layers of a chunk keep their activations */
-    s.mode = EM_BI;
-    s.keep = true;
-    seg_begin(j, WL_SEG_LAYER_BI_KEEP);
-    layer_bwd(j, &s);
-    seg_end(j, WL_SEG_LAYER_BI_KEEP);
-    if (j->model.moe.experts) {
-      seg_begin(j, WL_SEG_MOE_POST_BI_KEEP);
-      recompute(j, &s, moe_fwd_no_experts);
-      moe_post_bwd(j, &s);
-      seg_end(j, WL_SEG_MOE_POST_BI_KEEP);
-    }
-    s.keep = false;
-    s.mode = EM_ALL;
-  }
+  s.window = 0;
   fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd);
   if (j->model.mtp_layers) fbw_segs(j, &s, WL_SEG_MTP_F, mtp_fwd, mtp_bwd);
   /* the optimizer: AdamW over the rank's shard of fp32 master weights (ZeRO >= 1: / dp) */

@@ -69,6 +69,12 @@ static const struct npu_param params[] = {
         "embedding and the previous depth's hidden state, both normalised, concatenated and projected (2 h -> h), "
         "one transformer layer of the last layer's kind, and the shared output head with its own loss, on the last "
         "pipeline stage after the head (docs/TRAINING.md); 0: none"),
+    NPU_PARAM_INT("model.window", window, "0", NPU_PF_NONNEG,
+        "sliding-window attention (Mistral, Gemma 2/3, gpt-oss): each query of a local layer attends to itself and "
+        "window - 1 tokens before it (FlashAttention's band), a multiple of 128; 0: none"),
+    NPU_PARAM_INT("model.global_every", global_every, "0", NPU_PF_NONNEG,
+        "with model.window, layer l (from 0) attends to the whole causal prefix when (l + 1) % global_every = 0 "
+        "(Gemma 3: 6, five local layers to one global; gpt-oss: 2, alternating); 0: every layer is local"),
     NPU_PARAM_INT("model.mla.q_lora_rank", mla.q_lora_rank, "0", NPU_PF_NONNEG,
         "MLA query compression rank (W_dq, a norm, W_uq); 0: queries projected directly"),
     NPU_PARAM_INT("model.mla.kv_lora_rank", mla.kv_lora_rank, "0", NPU_PF_NONNEG,
@@ -214,6 +220,17 @@ int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *di
   if (m->doc_len && (m->doc_len > m->seq_len || m->seq_len % m->doc_len))
     return npu_cfg_fail(cfg, diag, "model.doc_len", "documents of %d tokens do not pack a sequence of %d",
                         m->doc_len, m->seq_len);
+  if (m->window) {
+    if (m->window % 128)
+      return npu_cfg_fail(cfg, diag, "model.window", "a multiple of 128 tokens (FlashAttention's key blocks), got %d",
+                          m->window);
+    if (m->attention != WL_ATTN_FLASH || wl_model_is_mla(m) || m->doc_len)
+      return npu_cfg_fail(cfg, diag, "model.window", "a sliding window is costed with FlashAttention's band over "
+                          "whole sequences: not with %s", m->attention != WL_ATTN_FLASH ? "model.attention = standard"
+                          : wl_model_is_mla(m) ? "MLA" : "packed documents (model.doc_len)");
+  } else if (m->global_every) {
+    return npu_cfg_fail(cfg, diag, "model.global_every", "global layers among local ones need model.window");
+  }
   if (m->moe.experts) {
     if (!m->moe.top_k || m->moe.top_k > m->moe.experts)
       return npu_cfg_fail(cfg, diag, "model.moe.top_k", "an MoE model routes each token to 1..%d experts, got %d",
@@ -271,6 +288,18 @@ bool wl_model_layer_is_moe(const struct wl_model *m, int l)
   if (l >= m->layers) l = m->layers - 1; /* an MTP module's layer: the last layer's kind */
   int freq = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
   return m->moe.experts > 0 && l >= m->moe.dense_layers && l % freq == 0;
+}
+
+bool wl_model_layer_is_local(const struct wl_model *m, int l)
+{
+  if (l >= m->layers) l = m->layers - 1; /* an MTP module's layer: the last layer's kind */
+  return m->window > 0 && (m->global_every == 0 || (l + 1) % m->global_every != 0);
+}
+
+double wl_model_layer_attn_len(const struct wl_model *m, int l)
+{
+  double n = wl_model_attn_len(m), w = m->window;
+  return wl_model_layer_is_local(m, l) && w < n ? 2 * w - w * w / n : n;
 }
 
 int wl_model_total_layers(const struct wl_model *m)
@@ -389,8 +418,11 @@ double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half)
   for (int l = 0; l < wl_model_total_layers(m); l++) mat += layer_params(m, l, true, true);
   int qh, qk, vd;
   wl_model_attn_shape(m, &qh, NULL, &qk, &vd);
-  /* per token, layer and query head: QK^T 2 seq qk, PV 2 seq v; backward twice the forward */
-  double attn = 6.0 * wl_model_total_layers(m) * (double)wl_model_attn_len(m) * qh * (double)(qk + vd);
+  /* per token, layer and query head: QK^T 2 seq qk, PV 2 seq v; backward twice the forward (a
+   * local layer's band as its pairs: wl_model_layer_attn_len) */
+  double len = 0;
+  for (int l = 0; l < wl_model_total_layers(m); l++) len += wl_model_layer_attn_len(m, l);
+  double attn = 6.0 * len * qh * (double)(qk + vd);
   if (causal_half) attn /= 2;
   return tokens * (6 * mat + attn);
 }

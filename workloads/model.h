@@ -61,6 +61,11 @@ struct wl_model {
                                document (FlashAttention varlen); 0: one document per sequence */
   int mtp_layers;           /* multi-token prediction modules (DeepSeek-V3's MTP), after the
                                output head on the last pipeline stage; 0: none */
+  int window;               /* sliding-window attention of the local layers: each query sees
+                               itself and window - 1 keys before it; 0: none */
+  int global_every;         /* with a window, layer l attends to the whole causal prefix when
+                               (l + 1) % global_every == 0 (Gemma 3: 6, gpt-oss: 2); 0: every
+                               layer is local (Mistral) */
   /* multi-head latent attention (DeepSeek-V2/V3), on when kv_lora_rank > 0. Queries: x W_dq
    * (h -> q_lora_rank), norm, W_uq (-> heads x (nope + rope)), or x W_q directly when
    * q_lora_rank = 0; keys and values: x W_dkv (h -> kv_lora_rank + rope, the rope part a key
@@ -126,6 +131,12 @@ void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, 
 /* Whether layer l (0-based) is an MoE layer: l >= moe.dense_layers and l % moe.layer_freq == 0.
  * Layers from `layers` on are the MTP modules' (wl_model_total_layers), of the last layer's kind. */
 bool wl_model_layer_is_moe(const struct wl_model *m, int l);
+/* Whether layer l attends through the sliding window (model.window, model.global_every). */
+bool wl_model_layer_is_local(const struct wl_model *m, int l);
+/* Tokens a query of layer l attends over on average, as FlashAttention's work counts them: the
+ * document's (wl_model_attn_len), or in a window 2 W - W^2 / attn_len (the causal band's
+ * pairs, W attn_len - W^2 / 2, as half the square of that length). */
+double wl_model_layer_attn_len(const struct wl_model *m, int l);
 /* Transformer layers the step runs: the model's and one per MTP module (layer layers + d is
  * module d's). */
 int wl_model_total_layers(const struct wl_model *m);

@@ -387,6 +387,9 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
   if (m->doc_len && m->attention == WL_ATTN_FLASH && (m->doc_len % p->cp || (m->doc_len / p->cp) % 128))
     return npu_cfg_fail(cfg, diag, "model.doc_len", "documents of %d tokens over cp %d: FlashAttention takes "
                         "%s of a multiple of 128 tokens", m->doc_len, p->cp, p->cp > 1 ? "per-rank blocks" : "documents");
+  if (m->window && p->cp > 1)
+    return npu_cfg_fail(cfg, diag, "plan.cp", "context parallelism over sliding-window layers (model.window) is not "
+                        "modelled: each rank's band would need the ring's neighbours only");
   if (m->seq_len % (p->cp * (p->sp ? p->tp : 1)))
     return npu_cfg_fail(cfg, diag, "plan.cp", "sequence %d does not split over cp %d%s", m->seq_len, p->cp,
                         p->sp ? " x tp (sequence parallel)" : "");

@@ -116,10 +116,18 @@ static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int l
   s->u.a2a.which = (uint8_t)which;
 }
 
+/* The segments of `layer`: its local variants when the model mixes local and global layers
+ * and it is local (model.window, global_every). */
+static const struct wl_seg *layer_segs(const struct wl_program *p, int layer)
+{
+  const struct wl_model *m = &p->model;
+  return m->window && m->global_every && wl_model_layer_is_local(m, layer) ? p->seg + WL_SEG_KINDS : p->seg;
+}
+
 /* The BI segment of `layer`: seg, or keep when a partial full recompute leaves the layer out. */
 static enum wl_seg_kind layer_bi(const struct wl_program *p, int layer, enum wl_seg_kind seg, enum wl_seg_kind keep)
 {
-  bool partial = p->plan.recompute == WL_RECOMPUTE_FULL && p->seg[keep].nitems > 0;
+  bool partial = p->plan.recompute == WL_RECOMPUTE_FULL && layer_segs(p, layer)[keep].nitems > 0;
   return partial && !wl_plan_layer_recomputed(&p->plan, p->model.layers, p->mchunks, layer) ? keep : seg;
 }
 
@@ -163,11 +171,11 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
       g->u.gather.piece = q;
       g->u.gather.next = q + 1 < np;
     }
-    const struct wl_seg *sg = p->seg;
-    if (is_mtp && fwd) seg_step(st, &sg[WL_SEG_MTP_F], half);
+    const struct wl_seg *sg = is_emb || is_head ? p->seg : layer_segs(p, layer), *own = p->seg;
+    if (is_mtp && fwd) seg_step(st, &own[WL_SEG_MTP_F], half);
     if (is_mtp && !fwd) { /* the module's head first */
-      if (sl->phase != WL_PH_W) seg_step(st, &sg[WL_SEG_HEAD_BI], half);
-      if (sl->phase != WL_PH_BI) seg_step(st, &sg[WL_SEG_HEAD_W], half);
+      if (sl->phase != WL_PH_W) seg_step(st, &own[WL_SEG_HEAD_BI], half);
+      if (sl->phase != WL_PH_BI) seg_step(st, &own[WL_SEG_HEAD_W], half);
     }
     if (fwd) {
       if (is_emb) seg_step(st, &sg[WL_SEG_EMBED_F], half);
@@ -180,7 +188,7 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
         a2a_step(p, st, layer, 1, half);
         seg_step(st, &sg[WL_SEG_MOE_POST_F], half);
       }
-      if (is_mtp) seg_step(st, &sg[WL_SEG_HEAD_F], half);
+      if (is_mtp) seg_step(st, &own[WL_SEG_HEAD_F], half);
       continue;
     }
     bool do_bi = sl->phase != WL_PH_W, do_w = sl->phase != WL_PH_BI;
@@ -206,8 +214,8 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
       }
     }
     if (is_mtp) {
-      if (do_bi) seg_step(st, &sg[WL_SEG_MTP_BI], half);
-      if (do_w) seg_step(st, &sg[WL_SEG_MTP_W], half);
+      if (do_bi) seg_step(st, &own[WL_SEG_MTP_BI], half);
+      if (do_w) seg_step(st, &own[WL_SEG_MTP_W], half);
     }
     if (z3 && do_w) { /* ZeRO-3: this piece's gradients, reduce-scattered as soon as they exist */
       struct wl_step *b = add_step(st, WL_STEP_BUCKET, WL_CAT_DP, half);

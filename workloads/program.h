@@ -130,7 +130,10 @@ struct wl_program {
   int dp_sys;                   /* > 0: slow_sys[dp_sys - 1] is the chip a data-parallel collective
                                    leaves to compute beside it (node.ccl cores, its HBM traffic) */
   double dp_loss;               /* the step's compute-weighted dp_loss (for the routed experts) */
-  struct wl_seg seg[WL_SEG_KINDS];
+  /* [k]: the segment of kind k; [WL_SEG_KINDS + k]: a layer kind's variant in the local layers
+   * of a model that mixes sliding-window and global attention (model.window, global_every) */
+  struct wl_seg seg[2 * WL_SEG_KINDS];
+  int seg_off;                  /* expansion: where seg_begin and seg_end write (0, WL_SEG_KINDS) */
   struct wl_expert_cost *experts; /* costed expert buckets (see wl__expert_cost) */
   int nexperts, cap_experts;
   struct wl_seg *optim;         /* per stage: the optimizer step */

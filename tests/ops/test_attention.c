@@ -200,6 +200,52 @@ Test(attention, backward_costs_more_than_forward)
   cr_expect_gt(f.achieved_flops_per_s, 0.5 * 312e12, "fwd %g FLOP/s", f.achieved_flops_per_s);
 }
 
+/* A sliding window (--window): query i sees keys i - W + 1 .. i, against the reference, forward and
+ * backward, on split cores (128 x 64 backward tiles), on the A100's 64-row coupled forward and
+ * the H100's 128-row one (P from registers) and 64 x 128 backward; windows of one block (every
+ * query block's lowest key block half masked), of several, GQA, and at event fidelity. */
+Test(attention, sliding_window_matches_the_reference)
+{
+  const char *const *cases[] = {ARGS("heads=2", "seq=640", "dim=64", "window=128"),
+                                ARGS("heads=4", "kv_heads=2", "seq=768", "window=256"),
+                                ARGS("heads=2", "seq=640", "dim=64", "window=128", "pass=bwd"),
+                                ARGS("heads=2", "kv_heads=1", "seq=768", "window=384", "pass=bwd", "dtype=fp16")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "seq=512", "window=128", "pass=bwd"));
+}
+
+/* The work of a window: seq W - W^2 / 2 query-key pairs of the causal seq^2 / 2, in FLOPs
+ * exactly and in time roughly (the blocks on the window's edges are whole blocks of work); a
+ * window as long as the sequence is the causal mask. */
+Test(attention, a_window_does_the_work_of_its_band)
+{
+  for (int bwd = 0; bwd < 2; bwd++) {
+    const char *pass = bwd ? "pass=bwd" : "pass=fwd";
+    struct op_result causal = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                    ARGS("heads=32", "seq=8192", pass));
+    struct op_result band = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                  ARGS("heads=32", "seq=8192", "window=1024", pass));
+    struct op_result whole = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                   ARGS("heads=32", "seq=8192", "window=8192", pass));
+    double share = (8192.0 * 1024 - 1024.0 * 1024 / 2) / (8192.0 * 8192 / 2);
+    cr_expect_float_eq(band.flops, share * causal.flops, 1e-9 * causal.flops);
+    cr_expect_float_eq(whole.flops, causal.flops, 1e-9 * causal.flops);
+    cr_expect_float_eq(whole.total.time_s, causal.total.time_s, 1e-12, "%s: a window of the sequence", pass);
+    double r = band.total.time_s / causal.total.time_s;
+    cr_expect(r > 0.9 * share && r < 1.6 * share, "%s window / causal time %.3f, pairs %.3f", pass, r, share);
+  }
+  char msg[2048];
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=512", "window=100"), msg), NPU_EINVAL);
+  cr_expect(strstr(msg, "--window") != NULL, "%s", msg);
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=512", "window=128", "causal=false"), msg),
+               NPU_EINVAL);
+  cr_expect(strstr(msg, "--window") != NULL, "%s", msg);
+}
+
 Test(attention, bad_shapes_are_errors)
 {
   char msg[2048];

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/cfg.h"
+#include "common/err.h"
 #include "tests/support/support.h"
 #include "tests/workloads/helpers.h"
 #include "workloads/model.h"
@@ -67,6 +68,7 @@ static const struct {
     {"qwen3-235b-a22b", 235e9, EXACT_COUNT, 235093634560.0, 22e9, false},
     {"pangu-ultra-135b", 135e9, EXACT_NONE, 0, 0, false},
     {"pangu-ultra-moe", 718e9, EXACT_NONE, 0, 39e9, true},
+    {"gpt-oss-20b", 20.9e9, EXACT_NONE, 0, 3.61e9, true}, /* model card Table 1: 20.91B, 3.61B active */
 };
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
@@ -460,4 +462,41 @@ Test(models, packed_documents_attend_per_document, .timeout = 30)
   cr_assert_eq(wl_model_attn_len(&m), 1024);
   tw_close(whole - wl_model_flops(&m, 1, false), 12 * (s - 1024) * l * h, 1e-12, "attention over 1024, not 4096");
   npu_cfg_destroy(cfg);
+}
+
+/* Sliding-window layers (model.window, global_every) count the pairs of their causal band in
+ * the attention FLOPs: W S - W^2 / 2 per query head and sequence, as half the square of 2 W -
+ * W^2 / S; Llama 3 8B with a 1024-token window on every second layer (16 local of 32) at 8192.
+ * The window's keys are checked. */
+Test(models, sliding_window_layers_count_their_band)
+{
+  struct npu_cfg *cfg;
+  struct wl_model m;
+  load_preset("llama3-8b", &cfg, &m);
+  double full = wl_model_flops(&m, 1, true);
+  m.window = 1024;
+  m.global_every = 2;
+  cr_expect(wl_model_layer_is_local(&m, 0) && !wl_model_layer_is_local(&m, 1) && wl_model_layer_is_local(&m, 30));
+  double band = wl_model_flops(&m, 1, true), S = m.seq_len, W = 1024;
+  /* attention per token, layer and query head, causal: 6 x (S / 2) x (qk + v) -> 6 x (W - W^2 / 2S) x (qk + v) */
+  double per_layer = 6.0 * m.heads * (128 + 128);
+  tw_close(full - band, 16 * per_layer * (S / 2 - (W - W * W / (2 * S))), 1e-9, "16 local layers' attention saved");
+  m.global_every = 0; /* every layer local */
+  tw_close(full - wl_model_flops(&m, 1, true), 32 * per_layer * (S / 2 - (W - W * W / (2 * S))), 1e-9, "32 local layers");
+  npu_cfg_destroy(cfg);
+
+  const char *bad[][2] = {{"model.window=1000", "model.window"}, {"model.global_every=2", "model.global_every"}};
+  for (int i = 0; i < 2; i++) {
+    struct npu_diag d;
+    npu_diag_clear(&d);
+    cfg = npu_cfg_create();
+    wl_model_register(cfg, &m);
+    int rc = npu_cfg_load_preset(cfg, "llama3-8b", &d);
+    if (!rc) rc = npu_cfg_set(cfg, bad[i][0], &d);
+    if (!rc) rc = npu_cfg_finish(cfg, &d);
+    if (!rc) rc = wl_model_finish(cfg, &m, &d);
+    cr_expect_eq(rc, NPU_ECONFIG, "%s", bad[i][0]);
+    cr_expect_str_eq(d.key, bad[i][1]);
+    npu_cfg_destroy(cfg);
+  }
 }

@@ -91,6 +91,40 @@ static double one_stage_segments_s(const struct wl_program *pg, int m, int L)
          pg->optim[0].time_s;
 }
 
+/* Sliding-window layers among global ones (model.window 256 and global_every 2 on tiny.cfg's 8
+ * layers of 1024 tokens): the local layers' segments apart, their FlashAttention calls with the
+ * window and cheaper; the step the sum of 4 local and 4 global layers' segments per micro-batch. */
+Test(replay, local_and_global_layers_run_their_own_segments)
+{
+  struct wl_job j;
+  struct wl_result r;
+  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s", "model.window=256",
+                      "model.global_every=2"));
+  int m = j.microbatches;
+  const struct wl_program *pg = r.program;
+  const struct wl_seg *g = pg->seg, *l = pg->seg + WL_SEG_KINDS;
+  double glob = g[WL_SEG_LAYER_F].time_s + g[WL_SEG_LAYER_BI].time_s + g[WL_SEG_LAYER_W].time_s;
+  double loc = l[WL_SEG_LAYER_F].time_s + l[WL_SEG_LAYER_BI].time_s + l[WL_SEG_LAYER_W].time_s;
+  cr_expect(loc > 0 && loc < glob, "a local layer %g s, a global one %g s", loc, glob);
+  cr_expect_float_eq(l[WL_SEG_LAYER_W].time_s, g[WL_SEG_LAYER_W].time_s, 1e-12, "weight gradients alike");
+  int windowed = 0;
+  for (int i = l[WL_SEG_LAYER_F].first_item; i < l[WL_SEG_LAYER_F].first_item + l[WL_SEG_LAYER_F].nitems; i++) {
+    char label[512];
+    if (pg->items[i].coll) continue;
+    wl_kernel_label(&pg->kernels[pg->items[i].index], label, sizeof label);
+    windowed += strstr(label, "flash_attention") && strstr(label, "window=256");
+  }
+  cr_expect_eq(windowed, 1, "the local layer's forward attends through the window");
+  double want = m * (g[WL_SEG_EMBED_F].time_s + g[WL_SEG_EMBED_B].time_s + 4 * glob + 4 * loc + g[WL_SEG_HEAD_F].time_s +
+                     g[WL_SEG_HEAD_BI].time_s + g[WL_SEG_HEAD_W].time_s) +
+                pg->optim[0].time_s;
+  double dp = r.cat_s[WL_CAT_DP], in = r.cat_s[WL_CAT_INTERFERE];
+  cr_expect_float_eq(r.step_s, want + dp + in, 1e-9 * want, "step %.9g s, segments %.9g s + dp %.9g + interference %.9g",
+                     r.step_s, want, dp, in);
+  wl_result_release(&r);
+  wl_job_release(&j);
+}
+
 Test(replay, one_stage_is_the_sum_of_its_segments)
 {
   struct wl_job j;
