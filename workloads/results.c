@@ -35,6 +35,82 @@ static void moe_stats(const struct wl_program *p, struct wl_result *res)
   res->moe_dropped_fraction = routed > 0 ? dropped / routed : 0;
 }
 
+/* The rank's name in a line: "stage 2", or "stage 2 EP rank 5". */
+static void rank_name(const struct wl_program *p, const struct wl_stage_result *r, char *buf, size_t n)
+{
+  if (p->E > 1) snprintf(buf, n, "stage %d EP rank %d", r->stage, r->ep);
+  else snprintf(buf, n, "stage %d", r->stage);
+}
+
+/*
+ * The bottleneck line: what to act on (issue 18). The three largest shares of the slowest
+ * rank's step among its categories (compute, exposed communication per dimension, bubble,
+ * host, interference), the compute and bubble totals; the imbalance between ranks when their
+ * compute differs by 5% of the step or more; the largest overhead when compute leads and it is
+ * not among the three; and where the host binds when a rank waits for it.
+ */
+static void bottleneck_line(const struct wl_program *p, struct wl_result *res, double step)
+{
+  int nr = res->nstages, rank[WL_CAT_COUNT], nrank = 0;
+  for (int c = 0; c < WL_CAT_COUNT; c++) {
+    if (c == WL_CAT_IDLE) continue;
+    int k = nrank++;
+    while (k > 0 && res->cat_s[rank[k - 1]] < res->cat_s[c]) rank[k] = rank[k - 1], k--;
+    rank[k] = c;
+  }
+  double compute = 0;
+  for (int c = 0; c < WL_CAT_COUNT; c++)
+    if (wl_cat_is_compute((enum wl_cat)c)) compute += res->cat_s[c];
+  char where[48], *b = res->bottleneck;
+  size_t cap = sizeof res->bottleneck, n = 0;
+  rank_name(p, &res->stages[res->slowest_stage], where, sizeof where);
+  n += (size_t)snprintf(b, cap, "%s (%.0f%% of the step on %s", wl_cat_name((enum wl_cat)rank[0]),
+                        100 * res->cat_s[rank[0]] / step, where);
+  for (int k = 1; k < 3 && n < cap; k++)
+    if (res->cat_s[rank[k]] >= 0.005 * step)
+      n += (size_t)snprintf(b + n, cap - n, "%s %s %.0f%%", k == 1 ? ", then" : ",", wl_cat_name((enum wl_cat)rank[k]),
+                            100 * res->cat_s[rank[k]] / step);
+  if (n < cap)
+    n += (size_t)snprintf(b + n, cap - n, "; compute %.0f%%, bubble %.0f%%)", 100 * compute / step,
+                          100 * res->cat_s[WL_CAT_BUBBLE] / step);
+  /* imbalance: the ranks' compute (their busy streams) apart by 5% of the step or more */
+  int hi = 0, lo = 0;
+  double busy[2] = {0, 0};
+  for (int i = 0; i < nr; i++) {
+    double c = 0;
+    for (int k = 0; k < WL_CAT_COUNT; k++)
+      if (wl_cat_is_compute((enum wl_cat)k)) c += res->stages[i].cat_s[k];
+    if (i == 0 || c > busy[0]) busy[0] = c, hi = i;
+    if (i == 0 || c < busy[1]) busy[1] = c, lo = i;
+  }
+  if (busy[0] - busy[1] >= 0.05 * step && n < cap) {
+    char a[48], z[48];
+    rank_name(p, &res->stages[hi], a, sizeof a);
+    rank_name(p, &res->stages[lo], z, sizeof z);
+    n += (size_t)snprintf(b + n, cap - n, "; imbalance: %s computes %.0f%% of the step, %s %.0f%%", a,
+                          100 * busy[0] / step, z, 100 * busy[1] / step);
+  }
+  /* what to act on when compute leads: the largest overhead (exposed communication, bubble,
+   * interference), from 5% of the step, unless named above */
+  int over = -1;
+  for (int c = 0; c < WL_CAT_COUNT; c++)
+    if (!wl_cat_is_compute((enum wl_cat)c) && c != WL_CAT_IDLE && c != WL_CAT_HOST &&
+        (over < 0 || res->cat_s[c] > res->cat_s[over]))
+      over = c;
+  bool named = over == rank[0] || over == rank[1] || over == rank[2];
+  if (wl_cat_is_compute((enum wl_cat)rank[0]) && over >= 0 && !named && res->cat_s[over] >= 0.05 * step && n < cap)
+    n += (size_t)snprintf(b + n, cap - n, "; largest overhead %s %.0f%%", wl_cat_name((enum wl_cat)over),
+                          100 * res->cat_s[over] / step);
+  /* a host-bound rank elsewhere makes the others wait (as bubble): say where the host binds */
+  int hb = 0;
+  for (int i = 1; i < nr; i++)
+    if (res->stages[i].cat_s[WL_CAT_HOST] > res->stages[hb].cat_s[WL_CAT_HOST]) hb = i;
+  double hs = res->stages[hb].cat_s[WL_CAT_HOST] / step;
+  if (hs >= 0.05 && n < cap)
+    snprintf(b + n, cap - n, "; host-bound: stage %d waits %.0f%% for dispatch",
+             res->stages[hb].stage, 100 * hs);
+}
+
 void wl__results_finish(const struct wl_program *p, struct wl_result *res)
 {
   const struct wl_job *j = p->job;
@@ -79,36 +155,5 @@ void wl__results_finish(const struct wl_program *p, struct wl_result *res)
   wl_memory_peak(&j->model, &j->plan, &res->peak_mem);
   res->oom = res->peak_mem.total_bytes > (double)j->sys.chip.hbm.size_bytes;
   moe_stats(p, res);
-  int top = 0;
-  for (int c = 1; c < WL_CAT_COUNT; c++)
-    if (res->cat_s[c] > res->cat_s[top]) top = c;
-  double compute = 0;
-  for (int c = 0; c < WL_CAT_COUNT; c++)
-    if (wl_cat_is_compute((enum wl_cat)c)) compute += res->cat_s[c];
-  const struct wl_stage_result *sl = &res->stages[res->slowest_stage];
-  char where[32];
-  if (p->E > 1) snprintf(where, sizeof where, "stage %d EP rank %d", sl->stage, sl->ep);
-  else snprintf(where, sizeof where, "stage %d", sl->stage);
-  int n = snprintf(res->bottleneck, sizeof res->bottleneck, "%s (%.0f%% of the step on %s; compute %.0f%%, bubble %.0f%%)",
-                   wl_cat_name((enum wl_cat)top), 100 * res->cat_s[top] / step, where, 100 * compute / step,
-                   100 * res->cat_s[WL_CAT_BUBBLE] / step);
-  /* what to act on when compute leads: the largest overhead of the slowest stage (exposed
-   * communication, bubble, interference), from 5% of the step */
-  int over = -1;
-  for (int c = 0; c < WL_CAT_COUNT; c++)
-    if (!wl_cat_is_compute((enum wl_cat)c) && c != WL_CAT_IDLE && c != WL_CAT_HOST &&
-        (over < 0 || res->cat_s[c] > res->cat_s[over]))
-      over = c;
-  if (wl_cat_is_compute((enum wl_cat)top) && over >= 0 && over != top && res->cat_s[over] >= 0.05 * step && n > 0 &&
-      (size_t)n < sizeof res->bottleneck)
-    n += snprintf(res->bottleneck + n, sizeof res->bottleneck - (size_t)n, "; largest overhead %s %.0f%%",
-                  wl_cat_name((enum wl_cat)over), 100 * res->cat_s[over] / step);
-  /* a host-bound rank elsewhere makes the others wait (as bubble): say where the host binds */
-  int hb = 0;
-  for (int i = 1; i < nr; i++)
-    if (res->stages[i].cat_s[WL_CAT_HOST] > res->stages[hb].cat_s[WL_CAT_HOST]) hb = i;
-  double hs = res->stages[hb].cat_s[WL_CAT_HOST] / step;
-  if (hs >= 0.05 && n > 0 && (size_t)n < sizeof res->bottleneck)
-    snprintf(res->bottleneck + n, sizeof res->bottleneck - (size_t)n, "; host-bound: stage %d waits %.0f%% for dispatch",
-             res->stages[hb].stage, 100 * hs);
+  bottleneck_line(p, res, step);
 }

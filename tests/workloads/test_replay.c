@@ -125,6 +125,20 @@ Test(replay, local_and_global_layers_run_their_own_segments)
   wl_job_release(&j);
 }
 
+/* Stages of 6 and 2 of tiny.cfg's 8 layers: the bottleneck line names the imbalance, the first
+ * stage computing more of the step than the second. */
+Test(replay, uneven_stages_are_named_in_the_bottleneck)
+{
+  struct wl_outcome o;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", SETS("plan.pp=2", "plan.first_stage_layers=6", "plan.global_batch=16"), 3,
+                               &o, &d), 0);
+  cr_assert_eq(o.status, 0, "%s", o.message);
+  cr_expect(strstr(o.bottleneck, "imbalance: stage 0 computes") && strstr(o.bottleneck, ", stage 1 "), "bottleneck: %s",
+            o.bottleneck);
+}
+
 Test(replay, one_stage_is_the_sum_of_its_segments)
 {
   struct wl_job j;
@@ -142,6 +156,17 @@ Test(replay, one_stage_is_the_sum_of_its_segments)
   cr_expect(dp >= 0 && dp < 0.25 * want, "exposed dp %g of %g", dp, want);
   cr_expect_float_eq(sum_cats(r.stages[0].cat_s), r.step_s, 1e-9 * r.step_s);
   cr_expect_eq(r.cat_s[WL_CAT_BUBBLE], 0);
+  /* the bottleneck line names the largest category, then the next two */
+  int top = 0, second = -1;
+  for (int c = 1; c < WL_CAT_COUNT; c++)
+    if (r.cat_s[c] > r.cat_s[top]) top = c;
+  for (int c = 0; c < WL_CAT_COUNT; c++)
+    if (c != top && (second < 0 || r.cat_s[c] > r.cat_s[second])) second = c;
+  char want2[64];
+  snprintf(want2, sizeof want2, ", then %s ", wl_cat_name((enum wl_cat)second));
+  cr_expect(!strncmp(r.bottleneck, wl_cat_name((enum wl_cat)top), strlen(wl_cat_name((enum wl_cat)top))) &&
+                strstr(r.bottleneck, want2),
+            "bottleneck: %s", r.bottleneck);
   /* the per-operator statistics (msprof's op_statistic): every kernel of the stage at its
    * costed time, so they add up to the segments too; FlashAttention once forward and once
    * backward per layer and micro-batch; heaviest first; the CSV a row per operator */
