@@ -162,15 +162,18 @@ static const struct vcase cases[] = {
      "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens",
      .set = "DeepSeek-V3 (H800)", .cls = V_VALID,
      .note = "the report's memory savings are in the plan (RMSNorm and MLA up-projection recompute, SwiGLU inputs "
-             "cached in fp8, bf16 Adam moments: 79 of 80 GiB) and its fp8 dispatch; the E5M6 attention-output "
-             "cache and the dispatch's forwarding (one IB crossing per target node, then NVLink) are not modelled; "
-             "the MTP module is modelled but off (model.mtp_layers = 0): with it the memory model puts the first "
-             "rank at 85.9 GiB of 80 and would refuse a plan that ran, for a step 0.2% longer",
-     .why = "faster than a figure that is a lower bound of the step's rate: 180K GPU hours per trillion tokens "
-            "average the whole pre-training run (batch ramp, restarts, evaluation, none modelled; the MTP module "
-            "adds 0.2% to the predicted step). The predicted step is set by the all-to-alls across nodes (with an IB 10 times "
-            "faster it is 10.5 s), so it moves with the EP traffic: the fp8 dispatch (in) took it from 21.3 to 16.9 s, "
-            "DeepEP's node-limited forwarding (not in) would cut the IB bytes further"},
+             "cached in fp8, bf16 Adam moments: 79 of 80 GiB), its fp8 dispatch and DeepEP's node-limited "
+             "dispatch (one IB crossing per token and node, then NVLink; plan.ep_dispatch); the E5M6 "
+             "attention-output cache is not modelled; the MTP module is modelled but off (model.mtp_layers = 0): "
+             "with it the memory model puts the first rank at 85.9 GiB of 80 and would refuse a plan that ran, for "
+             "a step 0.2% longer",
+     .why = "too fast since DeepEP's node-limited dispatch is in (+17% before, with every token copy crossing IB: "
+            "the fp8 dispatch took the step from 21.3 to 16.9 s, node-limited dispatch to 12.3 s). The predicted "
+            "step is 57% compute (the fp8 GEMMs at cuBLAS-fitted rates, MLA costed as FlashAttention with a "
+            "FLOP-matched head count) and 35% bubble on the rank named in the bottleneck; the ranks' compute ranges "
+            "from 57% to 79% of the step (expert loads, uneven stages); the 20 SMs per GPU DeepSeek gives its communication kernels "
+            "are taken only while a collective runs, not for the whole step; and 180K GPU hours per trillion "
+            "tokens average the whole run (batch ramp, evaluation, checkpoints). Not attributed further"},
     {"mixtral-8x7b 32k cp2 910b tokens/s per NPU", "mindspeed_mixtral_8x7b_32k.cfg", {NULL}, M_TOKENS_DEV, 706,
      "MindSpeed-LLM README, branch 1.0.RC3 (7acd2296), long-sequence table", .set = "MindSpeed-LLM MoE (910B)",
      .cls = V_VALID, .note = VARIANT_910B, .why = WHY_MIXTRAL},

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "workloads/workloads_int.h"
 
 #define NPU_PARAM_STRUCT struct wl_run
 
@@ -60,6 +61,29 @@ void wl_job_init(struct wl_job *job, const char *path)
   wl_run_register(job->cfg, &job->run);
 }
 
+/* plan.ep_dispatch = node_limited: the routing's groups are the EP group's nodes (group g's
+ * experts on the ranks of one node, a node per group), and the network is in closed form. */
+static int node_limited_check(struct wl_job *job, struct npu_diag *diag)
+{
+  const struct wl_plan *p = &job->plan;
+  int G = job->model.moe.groups, ep = p->ep, per = job->sys.node.devices > 0 ? job->sys.node.devices : 1;
+  if (!job->model.moe.experts || ep < 2 || !G)
+    return npu_cfg_fail(job->cfg, diag, "plan.ep_dispatch", "node-limited dispatch needs an MoE model with plan.ep > 1 "
+                        "and group-limited routing (model.moe.groups: the nodes a token may reach)");
+  if (job->run.network != WL_NETWORK_FORMULA)
+    return npu_cfg_fail(job->cfg, diag, "plan.ep_dispatch", "node-limited dispatch is modelled in closed form only: "
+                        "set run.network = \"formula\"");
+  bool ok = ep % G == 0;
+  for (int e = 0; ok && e < ep; e++) { /* every rank of group g on one node, each group on its own */
+    int node = wl__ep_rank(p, 0, 0, e) / per, first = wl__ep_rank(p, 0, 0, e / (ep / G) * (ep / G)) / per;
+    ok = node == first && (e < ep / G || node != wl__ep_rank(p, 0, 0, e - ep / G) / per);
+  }
+  if (!ok)
+    return npu_cfg_fail(job->cfg, diag, "plan.ep_dispatch", "node-limited dispatch needs the routing's %d groups to "
+                        "be the EP group's nodes: ep %d over nodes of %d devices puts them elsewhere", G, ep, per);
+  return 0;
+}
+
 int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, int nsets, struct npu_diag *diag)
 {
   wl_job_init(job, path);
@@ -96,6 +120,10 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
     if ((job->model.seq_len / job->plan.cp) % 128)
       return npu_cfg_fail(job->cfg, diag, "model.seq_len", "FlashAttention needs the sequence per rank (%d) to be a "
                           "multiple of 128", job->model.seq_len / job->plan.cp);
+  }
+  if (job->plan.ep_dispatch == WL_EPD_NODE_LIMITED) {
+    rc = node_limited_check(job, diag);
+    if (rc) return rc;
   }
   job->devices = wl_system_devices(&job->sys);
   job->microbatches = wl_plan_microbatches(&job->plan);

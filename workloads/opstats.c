@@ -98,7 +98,7 @@ int wl_op_stats(const struct wl_program *p, int rank, struct wl_op_stat **out)
     pc += pair ? 2 : 1;
   }
   add_seg(&t, p, &p->optim[s], 1);
-  qsort(t.s, (size_t)t.n, sizeof *t.s, heaviest_first);
+  if (t.n > 1) qsort(t.s, (size_t)t.n, sizeof *t.s, heaviest_first);
   *out = t.s;
   return t.n;
 }

@@ -19,6 +19,7 @@ static const char *const dtype_names[] = {"bf16", "fp16", "fp8", NULL};
 static const char *const fp8_recipe_names[] = {"tensor", "block", "mxfp8", NULL};
 static const char *const moment_names[] = {"fp32", "bf16", NULL};
 static const char *const grad_reduce_names[] = {"fp32", "bf16", NULL};
+static const char *const ep_dispatch_names[] = {"direct", "node_limited", NULL};
 static const char *const fusion_names[] = {"fused", "eager", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
@@ -102,6 +103,12 @@ static const struct npu_param params[] = {
     NPU_PARAM_BOOL("plan.fp8_moe_act_input", fp8_moe_act_input, "false",
                    "with plan.dtype = fp8: the routed experts keep their activation's input (the first projection's "
                    "output) in fp8 for the backward, not in the training precision (DeepSeek-V3 report, Low-Precision Storage)"),
+    NPU_PARAM_ENUM("plan.ep_dispatch", ep_dispatch, "direct", ep_dispatch_names,
+         "how the MoE all-to-alls travel: direct (every token copy to its expert's rank, as NCCL's all-to-all and "
+         "Megatron's dispatchers send it) or node_limited (DeepEP's internode kernels, DeepSeek-V3 report sec. 3.2.2: "
+         "a token crosses the scale-out network once per node it is routed to, to the rank of the same local index "
+         "there, which forwards its copies over the scale-up links; the combine in reverse). Needs group-limited "
+         "routing whose groups are the EP group's nodes and run.network = formula"),
     NPU_PARAM_BOOL("plan.fp8_dispatch", fp8_dispatch, "false",
                    "with plan.dtype = fp8 and MoE layers: the dispatch all-to-all and, in the backward, the "
                    "gradient sent to the experts travel in fp8 with a scale per 128 elements, the combine and the "

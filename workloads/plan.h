@@ -106,12 +106,19 @@ struct wl_plan {
   int optimizer_moments;    /* Adam's moments: 0 fp32, 1 bf16 (plan.optimizer_moments) */
   bool fp8_moe_act_input;   /* the routed experts keep their activation's input in fp8 */
   bool fp8_dispatch;        /* MoE dispatch (and its transposed gradient) sent in fp8 */
+  int ep_dispatch;          /* enum wl_ep_dispatch */
   int zero_shard;           /* data-parallel ranks a ZeRO shard spans (hybrid sharding: PyTorch
                                HYBRID_SHARD, DeepSpeed MiCS); 0: dp x cp (wl_plan_shard) */
   int grad_reduce;          /* the gradient reduction's type: 0 fp32 (main_grad), 1 bf16 */
   bool grad_accum_fusion;   /* weight gradients accumulated into the gradient buffer by their GEMM
                                (Megatron's default), else by an add kernel after it */
   int fusion;               /* enum wl_fusion */
+};
+
+/* How the expert all-to-alls reach the experts' ranks (plan.ep_dispatch). */
+enum wl_ep_dispatch {
+  WL_EPD_DIRECT,       /* every token copy to its expert's rank, whatever the link */
+  WL_EPD_NODE_LIMITED  /* DeepEP's internode kernels: one scale-out crossing per token and node */
 };
 
 /* The "plan" section's table (target: struct wl_plan). */

@@ -187,7 +187,7 @@ static int by_start(const void *a, const void *b)
  * less the time the rank waited for them. */
 static void dp_hidden(struct wl__rank *rk)
 {
-  qsort(rk->dpspan, (size_t)rk->ndp, sizeof *rk->dpspan, by_start);
+  if (rk->ndp > 1) qsort(rk->dpspan, (size_t)rk->ndp, sizeof *rk->dpspan, by_start);
   double len = 0, a = 0, b = -1;
   for (int i = 0; i < rk->ndp; i++) {
     const struct wl__busy *s = &rk->dpspan[i];

@@ -285,6 +285,68 @@ static double a2a_formula_s(const struct wl__replay *r, const struct ic_comm *c,
   return worst + lat + r->icp.task_overhead_s;
 }
 
+/* The time of bytes over the link class between physical ranks a and b, at its share for that
+ * transfer size. */
+static double link_s(const struct wl__replay *r, int a, int b, double bytes, enum ic_class *cl)
+{
+  *cl = ic_topo_class(r->topo, a, b);
+  return bytes / (ic_topo_class_bw(r->topo, *cl) * ic_topo_link_scale(r->topo, *cl, bytes, true));
+}
+
+/*
+ * run.network = formula with plan.ep_dispatch = node_limited (DeepEP's internode kernels): the EP
+ * group's ranks are G nodes of n = E / G ranks, group g's experts on node g (checked at load).
+ * A token of rank i routed to node g != i's crosses the scale-out network once, to the rank of
+ * i's local index there (L), and L forwards its copies to their ranks over the scale-up links;
+ * copies for i's own node go there directly. back (the combine and the dispatch's gradient) runs
+ * the other way: the copies to L over the scale-up links, one crossing per token back to i. m
+ * holds the copies' bytes (comm rank i to j, already transposed for back), tok[i G + g] the
+ * tokens of i with a copy on node g, copy the bytes of one. Every rank's four streams (NIC and
+ * scale-up, out and in) at their class bandwidths, a port shared by the peers (NIC, switch)
+ * adding its transfers up and a mesh's own links each apart; the busiest rank sets the time.
+ */
+static double a2a_node_limited_s(const struct wl__replay *r, const struct ic_comm *c, const double *m, const double *tok,
+                                 int G, double copy, bool back)
+{
+  int E = c->size, n = E / G;
+  /* a port shared by a rank's peers (switch, NIC) adds its transfers up; a link of its own per
+   * pair (a mesh) carries that pair's alone, in each direction */
+  double *t = npu_xcalloc((size_t)E * 4, sizeof *t), *link = npu_xcalloc((size_t)E * E, sizeof *link);
+  double lat = 0;
+  for (int i = 0; i < E; i++)
+    for (int g = 0; g < G; g++) {
+      int L = g * n + i % n, from = g == i / n ? i : L; /* i's tokens land on node g at L */
+      for (int j = g == i / n ? -1 : g * n - 1; j < (g + 1) * n; j++) {
+        /* j = the node's first rank - 1: the crossing to L; then the copies from `from` to j */
+        int a = j < g * n ? i : from, b = j < g * n ? L : j;
+        double bytes = j < g * n ? tok[(size_t)i * G + g] * copy : back ? m[(size_t)j * E + i] : m[(size_t)i * E + j];
+        if (a == b || bytes <= 0) continue;
+        if (back) { /* the other way */
+          int x = a;
+          a = b, b = x;
+        }
+        enum ic_class cl;
+        double d = link_s(r, c->ranks[a], c->ranks[b], bytes, &cl);
+        if (ic_class_shared(cl)) {
+          t[(size_t)a * 4 + (cl == IC_CLASS_NIC ? 0 : 2)] += d;
+          t[(size_t)b * 4 + (cl == IC_CLASS_NIC ? 1 : 3)] += d;
+        } else {
+          link[(size_t)a * E + b] += d;
+        }
+        lat = fmax(lat, ic_topo_latency_s(r->topo, c->ranks[a], c->ranks[b]));
+      }
+    }
+  double worst = 0;
+  for (int a = 0; a < E; a++) {
+    double out = 0, in = 0;
+    for (int b = 0; b < E; b++) out = fmax(out, link[(size_t)a * E + b]), in = fmax(in, link[(size_t)b * E + a]);
+    for (int k = 0; k < 4; k++) worst = fmax(worst, t[(size_t)a * 4 + k] + (k >= 2 ? (k == 2 ? out : in) : 0));
+  }
+  free(t);
+  free(link);
+  return worst + lat + r->icp.task_overhead_s;
+}
+
 /* The EP all-to-all of (layer, mb, which: 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T),
  * its sizes from the program's routing draw. With run.network = formula its end is known once
  * the last member joined: every member is woken at it. */
@@ -307,7 +369,10 @@ int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, i
     if (h < 0) {
       h = wl__shared_add(&r->sh, key);
       r->sh.v[h].members = E;
-      r->sh.v[h].formula_s = a2a_formula_s(r, &r->epc[(size_t)rk->s * p->tp * r->edp], m);
+      const struct ic_comm *c = &r->epc[(size_t)rk->s * p->tp * r->edp];
+      r->sh.v[h].formula_s = p->ep_dispatch == WL_EPD_NODE_LIMITED
+                                 ? a2a_node_limited_s(r, c, m, rt->group_tokens, rt->groups, copy, back)
+                                 : a2a_formula_s(r, c, m);
     }
     free(m);
     struct wl__shared *s = &r->sh.v[h];

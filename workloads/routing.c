@@ -437,6 +437,15 @@ static void classify_sets(struct draw *d)
   }
 }
 
+/* The chance that a token's k distinct experts among the ng groups of EG experts of its set
+ * (taken uniformly: the exact law for uniform shares) leave a given group out. */
+static double none_in_group(int EG, int ng, int k)
+{
+  double p = 1, out = (double)EG * (ng - 1), all = (double)EG * ng;
+  for (int q = 0; q < k && p > 0; q++) p *= out - q > 0 ? (out - q) / (all - q) : 0;
+  return p;
+}
+
 /*
  * Route the n tokens of each of the ep ranks: cnt[i E + e] receives the copies rank i sends to
  * expert e. A rank's tokens are split over the sets of groups by one multinomial (exact per
@@ -449,7 +458,7 @@ static void classify_sets(struct draw *d)
  * inclusion is capped at 1 (a group's proportions are then p_e / w_g in every set); with
  * capping, a group's proportions are averaged over the rank's blocks.
  */
-static void route(struct draw *d, int ep, unsigned n, uint64_t *cnt)
+static void route(struct draw *d, int ep, unsigned n, uint64_t *cnt, double *gtok)
 {
   int E = d->E, G = d->G, EG = d->EG, k = d->k, nsets = d->nsets;
   unsigned *per_set = npu_xmalloc((size_t)ep * nsets * sizeof *per_set);    /* [rank][set] tokens */
@@ -482,6 +491,7 @@ static void route(struct draw *d, int ep, unsigned n, uint64_t *cnt)
       for (int t = 0; t < ng; t++) {
         int g = g_of[t];
         mg[i * G + g] += ns;
+        gtok[i * G + g] += ns * (1 - none_in_group(EG, ng, k)); /* tokens with a copy in g (routing.h) */
         if (d->simple[s]) {
           coef[i * G + g] += ns * k / d->set_w[s];
         } else {
@@ -549,6 +559,8 @@ int wl_route_draw(const struct wl_routing_cfg *c, const struct wl_model *m, int 
   out->load = npu_xcalloc((size_t)E, sizeof *out->load);
   out->kept = npu_xcalloc((size_t)E, sizeof *out->kept);
   out->matrix = npu_xcalloc((size_t)ep * ep, sizeof *out->matrix);
+  out->groups = G;
+  out->group_tokens = npu_xcalloc((size_t)ep * G, sizeof *out->group_tokens);
 
   double *p = npu_xmalloc((size_t)E * sizeof *p);
   shares(c, E, seed, layer, p);
@@ -576,7 +588,7 @@ int wl_route_draw(const struct wl_routing_cfg *c, const struct wl_model *m, int 
   d.c = npu_xmalloc((size_t)E * sizeof *d.c);
   d.tc = npu_xmalloc((size_t)E * sizeof *d.tc);
   uint64_t *cnt = npu_xcalloc((size_t)ep * E, sizeof *cnt); /* [source rank][expert] */
-  route(&d, ep, n, cnt);
+  route(&d, ep, n, cnt, out->group_tokens);
   gsl_rng_free(d.r);
   free(d.pi), free(d.w), free(d.tw), free(d.sat), free(d.c), free(d.tc);
   free(d.set_w), free(d.simple);
@@ -630,5 +642,6 @@ void wl_route_release(struct wl_route *r)
   free(r->load);
   free(r->kept);
   free(r->matrix);
+  free(r->group_tokens);
   memset(r, 0, sizeof *r);
 }

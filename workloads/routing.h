@@ -72,6 +72,11 @@ struct wl_route {
   double dropped;              /* copies dropped */
   double max_mean_expert;      /* max / mean of kept over experts (1: balanced, or nothing routed) */
   double max_mean_rank;        /* max / mean over EP ranks of the kept copies each receives */
+  int groups;                  /* model.moe.groups (1 without group-limited routing) */
+  double *group_tokens;        /* [ep*groups] tokens of rank i with a copy in group g: of the tokens
+                                  whose groups include g, those whose k experts do not all fall
+                                  outside it (the chance taken with uniform shares within the
+                                  groups); what node-limited dispatch sends across once per token */
 };
 
 /*

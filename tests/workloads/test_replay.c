@@ -440,6 +440,44 @@ Test(replay, hybrid_sharding_all_reduces_the_shards_between_servers)
   tw_close(o[2].cat_s[WL_CAT_DP], 0.5 * o[0].cat_s[WL_CAT_DP], 0.05, "bf16 reduction");
 }
 
+/* plan.ep_dispatch = node_limited (DeepEP's internode kernels): on two DGX H100 nodes with EP 16
+ * and each token routed to one node (two groups, top_groups 1) with its 2 copies, a token bound
+ * for the other node crosses the NICs once instead of twice, and the NIC-bound all-to-alls take
+ * about half the time (0.42 to 0.58: their scale-up forwarding and fixed costs). Refused without
+ * group-limited routing and with flows. */
+Test(replay, node_limited_dispatch_crosses_the_network_once_per_token_and_node)
+{
+  const char *base[] = {"preset=dgx-h100", "cluster.nodes=2", "model.moe.experts=16", "model.moe.top_k=2",
+                        "model.moe.ffn=704", "model.moe.dense_layers=1", "model.moe.groups=2", "model.moe.top_groups=1",
+                        "plan.ep=16", "plan.pp=1", "run.network=\"formula\"", "plan.global_batch=32"};
+  const char *mode[] = {"plan.ep_dispatch=\"direct\"", "plan.ep_dispatch=\"node_limited\""};
+  struct wl_outcome o[2];
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  for (int i = 0; i < 2; i++) {
+    const char *sets[14];
+    for (int k = 0; k < 12; k++) sets[k] = base[k];
+    sets[12] = mode[i], sets[13] = NULL;
+    cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, 13, &o[i], &d), 0);
+    cr_assert_eq(o[i].status, 0, "%s: %s", mode[i], o[i].message);
+  }
+  double r = o[1].cat_s[WL_CAT_EP] / o[0].cat_s[WL_CAT_EP];
+  cr_expect(r > 0.42 && r < 0.58, "node-limited / direct all-to-all time %.3f (%g / %g s)", r, o[1].cat_s[WL_CAT_EP],
+            o[0].cat_s[WL_CAT_EP]);
+  const char *nogroups[] = {"model.moe.experts=16", "model.moe.top_k=2", "model.moe.ffn=704", "plan.ep=8",
+                            "plan.pp=1", "run.network=\"formula\"", "plan.ep_dispatch=\"node_limited\""};
+  struct wl_job job;
+  cr_expect_eq(wl_job_load(&job, SCN "tiny.cfg", nogroups, 7, &d), NPU_ECONFIG);
+  cr_expect_str_eq(d.key, "plan.ep_dispatch", "%s", d.msg);
+  wl_job_release(&job);
+  npu_diag_clear(&d);
+  const char *flows[] = {"model.moe.experts=16", "model.moe.top_k=2", "model.moe.ffn=704", "model.moe.groups=2",
+                         "model.moe.top_groups=1", "plan.ep=8", "plan.pp=1", "plan.ep_dispatch=\"node_limited\""};
+  cr_expect_eq(wl_job_load(&job, SCN "tiny.cfg", flows, 8, &d), NPU_ECONFIG);
+  cr_expect_str_eq(d.key, "plan.ep_dispatch", "%s", d.msg);
+  wl_job_release(&job);
+}
+
 /* plan.fp8_dispatch (DeepSeek-V3's low-precision communication): the dispatch and the combine's
  * gradient carry 1 + 4/128 bytes per element instead of 2, the combine and the dispatch's
  * gradient 2. With the all-to-alls in closed form and waited for, an MoE step on a DGX H100

@@ -361,6 +361,38 @@ Test(routing, group_limited_routing_stays_in_top_groups)
   cr_assert_str_eq(d.key, "model.moe.groups");
 }
 
+/* The tokens each rank sends to each group (node-limited dispatch's network crossings): with
+ * top_groups 1 every token sends its k copies to one group, so the groups' tokens add up to the
+ * rank's tokens exactly; with two groups of four and k = 4, a token leaves one of its groups out
+ * with chance C(4, 4) / C(8, 4) = 1/70, so the groups' tokens are 2 x 69/70 of the rank's, each
+ * between its copies / k and its copies. */
+Test(routing, group_tokens_count_the_tokens_with_a_copy_in_each_group)
+{
+  struct wl_routing_cfg u = rcfg(WL_ROUTE_UNIFORM, 0, true, true);
+  struct wl_model one = moe(16, 3, 4, 1, 0), two = moe(16, 4, 4, 2, 0);
+  struct wl_route r;
+  draw(&u, &one, 4, 1000, 3, 0, 0, &r);
+  cr_assert_eq(r.groups, 4);
+  for (int i = 0; i < 4; i++) {
+    double sum = 0;
+    for (int g = 0; g < 4; g++) sum += r.group_tokens[i * 4 + g];
+    cr_expect(fabs(sum - 1000) < 1e-9, "rank %d: %g tokens over the groups, 1000 tokens", i, sum);
+  }
+  wl_route_release(&r);
+  draw(&u, &two, 4, 1000, 3, 0, 0, &r);
+  for (int i = 0; i < 4; i++) {
+    double sum = 0;
+    for (int g = 0; g < 4; g++) sum += r.group_tokens[i * 4 + g];
+    cr_expect(fabs(sum - 2000.0 * 69 / 70) < 1e-6, "rank %d: %g tokens over the groups", i, sum);
+  }
+  for (int i = 0; i < 4; i++)
+    for (int g = 0; g < 4; g++) {
+      double t = r.group_tokens[i * 4 + g], copies = r.matrix[i * 4 + g]; /* rank g holds group g */
+      cr_expect(t >= copies / 4 - 1e-9 && t <= copies + 1e-9, "rank %d group %d: %g tokens, %g copies", i, g, t, copies);
+    }
+  wl_route_release(&r);
+}
+
 Test(routing, bad_draw_arguments)
 {
   struct npu_diag d;
