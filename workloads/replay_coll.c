@@ -257,94 +257,102 @@ void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t)
 }
 
 /*
- * run.network = formula: an AllToAllV over group c with sizes m (bytes from comm rank i to j):
- * every rank sends and receives through its scale-up port and its NIC at once, each at its
- * class bandwidth, so the collective takes the busiest rank's larger of the two, plus one step's
- * overhead and latency per peer class it reaches. Contention between collectives is not seen.
+ * An all-to-all's transfers in closed form (run.network = formula): every rank sends and
+ * receives through its scale-up port and its NIC at once, each at its class bandwidth (at its
+ * share for the transfer's size). A port its peers share (NIC, switch, pod fabric) adds its
+ * transfers up; a link of its own per pair (a mesh, a package's dies) carries that pair's alone,
+ * each direction apart. The busiest stream sets the time, plus one step's overhead and the
+ * latency of the farthest peer. Contention between collectives is not seen.
  */
-static double a2a_formula_s(const struct wl__replay *r, const struct ic_comm *c, const double *m)
+struct a2a_streams {
+  int n;
+  double *port;   /* [rank][NIC out, NIC in, scale-up out, scale-up in] */
+  double *link;   /* [a n + b] the dedicated link from a to b */
+  double lat;
+};
+
+static void streams_init(struct a2a_streams *s, int n)
 {
-  int n = c->size;
-  double worst = 0, lat = 0;
-  for (int i = 0; i < n; i++) {
-    double up_s = 0, nic_s = 0, up_r = 0, nic_r = 0;
-    for (int j = 0; j < n; j++) {
-      if (i == j) continue;
-      enum ic_class cl = ic_topo_class(r->topo, c->ranks[i], c->ranks[j]);
-      double bw = ic_topo_class_bw(r->topo, cl), l = ic_topo_latency_s(r->topo, c->ranks[i], c->ranks[j]);
-      double mo = m[(size_t)i * n + j], mi = m[(size_t)j * n + i];
-      double out = mo / (bw * ic_topo_link_scale(r->topo, cl, mo, true)),
-             in = mi / (bw * ic_topo_link_scale(r->topo, cl, mi, true));
-      if (cl == IC_CLASS_NIC) nic_s += out, nic_r += in;
-      else up_s += out, up_r += in;
-      if (l > lat) lat = l;
-    }
-    double t = fmax(fmax(up_s, nic_s), fmax(up_r, nic_r));
-    if (t > worst) worst = t;
-  }
-  return worst + lat + r->icp.task_overhead_s;
+  s->n = n;
+  s->port = npu_xcalloc((size_t)n * 4, sizeof *s->port);
+  s->link = npu_xcalloc((size_t)n * n, sizeof *s->link);
+  s->lat = 0;
 }
 
-/* The time of bytes over the link class between physical ranks a and b, at its share for that
- * transfer size. */
-static double link_s(const struct wl__replay *r, int a, int b, double bytes, enum ic_class *cl)
+/* bytes from comm rank a to comm rank b of c. */
+static void streams_add(const struct wl__replay *r, const struct ic_comm *c, struct a2a_streams *s, int a, int b,
+                        double bytes)
 {
-  *cl = ic_topo_class(r->topo, a, b);
-  return bytes / (ic_topo_class_bw(r->topo, *cl) * ic_topo_link_scale(r->topo, *cl, bytes, true));
+  int x = c->ranks[a], y = c->ranks[b];
+  enum ic_class cl = ic_topo_class(r->topo, x, y);
+  s->lat = fmax(s->lat, ic_topo_latency_s(r->topo, x, y));
+  double d = bytes / (ic_topo_class_bw(r->topo, cl) * ic_topo_link_scale(r->topo, cl, bytes, true));
+  if (!ic_class_shared(cl)) {
+    s->link[(size_t)a * s->n + b] += d;
+    return;
+  }
+  int k = cl == IC_CLASS_NIC ? 0 : 2;
+  s->port[(size_t)a * 4 + k] += d;
+  s->port[(size_t)b * 4 + k + 1] += d;
+}
+
+static double streams_time(const struct wl__replay *r, struct a2a_streams *s)
+{
+  int n = s->n;
+  double worst = 0;
+  for (int a = 0; a < n; a++) {
+    double out = 0, in = 0;
+    for (int b = 0; b < n; b++) out = fmax(out, s->link[(size_t)a * n + b]), in = fmax(in, s->link[(size_t)b * n + a]);
+    for (int k = 0; k < 4; k++) worst = fmax(worst, s->port[(size_t)a * 4 + k] + (k == 2 ? out : k == 3 ? in : 0));
+  }
+  free(s->port);
+  free(s->link);
+  return worst + s->lat + r->icp.task_overhead_s;
+}
+
+/* An AllToAllV over group c with sizes m (bytes from comm rank i to j), every copy to its rank. */
+static double a2a_formula_s(const struct wl__replay *r, const struct ic_comm *c, const double *m)
+{
+  struct a2a_streams s;
+  streams_init(&s, c->size);
+  for (int i = 0; i < c->size; i++)
+    for (int j = 0; j < c->size; j++)
+      if (i != j) streams_add(r, c, &s, i, j, m[(size_t)i * c->size + j]);
+  return streams_time(r, &s);
 }
 
 /*
- * run.network = formula with plan.ep_dispatch = node_limited (DeepEP's internode kernels): the EP
- * group's ranks are G nodes of n = E / G ranks, group g's experts on node g (checked at load).
- * A token of rank i routed to node g != i's crosses the scale-out network once, to the rank of
- * i's local index there (L), and L forwards its copies to their ranks over the scale-up links;
- * copies for i's own node go there directly. back (the combine and the dispatch's gradient) runs
- * the other way: the copies to L over the scale-up links, one crossing per token back to i. m
- * holds the copies' bytes (comm rank i to j, already transposed for back), tok[i G + g] the
- * tokens of i with a copy on node g, copy the bytes of one. Every rank's four streams (NIC and
- * scale-up, out and in) at their class bandwidths, a port shared by the peers (NIC, switch)
- * adding its transfers up and a mesh's own links each apart; the busiest rank sets the time.
+ * plan.ep_dispatch = node_limited (DeepEP's internode kernels): the EP group's ranks are G nodes
+ * of n = E / G ranks, group g's experts on node g (checked at load). A token of rank i routed to
+ * node g != i's crosses the scale-out network once, to the rank of i's in-node index there (L),
+ * and L forwards its copies to their ranks over the scale-up links; copies for i's own node go
+ * there directly. back (the combine and the dispatch's gradient) runs the other way: the copies
+ * to L over the scale-up links, one crossing per token back to i. m holds the copies' bytes
+ * (comm rank i to j, already transposed for back), tok[i G + g] the tokens of i with a copy on
+ * node g, copy the bytes of one.
  */
 static double a2a_node_limited_s(const struct wl__replay *r, const struct ic_comm *c, const double *m, const double *tok,
                                  int G, double copy, bool back)
 {
   int E = c->size, n = E / G;
-  /* a port shared by a rank's peers (switch, NIC) adds its transfers up; a link of its own per
-   * pair (a mesh) carries that pair's alone, in each direction */
-  double *t = npu_xcalloc((size_t)E * 4, sizeof *t), *link = npu_xcalloc((size_t)E * E, sizeof *link);
-  double lat = 0;
+  struct a2a_streams s;
+  streams_init(&s, E);
   for (int i = 0; i < E; i++)
     for (int g = 0; g < G; g++) {
       int L = g * n + i % n, from = g == i / n ? i : L; /* i's tokens land on node g at L */
-      for (int j = g == i / n ? -1 : g * n - 1; j < (g + 1) * n; j++) {
-        /* j = the node's first rank - 1: the crossing to L; then the copies from `from` to j */
-        int a = j < g * n ? i : from, b = j < g * n ? L : j;
-        double bytes = j < g * n ? tok[(size_t)i * G + g] * copy : back ? m[(size_t)j * E + i] : m[(size_t)i * E + j];
-        if (a == b || bytes <= 0) continue;
-        if (back) { /* the other way */
-          int x = a;
-          a = b, b = x;
-        }
-        enum ic_class cl;
-        double d = link_s(r, c->ranks[a], c->ranks[b], bytes, &cl);
-        if (ic_class_shared(cl)) {
-          t[(size_t)a * 4 + (cl == IC_CLASS_NIC ? 0 : 2)] += d;
-          t[(size_t)b * 4 + (cl == IC_CLASS_NIC ? 1 : 3)] += d;
-        } else {
-          link[(size_t)a * E + b] += d;
-        }
-        lat = fmax(lat, ic_topo_latency_s(r->topo, c->ranks[a], c->ranks[b]));
+      if (from != i && tok[(size_t)i * G + g] > 0) {
+        double b = tok[(size_t)i * G + g] * copy;
+        if (back) streams_add(r, c, &s, L, i, b);
+        else streams_add(r, c, &s, i, L, b);
+      }
+      for (int j = g * n; j < (g + 1) * n; j++) {
+        double b = back ? m[(size_t)j * E + i] : m[(size_t)i * E + j];
+        if (j == from || b <= 0) continue;
+        if (back) streams_add(r, c, &s, j, from, b);
+        else streams_add(r, c, &s, from, j, b);
       }
     }
-  double worst = 0;
-  for (int a = 0; a < E; a++) {
-    double out = 0, in = 0;
-    for (int b = 0; b < E; b++) out = fmax(out, link[(size_t)a * E + b]), in = fmax(in, link[(size_t)b * E + a]);
-    for (int k = 0; k < 4; k++) worst = fmax(worst, t[(size_t)a * 4 + k] + (k >= 2 ? (k == 2 ? out : in) : 0));
-  }
-  free(t);
-  free(link);
-  return worst + lat + r->icp.task_overhead_s;
+  return streams_time(r, &s);
 }
 
 /* The EP all-to-all of (layer, mb, which: 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T),
