@@ -1327,7 +1327,7 @@ static double stage_params(const struct wl_program *j, int stage, double *eparam
     }
     if (k == 0) per += emb + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden / p->tp : 0);
     if (k == mc - 1) { /* output projection (a copy when tied) + final norm; the MTP modules */
-      per += emb + m->hidden / p->tp + wl_model_mtp_extra_params(m) / p->tp;
+      per += emb + m->hidden / p->tp + m->mtp_layers * wl_model_mtp_rank_params(m, p->tp);
       for (int l = m->layers; l < wl_model_total_layers(m); l++) {
         double d, e;
         wl_layer_rank_params(j, l, &d, &e);

@@ -399,7 +399,7 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
       for (int l = m->layers; l < wl_model_total_layers(m); l++) {
         struct rank_params r;
         layer_rank_params(m, p, l, &r);
-        rp.dense += r.dense + 2 * h * h / t + 3 * norm_width(m) * h;
+        rp.dense += r.dense + wl_model_mtp_rank_params(m, p->tp);
         rp.expert += r.expert;
         rp.dense_mats += r.dense_mats + 2 * h * h / t;
         rp.expert_mats += r.expert_mats;

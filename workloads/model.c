@@ -392,14 +392,14 @@ double wl_model_params(const struct wl_model *m)
   return p;
 }
 
-double wl_model_mtp_extra_params(const struct wl_model *m)
+double wl_model_mtp_rank_params(const struct wl_model *m, int tp)
 {
-  return m->mtp_layers * (2.0 * m->hidden * m->hidden + 3 * norm_params(m));
+  return 2.0 * m->hidden * m->hidden / tp + 3 * norm_params(m);
 }
 
 double wl_model_mtp_params(const struct wl_model *m)
 {
-  double p = wl_model_mtp_extra_params(m);
+  double p = m->mtp_layers * wl_model_mtp_rank_params(m, 1);
   for (int l = m->layers; l < wl_model_total_layers(m); l++) p += layer_params(m, l, false, false);
   return p;
 }

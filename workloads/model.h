@@ -140,10 +140,11 @@ double wl_model_layer_attn_len(const struct wl_model *m, int l);
 /* Transformer layers the step runs: the model's and one per MTP module (layer layers + d is
  * module d's). */
 int wl_model_total_layers(const struct wl_model *m);
-/* Parameters of the MTP modules besides their transformer layers: per module the projection
- * of the concatenated hidden state and next-token embedding (2 h x h), the norms of both and
- * the module's final norm (the embedding and output head are the main model's, shared). */
-double wl_model_mtp_extra_params(const struct wl_model *m);
+/* Parameters one rank of a TP group of tp holds of one MTP module besides its transformer layer:
+ * the projection of the concatenated hidden state and next-token embedding (2 h x h, split over
+ * TP) and the norms of both and the module's final norm (replicated); the embedding and output
+ * head are the main model's, shared. */
+double wl_model_mtp_rank_params(const struct wl_model *m, int tp);
 /* Parameters of the MTP modules in all (their layers and wl_model_mtp_extra_params); not
  * counted in wl_model_params, as model cards count the main model's. */
 double wl_model_mtp_params(const struct wl_model *m);

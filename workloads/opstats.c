@@ -10,7 +10,6 @@
 #include "common/json.h"
 #include "common/units.h"
 #include "interconnect/coll.h"
-#include "workloads/expand.h"
 #include "workloads/program.h"
 #include "workloads/replay.h"
 
@@ -42,6 +41,14 @@ static void add(struct table *t, const char *op, int cat, long calls, double eac
   if (each_s > x->max_s) x->max_s = each_s;
 }
 
+/* The name of the choice call c gives its parameter `param`. */
+static const char *choice_of(const struct op_call *c, const char *param)
+{
+  for (int i = 0; i < c->desc->nparams; i++)
+    if (!strcmp(c->desc->params[i].name, param)) return c->desc->params[i].choices[op_call_u(c, param)];
+  NPU_PANIC("%s has no parameter %s", c->desc->name, param);
+}
+
 /* Segment sg, run `times` times: its kernels at their costed times, its TP/CP collectives at
  * theirs (alone on their links, whatever hid them). */
 static void add_seg(struct table *t, const struct wl_program *p, const struct wl_seg *sg, long times)
@@ -57,12 +64,8 @@ static void add_seg(struct table *t, const struct wl_program *p, const struct wl
       const struct wl_kernel *k = &p->kernels[it->index];
       char name[40];
       snprintf(name, sizeof name, "%s", k->op);
-      if (!strcmp(k->op, "eltwise")) { /* eager tensor operations apart: eltwise add, eltwise acc, ... */
-        char label[512];
-        wl_kernel_label(k, label, sizeof label);
-        const char *fn = strstr(label, " fn=");
-        if (fn) snprintf(name, sizeof name, "eltwise %.*s", (int)strcspn(fn + 4, " "), fn + 4);
-      }
+      if (!strcmp(k->op, "eltwise")) /* eager tensor operations apart: eltwise add, eltwise acc, ... */
+        snprintf(name, sizeof name, "eltwise %s", choice_of(&k->call, "fn"));
       add(t, name, it->cat, times, k->time_s);
     }
   }

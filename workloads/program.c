@@ -161,7 +161,7 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
     bool is_moe = !is_emb && !is_head && wl_model_layer_is_moe(md, layer);
     double params = is_emb ? emb : head, eparams = 0;
     if (!is_emb && !is_head) wl_layer_rank_params(p, layer, &params, &eparams); /* experts / ep on this rank */
-    if (is_mtp) params += wl_model_mtp_extra_params(md) / md->mtp_layers / pl->tp;
+    if (is_mtp) params += wl_model_mtp_rank_params(md, pl->tp);
     if (z3) {
       struct wl_step *g = add_step(st, WL_STEP_GATHER, WL_CAT_DP, half);
       /* the routed experts gather over their own group (e = dp x cp / ep ranks), posted as part of

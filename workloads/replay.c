@@ -213,8 +213,10 @@ static double pay_debt(struct wl__rank *rk, double t)
 
 static void add_seg(struct wl__rank *rk, const struct wl_seg *sg)
 {
-  for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->cat_s[c] += sg->cat_s[c];
-  for (int c = 0; c < WL_CAT_COUNT; c++) rk->res->hidden_s[c] += sg->hidden_s[c];
+  for (int c = 0; c < WL_CAT_COUNT; c++) {
+    rk->res->cat_s[c] += sg->cat_s[c];
+    rk->res->hidden_s[c] += sg->hidden_s[c];
+  }
   rk->res->flops += sg->flops;
   rk->res->model_flops += sg->model_flops;
 }
