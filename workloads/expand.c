@@ -1293,6 +1293,44 @@ static void mtp_bwd(struct wl_program *j, const struct shape *s)
   }
 }
 
+/* ------------------------------------------------------------------ ZeRO-3 copies (plan.zero3_impl) */
+
+/*
+ * PyTorch FSDP2 (plan.zero3_impl = per_param) shards each parameter apart. Its all-gather lands
+ * in one buffer, which wait_for_unshard copies out into the parameters on the compute stream
+ * (foreach_all_gather_copy_out: split_with_sizes_copy, one kernel reading and writing the piece's
+ * parameters), before every forward and every backward of the piece; foreach_reduce copies the
+ * piece's gradients into the reduce-scatter's input in the reduction's type (chunk_cat, one
+ * kernel), which the compute stream waits for before it frees them. FSDP1's FlatParameter is
+ * gathered into and reduced from the buffer the layer uses: no copies. n: the piece's parameters
+ * on this rank, unsharded; grad: the reduction's copy-in, else the gather's copy-out.
+ */
+static void z3_copy(struct wl_program *j, double n, bool grad)
+{
+  const struct wl_plan *p = &j->plan;
+  if (!wl_plan_zero3(p) || p->zero3_impl != WL_Z3_PER_PARAM || n < 1) return;
+  struct op_call c;
+  op_call_init(&c, "eltwise");
+  op_call_dim(&c, "n", (int64_t)llround(n));
+  op_call_choice(&c, "fn", "cast");
+  op_call_dtype(&c, "in", wl_plan_wide_dtype(p));
+  op_call_dtype(&c, "out", grad ? wl__grad_buffer_dtype(p) : wl_plan_wide_dtype(p));
+  kern(j, WL_CAT_VEC, false, &c);
+}
+
+/* One rank's parameters of the model's first dense (moe: MoE) layer: what a layer segment of that
+ * kind gathers (every layer of a kind holds the same); 0 when the model has none. */
+static double kind_params(const struct wl_program *j, bool moe)
+{
+  for (int l = 0; l < j->model.layers; l++)
+    if (wl_model_layer_is_moe(&j->model, l) == moe) {
+      double d, e;
+      wl_layer_rank_params(j, l, &d, &e);
+      return d + e;
+    }
+  return 0;
+}
+
 /* ------------------------------------------------------------------ parameters */
 
 /* Parameters one rank of `stage` holds: its layers, the embedding on the first stage, the
@@ -1343,18 +1381,21 @@ static double stage_params(const struct wl_program *j, int stage, double *eparam
 /* The forward, input-gradient and weight-gradient segments f, f + 1 and f + 2 of a piece. */
 static void fbw_segs(struct wl_program *j, struct shape *s, enum wl_seg_kind f,
                      void (*fwd)(struct wl_program *, const struct shape *),
-                     void (*bwd)(struct wl_program *, const struct shape *))
+                     void (*bwd)(struct wl_program *, const struct shape *), double params)
 {
   seg_begin(j, f);
+  z3_copy(j, params, false);
   fwd(j, s);
   seg_end(j, f);
   s->mode = EM_BI;
   seg_begin(j, f + 1);
+  z3_copy(j, params, false);
   bwd(j, s);
   seg_end(j, f + 1);
   s->mode = EM_W;
   seg_begin(j, f + 2);
   bwd(j, s);
+  z3_copy(j, params, true);
   seg_end(j, f + 2);
   s->mode = EM_ALL;
 }
@@ -1363,20 +1404,25 @@ static void fbw_segs(struct wl_program *j, struct shape *s, enum wl_seg_kind f,
  * recompute), written at j->seg_off. */
 static void expand_layers(struct wl_program *j, struct shape *s)
 {
+  double dense = kind_params(j, false), moe = kind_params(j, true);
   seg_begin(j, WL_SEG_LAYER_F);
+  z3_copy(j, dense, false);
   layer_fwd(j, s, false);
   seg_end(j, WL_SEG_LAYER_F);
   s->mode = EM_BI;
   seg_begin(j, WL_SEG_LAYER_BI);
+  z3_copy(j, dense, false);
   layer_bwd(j, s);
   seg_end(j, WL_SEG_LAYER_BI);
   s->mode = EM_W;
   seg_begin(j, WL_SEG_LAYER_W);
   layer_bwd(j, s);
+  z3_copy(j, dense, true);
   seg_end(j, WL_SEG_LAYER_W);
   s->mode = EM_ALL;
   if (j->model.moe.experts) {
     seg_begin(j, WL_SEG_MOE_PRE_F);
+    z3_copy(j, moe, false);
     moe_pre_fwd(j, s, false);
     seg_end(j, WL_SEG_MOE_PRE_F);
     seg_begin(j, WL_SEG_MOE_POST_F);
@@ -1384,6 +1430,7 @@ static void expand_layers(struct wl_program *j, struct shape *s)
     seg_end(j, WL_SEG_MOE_POST_F);
     s->mode = EM_BI;
     seg_begin(j, WL_SEG_MOE_POST_BI);
+    z3_copy(j, moe, false);
     recompute(j, s, moe_fwd_no_experts);
     moe_post_bwd(j, s);
     seg_end(j, WL_SEG_MOE_POST_BI);
@@ -1394,6 +1441,7 @@ static void expand_layers(struct wl_program *j, struct shape *s)
     seg_begin(j, WL_SEG_MOE_W);
     moe_post_bwd(j, s);
     moe_pre_bwd(j, s);
+    z3_copy(j, moe, true);
     seg_end(j, WL_SEG_MOE_W);
     s->mode = EM_ALL;
   }
@@ -1402,10 +1450,12 @@ static void expand_layers(struct wl_program *j, struct shape *s)
     s->mode = EM_BI;
     s->keep = true;
     seg_begin(j, WL_SEG_LAYER_BI_KEEP);
+    z3_copy(j, dense, false);
     layer_bwd(j, s);
     seg_end(j, WL_SEG_LAYER_BI_KEEP);
     if (j->model.moe.experts) {
       seg_begin(j, WL_SEG_MOE_POST_BI_KEEP);
+      z3_copy(j, moe, false);
       recompute(j, s, moe_fwd_no_experts);
       moe_post_bwd(j, s);
       seg_end(j, WL_SEG_MOE_POST_BI_KEEP);
@@ -1418,18 +1468,23 @@ static void expand_layers(struct wl_program *j, struct shape *s)
 void wl_expand(struct wl_program *j)
 {
   struct shape s = shape_of(j);
+  const struct wl_model *m = &j->model;
+  double emb = (double)m->vocab * m->hidden / j->plan.tp;
+  if (m->pos == WL_POS_LEARNED) emb += (double)m->seq_len * m->hidden / j->plan.tp;
   seg_begin(j, WL_SEG_EMBED_F);
+  z3_copy(j, emb, false);
   embed(j, &s);
   tp_reduce(j, &s, false);
   dropout(j, &s, false, s.Tn, s.h, WL_CAT_VEC);
   seg_end(j, WL_SEG_EMBED_F);
   seg_begin(j, WL_SEG_EMBED_B);
+  z3_copy(j, emb, false);
   dropout_bwd(j, &s, s.Tn, s.h, WL_CAT_VEC);
   sp_gather(j, &s, false);
   embed(j, &s);
+  z3_copy(j, emb, true);
   seg_end(j, WL_SEG_EMBED_B);
   /* the layers; a model that mixes local and global layers has the local ones apart */
-  const struct wl_model *m = &j->model;
   s.window = m->window && !m->global_every ? m->window : 0;
   expand_layers(j, &s);
   if (m->window && m->global_every) {
@@ -1439,8 +1494,9 @@ void wl_expand(struct wl_program *j)
     j->seg_off = 0;
   }
   s.window = 0;
-  fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd);
-  if (j->model.mtp_layers) fbw_segs(j, &s, WL_SEG_MTP_F, mtp_fwd, mtp_bwd);
+  /* the head's piece: the output projection (a copy of the embedding when tied) and final norm */
+  fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd, (double)m->vocab * m->hidden / j->plan.tp + m->hidden);
+  if (j->model.mtp_layers) fbw_segs(j, &s, WL_SEG_MTP_F, mtp_fwd, mtp_bwd, wl_model_mtp_rank_params(m, j->plan.tp));
   /* the optimizer: AdamW over the rank's shard of fp32 master weights (ZeRO >= 1: / dp) */
   int pp = j->plan.pp;
   j->optim = npu_xcalloc((size_t)pp, sizeof *j->optim);

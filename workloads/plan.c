@@ -21,6 +21,7 @@ static const char *const moment_names[] = {"fp32", "bf16", NULL};
 static const char *const grad_reduce_names[] = {"fp32", "bf16", NULL};
 static const char *const ep_dispatch_names[] = {"direct", "node_limited", NULL};
 static const char *const fusion_names[] = {"fused", "eager", NULL};
+static const char *const zero3_impl_names[] = {"flat", "per_param", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
 static const char *const ep_overlap_names[] = {"none", "megatron", "mindspeed", NULL};
@@ -60,6 +61,11 @@ static const struct npu_param params[] = {
          "the buffer, writing its type (Megatron's default gradient_accumulation_fusion); false (Megatron "
          "--no-gradient-accumulation-fusion, as MindSpeed-LLM's scripts set it): the GEMM writes the training type "
          "and an add kernel accumulates it into the buffer, every micro-batch (docs/TRAINING.md)"),
+    NPU_PARAM_ENUM("plan.zero3_impl", zero3_impl, "flat", zero3_impl_names,
+         "with plan.zero = 3, how the framework holds a piece's parameters: flat (PyTorch FSDP1's FlatParameter: "
+         "gathered into one buffer the layer reads, its gradients reduced from one; no copies) or per_param (PyTorch "
+         "FSDP2's fully_shard, as torchtitan runs it: every gather is copied out into the parameters, and every "
+         "gradient reduction's input copied in, in the reduction's type, by a kernel each; docs/TRAINING.md)"),
     NPU_PARAM_ENUM("plan.fusion", fusion, "fused", fusion_names,
          "how the model code launches the norms, rotary embedding, activation and residual adds: fused (one kernel "
          "each: Megatron-Core with Transformer Engine or apex, MindSpeed) or eager (PyTorch modules without a "
@@ -464,6 +470,10 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.grad_accum_fusion",
                         "false is Megatron's add of each weight gradient into its gradient buffer (main_grad); "
                         "with plan.zero = 3 (FSDP, DeepSpeed stage 3) the gradient is reduced as its GEMM writes it");
+  if (p->zero3_impl != WL_Z3_FLAT && !wl_plan_zero3(p))
+    return npu_cfg_fail(cfg, diag, "plan.zero3_impl",
+                        "\"%s\" is how ZeRO-3 holds its sharded parameters; it needs plan.zero = 3 (here %d)",
+                        zero3_impl_names[p->zero3_impl], p->zero);
   if (p->tp_overlap != WL_TPO_NONE && p->tp > 1 && !p->sp)
     return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
                         "overlapping TP communication needs sequence parallelism (plan.sp = true), as Megatron "

@@ -113,6 +113,15 @@ struct wl_plan {
   bool grad_accum_fusion;   /* weight gradients accumulated into the gradient buffer by their GEMM
                                (Megatron's default), else by an add kernel after it */
   int fusion;               /* enum wl_fusion */
+  int zero3_impl;           /* enum wl_zero3_impl (plan.zero = 3) */
+};
+
+/* How ZeRO-3 holds a piece's parameters (plan.zero3_impl). */
+enum wl_zero3_impl {
+  WL_Z3_FLAT,      /* one flat buffer per piece (PyTorch FSDP1's FlatParameter): gathered into it,
+                      reduced from it, no copies on the compute stream */
+  WL_Z3_PER_PARAM  /* per-parameter shards (PyTorch FSDP2's fully_shard): each gather copied out
+                      into the parameters and each reduction's input copied in (chunk_cat) */
 };
 
 /* How the expert all-to-alls reach the experts' ranks (plan.ep_dispatch). */

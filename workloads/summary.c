@@ -49,6 +49,7 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
   if (p->zero >= 1 && wl_plan_shard(p) < p->dp * p->cp)
     appendf(buf, n, ", hybrid sharding in groups of %d", wl_plan_shard(p));
   if (p->grad_reduce) appendf(buf, n, ", gradients reduced in bf16");
+  if (p->zero3_impl == WL_Z3_PER_PARAM) appendf(buf, n, ", per-parameter shards (FSDP2)");
   if (p->fusion == WL_FUSION_EAGER) appendf(buf, n, ", eager modules");
   if (p->etp != p->tp) appendf(buf, n, ", expert TP %d", p->etp);
   if (p->tp_overlap != WL_TPO_NONE)

@@ -254,3 +254,51 @@ Test(expand, unfused_gradient_accumulation_adds_each_weight_gradient)
   cr_expect_str_eq(d.key, "plan.grad_accum_fusion", "%s: %s", d.key, d.msg);
   wl_job_release(&job);
 }
+
+/* The n of item i of segment k when it is an eltwise cast from bf16 to `out`, else -1. */
+static int64_t cast_n(const struct wl_program *p, enum wl_seg_kind k, int i, const char *out)
+{
+  const struct wl_seg *sg = &p->seg[k];
+  const struct wl_item *it = &p->items[sg->first_item + (i < 0 ? sg->nitems + i : i)];
+  if (it->coll) return -1;
+  char label[512], want[32];
+  wl_kernel_label(&p->kernels[it->index], label, sizeof label);
+  snprintf(want, sizeof want, "out=%s", out);
+  if (!strstr(label, "fn=cast") || !strstr(label, "in=bf16") || !strstr(label, want)) return -1;
+  return (int64_t)op_call_u(&p->kernels[it->index].call, "n");
+}
+
+/* plan.zero3_impl = per_param (FSDP2): a layer of tiny.cfg (h 1024, ffn 2816: 12,845,056 weight
+ * elements and two norms of 1024, 12,847,104 parameters) is copied out of its gather before its
+ * forward and before its backward, and its gradients copied into the fp32 reduce-scatter input
+ * after the weight gradients; the embedding (8192 x 1024 = 8,388,608) likewise. flat (FSDP1)
+ * copies nothing, and per_param without ZeRO-3 is refused. */
+Test(expand, fsdp2_copies_each_gather_out_and_each_reduction_in)
+{
+  const char *per[] = {"plan.zero=3", "plan.zero3_impl=\"per_param\"", "plan.pp=1", NULL};
+  const char *flat[] = {"plan.zero=3", "plan.pp=1", NULL};
+  struct wl_job job;
+  struct wl_program *p = tiny_expanded(&job, per);
+  cr_expect_eq(wl_model_layer_params(&p->model, 0), 12847104.0);
+  cr_expect_eq(cast_n(p, WL_SEG_LAYER_F, 0, "bf16"), 12847104);
+  cr_expect_eq(cast_n(p, WL_SEG_LAYER_BI, 0, "bf16"), 12847104);
+  cr_expect_eq(cast_n(p, WL_SEG_LAYER_W, -1, "fp32"), 12847104);
+  cr_expect_eq(cast_n(p, WL_SEG_EMBED_F, 0, "bf16"), 8388608);
+  cr_expect_eq(cast_n(p, WL_SEG_EMBED_B, -1, "fp32"), 8388608);
+  cr_expect_eq(cast_n(p, WL_SEG_HEAD_F, 0, "bf16"), 8388608 + 1024);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+  p = tiny_expanded(&job, flat);
+  cr_expect_eq(cast_n(p, WL_SEG_LAYER_F, 0, "bf16"), -1);
+  cr_expect_eq(cast_n(p, WL_SEG_LAYER_BI, 0, "bf16"), -1);
+  cr_expect_eq(cast_n(p, WL_SEG_LAYER_W, -1, "fp32"), -1);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+
+  const char *z1[] = {"plan.zero3_impl=\"per_param\""};
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  cr_expect_eq(wl_job_load(&job, SRC DATA "tiny.cfg", z1, 1, &d), NPU_ECONFIG);
+  cr_expect_str_eq(d.key, "plan.zero3_impl", "%s: %s", d.key, d.msg);
+  wl_job_release(&job);
+}
