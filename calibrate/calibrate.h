@@ -44,6 +44,8 @@ struct cal_point {
   /* CAL_GEMM */
   long m, n, k;
   char dtype[16];
+  bool maximum;         /* the best of a search over shapes or trials (gemm.csv's stat "peak of
+                           ..." or "best of ..."): shown, never fitted (cal_fit_knob) */
   /* CAL_HBM: the kernel's name; measured is its total traffic in GB/s, and measured_s the time
    * of one GB of it */
   char kernel[128];
@@ -111,6 +113,8 @@ struct cal_fit {
   int unbound;                /* GEMM points the cube does not bound in the model (left out) */
   char unbound_at[1024];      /* their data lines and cube shares */
   char unmodelled_at[1024];   /* their data lines */
+  int maxima;                 /* GEMM points that are the best of a search (left out, shown) */
+  char maxima_at[1024];       /* their data lines */
   bool not_identifiable;      /* step overhead: the points do not tell it from the link (left as is) */
   /* node.link.efficiency over transfer size, where the points are a curve over sizes at one rank
    * count: value is then the curve's plateau (the links' capacity in the platform), curve holds

@@ -475,8 +475,19 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
   out->knob = k;
   out->before = out->value = knob_value(sys, k);
   int *idx = npu_xcalloc((size_t)(set->n ? set->n : 1), sizeof *idx), n = 0;
-  for (int i = 0; i < set->n; i++)
-    if (explains(k, &set->p[i], sys)) idx[n++] = i;
+  for (int i = 0; i < set->n; i++) {
+    if (!explains(k, &set->p[i], sys)) continue;
+    /* the best of a search is biased upward (the most favourable shape, the luckiest of many
+     * short trials), not what a kernel sustains: shown apart, never fitted */
+    if (set->p[i].maximum) {
+      int len = (int)strlen(out->maxima_at);
+      snprintf(out->maxima_at + len, sizeof out->maxima_at - (size_t)len, "%s%s (%g TF/s)", len ? ", " : "",
+               set->p[i].where, set->p[i].measured);
+      out->maxima++;
+      continue;
+    }
+    idx[n++] = i;
+  }
   out->npoints = n;
   if (!n) {
     free(idx);

@@ -90,6 +90,8 @@ static int row(struct cal_set *set, enum cal_kind kind, const struct sw_table *t
     if (rc) return rc;
     p.m = (long)v[1], p.n = (long)v[2], p.k = (long)v[3];
     snprintf(p.dtype, sizeof p.dtype, "%s", f[col[4]]);
+    const char *stat = col[7] >= 0 ? f[col[7]] : "";
+    p.maximum = !strncmp(stat, "peak of", 7) || !strncmp(stat, "best of", 7);
     p.measured = v[5];
     p.measured_s = 2.0 * (double)p.m * (double)p.n * (double)p.k / (v[5] * 1e12);
     snprintf(p.source, sizeof p.source, "%s", f[col[6]]);
@@ -166,6 +168,12 @@ int cal_points_load(struct cal_set *set, const char *dir, const char *const *arc
       col[6 + o] = -1;
       for (int i = 0; i < t.ncols; i++)
         if (!strcmp(t.cols[i], optional[o])) col[6 + o] = i;
+    }
+    /* of a GEMM: how the figure was taken (stat), which tells a search's best from a measurement */
+    if (kind == CAL_GEMM) {
+      col[7] = -1;
+      for (int i = 0; i < t.ncols; i++)
+        if (!strcmp(t.cols[i], "stat")) col[7] = i;
     }
     for (int r = 0; !rc && r < t.nrows; r++)
       if (want_arch(t.rows[r][col[0]], archs)) rc = row(set, (enum cal_kind)kind, &t, r, col, shown, diag);

@@ -29,8 +29,10 @@ static const char usage[] =
     "its source), by running npusim's model of every point. Prints each knob's fitted value,\n"
     "the preset's current one, and every point's measured and modelled figure with the\n"
     "residual. A knob is a share of a peak, at most 1: when the model is slower than the data\n"
-    "even at 1, the fit says so (a modelling gap) instead of exceeding the peak. Only\n"
-    "microbenchmarks feed this, never training results.\n"
+    "even at 1, the fit says so (a modelling gap) instead of exceeding the peak. A GEMM row\n"
+    "whose stat is the best of a search (\"peak of ...\", \"best of ...\") is listed, not fitted:\n"
+    "a maximum over many short runs is biased upward. Only microbenchmarks feed this, never\n"
+    "training results.\n"
     "\n"
     "  --data DIR     data files (default: calibration/data of the source tree)\n"
     "  --knob KEY     fit this knob only\n"
@@ -103,6 +105,11 @@ static void print_text(struct npu_buf *out, const struct cal_fit *f, const struc
   if (f->unmodelled)
     npu_buf_printf(out, "%s: %d points left out: npusim's model gives them no time (a defect to fix): %s\n", k->key,
                    f->unmodelled, f->unmodelled_at);
+  if (f->maxima)
+    npu_buf_printf(out,
+                   "%s: %d points left out: the best of a search over shapes or trials, biased upward (the most "
+                   "favourable of many short runs), not what a kernel sustains: %s\n",
+                   k->key, f->maxima, f->maxima_at);
   if (f->unbound)
     npu_buf_printf(out,
                    "%s: %d points left out: the cube does not bound them in the model (busy under 90%% of the "

@@ -88,10 +88,10 @@ struct vcase {
   "(compile = false in the run's train config: plan.fusion = eager)"
 #define WHY_TT                                                                                                        \
   "npusim is fast on the FSDP2 rows as on the other A100 rows, with GEMMs at 74-83% of the predicted step; FSDP2's " \
-  "copy-out after every gather and copy-in before every reduce-scatter are in (3% of the 13B step); the A100's "    \
-  "GEMM share is fitted to short benchmark runs that include two peak-of-sweep figures, and its power-limited "     \
-  "sustained clock under a whole step's load is not measured in the data; the reduce-scatter stream's ordering "    \
-  "(FSDP2's compute stream waits behind the previous reduce-scatter) is not modelled"
+  "copy-out after every gather and copy-in before every reduce-scatter are in (3% of the 13B step). The A100's "   \
+  "GEMM share comes from square cuBLASLt shapes (none of the layers' own shapes is in the data), and the clock "    \
+  "a whole step's load sustains is not measured; the reduce-scatter stream's ordering (FSDP2's compute stream "     \
+  "waits behind the previous reduce-scatter) is not modelled"
 
 /* 48 model chunks: 1 layer with the embedding, 1 with the head, 2 in each of the other 46 */
 #define PANGU_VPP6                                                                                                    \

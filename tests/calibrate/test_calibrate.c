@@ -502,3 +502,41 @@ Test(calibrate, write_never_edits_an_inherited_preset)
   free(base);
   free(child);
 }
+
+/* A best-of-search figure (stat "peak of ..." or "best of ...") is listed and never fitted: two
+ * GEMMs made at cube fraction 0.8 and a third 20% faster marked as a sweep's peak fit back to 0.8
+ * with the peak named apart; unmarked, the same three fit higher. */
+Test(calibrate, best_of_search_figures_are_shown_and_not_fitted)
+{
+  static const long shapes[][3] = {{8192, 8192, 8192}, {8192, 4096, 8192}, {16384, 8192, 8192}};
+  for (int marked = 1; marked >= 0; marked--) {
+    char csv[2048] = "arch,m,n,k,dtype,tflops,stat,source\n";
+    for (int i = 0; i < 3; i++) {
+      double tf = gemm_tflops("nvidia-a100-80gb", shapes[i][0], shapes[i][1], shapes[i][2], 0.8);
+      char line[256];
+      snprintf(line, sizeof line, "nvidia-a100-80gb,%ld,%ld,%ld,bf16,%.17g,%s,made by the test\n", shapes[i][0],
+               shapes[i][1], shapes[i][2], i == 2 ? 1.2 * tf : tf,
+               i == 2 && marked ? "peak of sweep (MAMF)" : "single shape");
+      strcat(csv, line);
+    }
+    free(ts_write(dir, "gemm.csv", csv));
+    struct cal_set set = load("nvidia-a100-80gb");
+    struct arch_system sys;
+    ts_load_system(&sys, "nvidia-a100-80gb", NULL);
+    struct cal_fit f;
+    struct npu_diag diag;
+    cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+    if (marked) {
+      cr_assert_eq(f.npoints, 2);
+      cr_assert_eq(f.maxima, 1);
+      cr_assert(strstr(f.maxima_at, "gemm.csv:4 (") != NULL, "%s", f.maxima_at);
+      cr_assert_float_eq(f.value, 0.8, 2e-4, "fitted %g", f.value);
+    } else {
+      cr_assert_eq(f.npoints, 3);
+      cr_assert_eq(f.maxima, 0);
+      cr_assert_gt(f.value, 0.82, "fitted %g", f.value);
+    }
+    cal_fit_release(&f);
+    cal_set_release(&set);
+  }
+}
