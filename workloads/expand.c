@@ -793,6 +793,33 @@ static void cp_exchange(struct wl_program *j, const struct shape *s, bool bwd)
   j->items[j->nitems - 1].hide = j->nitems - 2; /* under the attention kernel just before it */
 }
 
+/*
+ * The ring's merges. Each of the cp steps of ring attention gives a partial output for the
+ * rank's queries with its own softmax statistics; Transformer Engine's AttnFuncWithCPAndKVP2P
+ * (Megatron's cp_comm_type p2p) adds each into the output rescaled (flash_attn_fwd_out_correction,
+ * one fused kernel a step: the step's output read, the output read and written), and its
+ * backward adds each step's dQ into dQ and each step's dK, dV into the dK, dV travelling the
+ * ring (from the second step on; the first writes them). MindSpeed's ring attention merges
+ * the same way. Costed as eltwise adds in the training type: out, q and kv elements per rank.
+ */
+static void cp_merges(struct wl_program *j, const struct shape *s, bool rc, bool bwd, int64_t out, int64_t q,
+                      int64_t kv)
+{
+  int cp = j->plan.cp;
+  if (cp < 2) return;
+  int64_t n[2] = {bwd ? q : out, bwd ? kv : 0};
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; n[k] > 0 && i < (bwd ? cp - 1 : cp); i++) {
+      struct op_call c;
+      op_call_init(&c, "eltwise");
+      op_call_dim(&c, "n", n[k]);
+      op_call_choice(&c, "fn", "acc");
+      op_call_dtype(&c, "in", s->dt);
+      op_call_dtype(&c, "out", s->dt);
+      kern(j, WL_CAT_ATTN, rc && !bwd, &c);
+    }
+}
+
 static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
 {
   return (j->model.act == WL_ACT_SWIGLU ? 2 : 1) * s->f / s->t;
@@ -895,6 +922,7 @@ static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
   struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
   kern(j, WL_CAT_ATTN, rc, &fa);
   cp_exchange(j, s, false);
+  cp_merges(j, s, rc, false, (int64_t)s->T * h * v, 0, 0);
   gemm_fwd(j, s, rc, h * v, s->h);
 }
 
@@ -909,6 +937,7 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
     struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
     kern_bwd(j, s, WL_CAT_ATTN, &fa);
     cp_exchange(j, s, true);
+    cp_merges(j, s, false, true, 0, (int64_t)s->T * h * qk, (int64_t)s->T * h * (qk + v));
     struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
     kern_bwd(j, s, WL_CAT_VEC, &rp);
   }
@@ -949,6 +978,7 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
+  cp_merges(j, s, rc, false, (int64_t)s->T * (s->a / s->t) * s->d, 0, 0);
   if (eager(j)) ew_emit(j, s, rc, &ew_copy, false, (int64_t)s->T * (s->a / s->t) * s->d, s->T); /* to [T, a d] */
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
@@ -1046,6 +1076,7 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
     if (eager(j)) ew_emit(j, s, false, &ew_copy, true, (int64_t)s->T * (s->a / s->t) * s->d, s->T);
     attention_bwd(j, s);
     cp_exchange(j, s, true);
+    cp_merges(j, s, false, true, 0, (int64_t)s->T * (s->a / s->t) * s->d, (int64_t)2 * s->T * (s->g / s->t) * s->d);
     rope(j, s, false, true);
   }
   gemm_bwd(j, s, s->h, (s->a + 2 * s->g) * s->d / s->t);

@@ -302,3 +302,41 @@ Test(expand, fsdp2_copies_each_gather_out_and_each_reduction_in)
   cr_expect_str_eq(d.key, "plan.zero3_impl", "%s: %s", d.key, d.msg);
   wl_job_release(&job);
 }
+
+/* How many eltwise adds in the training type (fn=acc, bf16 to bf16) of n elements segment k holds. */
+static int merges_of(const struct wl_program *p, enum wl_seg_kind k, int64_t n)
+{
+  int count = 0;
+  for (int i = p->seg[k].first_item; i < p->seg[k].first_item + p->seg[k].nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (it->coll) continue;
+    char label[512];
+    wl_kernel_label(&p->kernels[it->index], label, sizeof label);
+    if (strstr(label, "fn=acc") && strstr(label, "in=bf16") && strstr(label, "out=bf16") &&
+        (int64_t)op_call_u(&p->kernels[it->index].call, "n") == n)
+      count++;
+  }
+  return count;
+}
+
+/* Ring attention's merges with CP 2 on tiny.cfg (sequence 1024: 512 tokens per rank, 8 heads and
+ * 8 KV heads of 128): the forward adds each of the 2 steps' outputs into the rank's 512 x 8 x 128
+ * = 524,288 output elements; the backward adds the second step's dQ (524,288) and dK, dV
+ * (1,048,576); without CP there are none. */
+Test(expand, ring_attention_merges_each_step)
+{
+  const char *cp2[] = {"plan.cp=2", "plan.pp=1", NULL}, *cp1[] = {"plan.pp=1", NULL};
+  struct wl_job job;
+  struct wl_program *p = tiny_expanded(&job, cp2);
+  cr_expect_eq(merges_of(p, WL_SEG_LAYER_F, 524288), 2);
+  cr_expect_eq(merges_of(p, WL_SEG_LAYER_BI, 524288), 1);
+  cr_expect_eq(merges_of(p, WL_SEG_LAYER_BI, 1048576), 1);
+  cr_expect_eq(merges_of(p, WL_SEG_LAYER_W, 524288), 0);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+  p = tiny_expanded(&job, cp1);
+  cr_expect_eq(merges_of(p, WL_SEG_LAYER_F, 1048576), 0);
+  cr_expect_eq(merges_of(p, WL_SEG_LAYER_BI, 1048576), 0);
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
