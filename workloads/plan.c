@@ -247,6 +247,12 @@ const char *wl_fusion_name(enum wl_fusion f)
   return fusion_names[f];
 }
 
+const char *wl_zero3_impl_name(enum wl_zero3_impl z)
+{
+  NPU_ASSERT(z >= WL_Z3_FLAT && z <= WL_Z3_PER_PARAM);
+  return zero3_impl_names[z];
+}
+
 const char *wl_schedule_name(enum wl_schedule s)
 {
   NPU_ASSERT(s >= 0 && s < WL_SCHED_COUNT);

@@ -180,6 +180,10 @@ const char *wl_plan_recompute_modules(const struct wl_plan *p);
 bool wl_plan_recomputes(const struct wl_plan *p, unsigned m);
 /* plan.fusion's name: "fused", "eager". */
 const char *wl_fusion_name(enum wl_fusion f);
+
+/* plan.zero3_impl's name: "flat", "per_param". */
+const char *wl_zero3_impl_name(enum wl_zero3_impl z);
+
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */
 const char *wl_tp_overlap_name(enum wl_tp_overlap o);
 

@@ -349,6 +349,11 @@ static long long c_seq(const void *x, int i) { (void)i; return J(x)->model.seq_l
 static long long c_doc(const void *x, int i) { (void)i; return wl_model_attn_len(&J(x)->model); }
 static long long c_mtp(const void *x, int i) { (void)i; return J(x)->model.mtp_layers; }
 static long long c_accum(const void *x, int i) { (void)i; return J(x)->plan.grad_accum_fusion; }
+static const char *c_zero3_impl(const void *x, int i)
+{
+  (void)i;
+  return wl_zero3_impl_name((enum wl_zero3_impl)J(x)->plan.zero3_impl);
+}
 static const char *c_dtype(const void *x, int i)
 {
   (void)i;
@@ -469,6 +474,8 @@ static const struct rpt_column columns[] = {
      .real = c_dp_hidden},
     {"pp_hidden_s", RPT_REAL, "s", "pipeline transfer time of the slowest stage's inputs that ran while it computed "
      "(their transfer time less the wait for them)", .real = c_pp_hidden},
+    {"zero3_impl", RPT_STRING, "text", "how ZeRO-3 holds the sharded parameters (plan.zero3_impl): flat (FSDP1) or "
+     "per_param (FSDP2's copies)", .text = c_zero3_impl},
     {NULL},
 };
 
