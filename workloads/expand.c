@@ -520,15 +520,21 @@ bool wl__grad_accum_add(const struct wl_plan *p)
   return !p->grad_accum_fusion && !wl_plan_zero3(p);
 }
 
-struct op_call wl__grad_accum_call(const struct wl_plan *p, int64_t elements)
+/* The eltwise operator's call: fn over n elements, reading in and writing out. */
+static struct op_call eltwise_call(int64_t n, const char *fn, enum npu_dtype in, enum npu_dtype out)
 {
   struct op_call c;
   op_call_init(&c, "eltwise");
-  op_call_dim(&c, "n", elements);
-  op_call_choice(&c, "fn", "acc");
-  op_call_dtype(&c, "in", wl_plan_wide_dtype(p));
-  op_call_dtype(&c, "out", wl__grad_buffer_dtype(p));
+  op_call_dim(&c, "n", n);
+  op_call_choice(&c, "fn", fn);
+  op_call_dtype(&c, "in", in);
+  op_call_dtype(&c, "out", out);
   return c;
+}
+
+struct op_call wl__grad_accum_call(const struct wl_plan *p, int64_t elements)
+{
+  return eltwise_call(elements, "acc", wl_plan_wide_dtype(p), wl__grad_buffer_dtype(p));
 }
 
 /* The backward of the linear layer Y = X W^T (m x k -> n, W [n, k] as Megatron stores it): the
@@ -648,12 +654,8 @@ static void ew_emit(struct wl_program *j, const struct shape *s, bool rc, const 
   const struct ew_step *st = bwd ? md->b : md->f;
   for (int i = 0; i < (bwd ? md->nb : md->nf); i++) {
     int64_t m = st[i].size == EW_N ? n : st[i].size == EW_R ? r : n / 2;
-    struct op_call c;
-    op_call_init(&c, "eltwise");
-    op_call_dim(&c, "n", m);
-    op_call_choice(&c, "fn", st[i].fn);
-    op_call_dtype(&c, "in", st[i].in32 ? NPU_DT_FP32 : s->dt);
-    op_call_dtype(&c, "out", st[i].out32 ? NPU_DT_FP32 : s->dt);
+    struct op_call c =
+        eltwise_call(m, st[i].fn, st[i].in32 ? NPU_DT_FP32 : s->dt, st[i].out32 ? NPU_DT_FP32 : s->dt);
     kern(j, WL_CAT_VEC, rc && !bwd, &c);
   }
 }
@@ -800,24 +802,14 @@ static void cp_exchange(struct wl_program *j, const struct shape *s, bool bwd)
  * one fused kernel a step: the step's output read, the output read and written), and its
  * backward adds each step's dQ into dQ and each step's dK, dV into the dK, dV travelling the
  * ring (from the second step on; the first writes them). MindSpeed's ring attention merges
- * the same way. Costed as eltwise adds in the training type: out, q and kv elements per rank.
+ * the same way. Costed as `times` eltwise adds of n elements in the training type: cp over the
+ * output forward, cp - 1 over the queries and over the keys and values backward.
  */
-static void cp_merges(struct wl_program *j, const struct shape *s, bool rc, bool bwd, int64_t out, int64_t q,
-                      int64_t kv)
+static void cp_merges(struct wl_program *j, const struct shape *s, bool rc, int times, int64_t n)
 {
-  int cp = j->plan.cp;
-  if (cp < 2) return;
-  int64_t n[2] = {bwd ? q : out, bwd ? kv : 0};
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; n[k] > 0 && i < (bwd ? cp - 1 : cp); i++) {
-      struct op_call c;
-      op_call_init(&c, "eltwise");
-      op_call_dim(&c, "n", n[k]);
-      op_call_choice(&c, "fn", "acc");
-      op_call_dtype(&c, "in", s->dt);
-      op_call_dtype(&c, "out", s->dt);
-      kern(j, WL_CAT_ATTN, rc && !bwd, &c);
-    }
+  if (j->plan.cp < 2) return;
+  struct op_call c = eltwise_call(n, "acc", s->dt, s->dt);
+  for (int i = 0; i < times; i++) kern(j, WL_CAT_ATTN, rc, &c);
 }
 
 static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
@@ -922,7 +914,7 @@ static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
   struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
   kern(j, WL_CAT_ATTN, rc, &fa);
   cp_exchange(j, s, false);
-  cp_merges(j, s, rc, false, (int64_t)s->T * h * v, 0, 0);
+  cp_merges(j, s, rc, j->plan.cp, (int64_t)s->T * h * v);
   gemm_fwd(j, s, rc, h * v, s->h);
 }
 
@@ -937,7 +929,8 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
     struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
     kern_bwd(j, s, WL_CAT_ATTN, &fa);
     cp_exchange(j, s, true);
-    cp_merges(j, s, false, true, 0, (int64_t)s->T * h * qk, (int64_t)s->T * h * (qk + v));
+    cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * qk);
+    cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * (qk + v));
     struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
     kern_bwd(j, s, WL_CAT_VEC, &rp);
   }
@@ -978,7 +971,7 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
-  cp_merges(j, s, rc, false, (int64_t)s->T * (s->a / s->t) * s->d, 0, 0);
+  cp_merges(j, s, rc, j->plan.cp, (int64_t)s->T * (s->a / s->t) * s->d);
   if (eager(j)) ew_emit(j, s, rc, &ew_copy, false, (int64_t)s->T * (s->a / s->t) * s->d, s->T); /* to [T, a d] */
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
@@ -1076,7 +1069,8 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
     if (eager(j)) ew_emit(j, s, false, &ew_copy, true, (int64_t)s->T * (s->a / s->t) * s->d, s->T);
     attention_bwd(j, s);
     cp_exchange(j, s, true);
-    cp_merges(j, s, false, true, 0, (int64_t)s->T * (s->a / s->t) * s->d, (int64_t)2 * s->T * (s->g / s->t) * s->d);
+    cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * (s->a / s->t) * s->d);
+    cp_merges(j, s, false, j->plan.cp - 1, (int64_t)2 * s->T * (s->g / s->t) * s->d);
     rope(j, s, false, true);
   }
   gemm_bwd(j, s, s->h, (s->a + 2 * s->g) * s->d / s->t);
@@ -1340,12 +1334,8 @@ static void z3_copy(struct wl_program *j, double n, bool grad)
 {
   const struct wl_plan *p = &j->plan;
   if (!wl_plan_zero3(p) || p->zero3_impl != WL_Z3_PER_PARAM || n < 1) return;
-  struct op_call c;
-  op_call_init(&c, "eltwise");
-  op_call_dim(&c, "n", (int64_t)llround(n));
-  op_call_choice(&c, "fn", "cast");
-  op_call_dtype(&c, "in", wl_plan_wide_dtype(p));
-  op_call_dtype(&c, "out", grad ? wl__grad_buffer_dtype(p) : wl_plan_wide_dtype(p));
+  struct op_call c = eltwise_call((int64_t)llround(n), "cast", wl_plan_wide_dtype(p),
+                                  grad ? wl__grad_buffer_dtype(p) : wl_plan_wide_dtype(p));
   kern(j, WL_CAT_VEC, false, &c);
 }
 

@@ -82,6 +82,17 @@ static struct cal_set load(const char *arch)
   return set;
 }
 
+/* Write csv as gemm.csv and fit the A100's chip.calib.cube to it: the points in *set, the
+ * preset in *sys, the fit in *f. */
+static void fit_a100_cube(const char *csv, struct cal_set *set, struct arch_system *sys, struct cal_fit *f)
+{
+  free(ts_write(dir, "gemm.csv", csv));
+  *set = load("nvidia-a100-80gb");
+  ts_load_system(sys, "nvidia-a100-80gb", NULL);
+  struct npu_diag diag;
+  cr_assert_eq(cal_fit_knob(f, knob("chip.calib.cube"), set, sys, &opts, &diag), 0, "%s", diag.msg);
+}
+
 /* GEMM throughput the model itself gives at cube fraction 0.8, over three shapes: the two the
  * cube bounds in the model are fitted (0.8, residuals vanish), the memory-bound one is left out
  * and named (the knob cannot explain it). */
@@ -95,14 +106,11 @@ Test(calibrate, gemm_points_made_at_a_known_fraction_fit_back_to_it)
              shapes[i][1], shapes[i][2], gemm_tflops("nvidia-a100-80gb", shapes[i][0], shapes[i][1], shapes[i][2], 0.8));
     strcat(csv, line);
   }
-  free(ts_write(dir, "gemm.csv", csv));
-  struct cal_set set = load("nvidia-a100-80gb");
-  cr_assert_eq(set.n, 3);
+  struct cal_set set;
   struct arch_system sys;
-  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
   struct cal_fit f;
-  struct npu_diag diag;
-  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  fit_a100_cube(csv, &set, &sys, &f);
+  cr_assert_eq(set.n, 3);
   cr_assert_eq(f.npoints, 2);
   cr_assert_eq(f.unbound, 1);
   cr_assert(strstr(f.unbound_at, "gemm.csv:4 (cube ") != NULL, "%s", f.unbound_at);
@@ -212,13 +220,10 @@ Test(calibrate, data_beyond_the_peak_is_reported_at_the_bound)
   char csv[512];
   snprintf(csv, sizeof csv, "arch,m,n,k,dtype,tflops,source\nnvidia-a100-80gb,8192,8192,8192,bf16,%.17g,too fast\n",
            1.2 * gemm_tflops("nvidia-a100-80gb", 8192, 8192, 8192, 1.0));
-  free(ts_write(dir, "gemm.csv", csv));
-  struct cal_set set = load("nvidia-a100-80gb");
+  struct cal_set set;
   struct arch_system sys;
-  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
   struct cal_fit f;
-  struct npu_diag diag;
-  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  fit_a100_cube(csv, &set, &sys, &f);
   cr_assert_eq(f.value, 1.0);
   cr_assert(f.at_bound);
   cr_assert_float_eq(f.res[0].residual, 1 / 1.2 - 1, 1e-6, "residual %g", f.res[0].residual);
@@ -443,13 +448,10 @@ Test(calibrate, provenance_fits_the_preset_and_loads_back)
              8192 + 1024 * i, 200 + i, i, i); /* large: every point cube-bound, so every point is fitted */
     strcat(csv, line);
   }
-  free(ts_write(dir, "gemm.csv", csv));
-  struct cal_set set = load("nvidia-a100-80gb");
+  struct cal_set set;
   struct arch_system sys;
-  ts_load_system(&sys, "nvidia-a100-80gb", NULL);
   struct cal_fit f;
-  struct npu_diag diag;
-  cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+  fit_a100_cube(csv, &set, &sys, &f);
   char prov[ARCH_SOURCE_MAX];
   cal_provenance(&f, &set, prov, sizeof prov);
   cr_assert_lt(strlen(prov), (size_t)ARCH_SOURCE_MAX);
@@ -519,13 +521,10 @@ Test(calibrate, best_of_search_figures_are_shown_and_not_fitted)
                i == 2 && marked ? "peak of sweep (MAMF)" : "single shape");
       strcat(csv, line);
     }
-    free(ts_write(dir, "gemm.csv", csv));
-    struct cal_set set = load("nvidia-a100-80gb");
+    struct cal_set set;
     struct arch_system sys;
-    ts_load_system(&sys, "nvidia-a100-80gb", NULL);
     struct cal_fit f;
-    struct npu_diag diag;
-    cr_assert_eq(cal_fit_knob(&f, knob("chip.calib.cube"), &set, &sys, &opts, &diag), 0, "%s", diag.msg);
+    fit_a100_cube(csv, &set, &sys, &f);
     if (marked) {
       cr_assert_eq(f.npoints, 2);
       cr_assert_eq(f.maxima, 1);
