@@ -100,12 +100,16 @@ struct vcase {
   "scaling (hybrid E4M3/E5M2), distributed_fused_adam with overlapped sync, gradients reduced in bf16, no "          \
   "activation checkpointing"
 #define WHY_NEMO                                                                                                      \
-  "npusim is fast on the 8-GPU rows (compute is 100% of their predicted step) and 6% slow on the 70B at TP4 PP4 "  \
-  "VP20. Not yet attributed. Its fp8 GEMMs run at the share fitted to Azure's cuBLASLt (1,190-1,300 TFLOP/s at "    \
-  "these shapes; 4096^3 within 2.3% of the measurement); not modelled: Transformer Engine's host work per fp8 "      \
-  "module (the delayed scaling's amax and scale bookkeeping; TransformerEngine#761 and #836 report an fp8 "         \
-  "te.Linear's host time above twice a bf16 one's, npusim charges 7.1 us per kernel), and the clock a whole "       \
-  "step's fp8 load sustains"
+  "npusim is fast on four of the five rows, the more so the less the plan communicates: the 8-GPU rows by 23-30% "  \
+  "(compute is 100% of their predicted step), Llama 2 13B at TP1 PP4 VP10 by 14%, Llama 3 70B at TP4 CP2 PP4 VP5 "  \
+  "by 10%; it is 6% slow on Llama 2 70B at TP4 PP4 VP20, where 12.5% of the predicted step waits on pipeline sends " \
+  "(20 chunks: 2,560 sends of 16 MB per stage and step over InfiniBand; 2.3% at VP 5, 0.2% with 1F1B). Not yet "    \
+  "attributed. Its fp8 GEMMs run at the share fitted to Azure's cuBLASLt, which runs with fp8 fast accumulation "   \
+  "(upstream superbench's cublaslt_gemm sets CUBLASLT_MATMUL_DESC_FAST_ACCUM; 1,190-1,300 TFLOP/s at these shapes, 4096^3 " \
+  "within 2.3%); Transformer Engine runs its backward GEMMs with the split accumulator (fast accumulation off: "     \
+  "1.1-1.2x slower in pytorch/ao#2377's measurement, no per-shape data): not modelled; nor Transformer Engine's "    \
+  "host work per fp8 module (TransformerEngine#761 and #836: an fp8 te.Linear's host time above twice a bf16 "      \
+  "one's; npusim charges 7.1 us per kernel), nor the clock a whole step's fp8 load sustains"
 
 /* 48 model chunks: 1 layer with the embedding, 1 with the head, 2 in each of the other 46 */
 #define PANGU_VPP6                                                                                                    \
@@ -196,6 +200,11 @@ static const struct vcase cases[] = {
     {"llama2-70b fp8 64 h100 tokens/s per GPU", "nemo_llama2_70b_h100_fp8.cfg", {NULL}, M_TOKENS_DEV, 1707, NEMO,
      .set = "NeMo 24.07 (H100, FP8)", .cls = V_VALID,
      .note = NEMO_NOTE "; the 70B yaml of that commit has VP 5, the table's VP 20 is used", .why = WHY_NEMO},
+    {"llama2-13b fp8 pp4 vp10 16 h100 tokens/s per GPU", "nemo_llama2_13b_h100_fp8.cfg", {NULL}, M_TOKENS_DEV, 8646,
+     NEMO, .set = "NeMo 24.07 (H100, FP8)", .cls = V_VALID,
+     .note = NEMO_NOTE "; the 13B script of that commit sets one node, the table's 16 GPUs are used", .why = WHY_NEMO},
+    {"llama3-70b fp8 cp2 64 h100 tokens/s per GPU", "nemo_llama3_70b_h100_fp8.cfg", {NULL}, M_TOKENS_DEV, 1533, NEMO,
+     .set = "NeMo 24.07 (H100, FP8)", .cls = V_VALID, .note = NEMO_NOTE, .why = WHY_NEMO},
     /* 180K H800 GPU hours per trillion tokens: 1e12 / (180e3 x 3600 s) = 1,543 tokens/s per GPU */
     {"deepseek-v3 2048 h800 tokens/s per GPU", "deepseek_v3_h800.cfg", {NULL}, M_TOKENS_DEV, 1543.2,
      "DeepSeek-V3 Technical Report (arXiv 2412.19437), sec. 1: 180K H800 GPU hours per trillion tokens",
