@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/strutil.h"
 #include "common/units.h"
 #include "interconnect/coll.h"
 #include "interconnect/comm.h"
@@ -460,9 +461,8 @@ static int gemm_select(struct gemm_ctx *g, const int *all, int nall, double x, i
     }
     if (!out) continue;
     out->unbound++;
-    int len = (int)strlen(out->unbound_at);
-    snprintf(out->unbound_at + len, sizeof out->unbound_at - (size_t)len, "%s%s (cube %.0f%%)", len ? ", " : "",
-             g->set->p[all[i]].where, 100 * share);
+    npu_appendf(out->unbound_at, sizeof out->unbound_at, "%s%s (cube %.0f%%)", *out->unbound_at ? ", " : "",
+                g->set->p[all[i]].where, 100 * share);
   }
   *nsel = kept;
   return 0;
@@ -480,9 +480,8 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
     /* the best of a search is biased upward (the most favourable shape, the luckiest of many
      * short trials), not what a kernel sustains: shown apart, never fitted */
     if (set->p[i].maximum) {
-      int len = (int)strlen(out->maxima_at);
-      snprintf(out->maxima_at + len, sizeof out->maxima_at - (size_t)len, "%s%s (%g TF/s)", len ? ", " : "",
-               set->p[i].where, set->p[i].measured);
+      npu_appendf(out->maxima_at, sizeof out->maxima_at, "%s%s (%g TF/s)", *out->maxima_at ? ", " : "",
+                  set->p[i].where, set->p[i].measured);
       out->maxima++;
       continue;
     }
@@ -553,9 +552,8 @@ int cal_fit_knob(struct cal_fit *out, const struct cal_knob *k, const struct cal
       if (!rc && !(t1 > 0 && t2 >= t1 && t3 >= t1)) {
         /* a point the collective model cannot time: shown apart, never fitted */
         out->unmodelled++;
-        int len = (int)strlen(out->unmodelled_at);
-        snprintf(out->unmodelled_at + len, sizeof out->unmodelled_at - (size_t)len, "%s%s", len ? " " : "",
-                 set->p[idx[i]].where);
+        npu_appendf(out->unmodelled_at, sizeof out->unmodelled_at, "%s%s", *out->unmodelled_at ? " " : "",
+                    set->p[idx[i]].where);
         continue;
       }
       b[kept] = t2 - t1;

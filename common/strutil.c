@@ -143,3 +143,12 @@ void npu_csv_field(struct npu_buf *out, const char *s)
   }
   npu_buf_puts(out, "\"");
 }
+
+void npu_appendf(char *buf, size_t size, const char *fmt, ...)
+{
+  size_t l = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + l, l < size ? size - l : 0, fmt, ap);
+  va_end(ap);
+}

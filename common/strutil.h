@@ -21,6 +21,9 @@ size_t npu_edit_distance(const char *a, const char *b);
  */
 const char *npu_suggest(const char *word, const char *const *candidates, size_t n);
 
+/* Append printf-style text to the NUL-terminated string in buf (size bytes), truncating. */
+void npu_appendf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Growable NUL-terminated string. Zero-initialise ({0}) before use; npu_buf_release frees. */
 struct npu_buf {
   char *data; /* NUL-terminated contents, or NULL while empty */

@@ -1367,12 +1367,24 @@ void wl_layer_rank_params(const struct wl_program *j, int l, double *dense, doub
   *expert = routed / j->plan.ep;
 }
 
+double wl_embed_rank_params(const struct wl_program *j)
+{
+  const struct wl_model *m = &j->model;
+  double pos = m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden : 0;
+  return ((double)m->vocab * m->hidden + pos) / j->plan.tp;
+}
+
+double wl_head_rank_params(const struct wl_program *j)
+{
+  return (double)j->model.vocab * j->model.hidden / j->plan.tp + j->model.hidden;
+}
+
 /* One rank's parameters of a pipeline stage: non-expert (returned) and routed experts (*eparams). */
 static double stage_params(const struct wl_program *j, int stage, double *eparams)
 {
   const struct wl_model *m = &j->model;
   const struct wl_plan *p = &j->plan;
-  double per = 0, ex = 0, emb = (double)m->vocab * m->hidden / p->tp;
+  double per = 0, ex = 0;
   /* the model's chunks: pp x vpp (DualPipe: pp, each rank holding chunks s and pp - 1 - s) */
   int chunks = wl_schedule_chunks((enum wl_schedule)p->schedule, p->vpp), mc = p->pp * p->vpp;
   for (int c = 0; c < chunks; c++) {
@@ -1384,9 +1396,9 @@ static double stage_params(const struct wl_program *j, int stage, double *eparam
       per += d;
       ex += e;
     }
-    if (k == 0) per += emb + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden / p->tp : 0);
+    if (k == 0) per += wl_embed_rank_params(j);
     if (k == mc - 1) { /* output projection (a copy when tied) + final norm; the MTP modules */
-      per += emb + m->hidden / p->tp + m->mtp_layers * wl_model_mtp_rank_params(m, p->tp);
+      per += (double)m->vocab * m->hidden / p->tp + m->hidden / p->tp + m->mtp_layers * wl_model_mtp_rank_params(m, p->tp);
       for (int l = m->layers; l < wl_model_total_layers(m); l++) {
         double d, e;
         wl_layer_rank_params(j, l, &d, &e);
@@ -1490,8 +1502,7 @@ void wl_expand(struct wl_program *j)
 {
   struct shape s = shape_of(j);
   const struct wl_model *m = &j->model;
-  double emb = (double)m->vocab * m->hidden / j->plan.tp;
-  if (m->pos == WL_POS_LEARNED) emb += (double)m->seq_len * m->hidden / j->plan.tp;
+  double emb = wl_embed_rank_params(j);
   seg_begin(j, WL_SEG_EMBED_F);
   z3_copy(j, emb, false);
   embed(j, &s);
@@ -1515,8 +1526,7 @@ void wl_expand(struct wl_program *j)
     j->seg_off = 0;
   }
   s.window = 0;
-  /* the head's piece: the output projection (a copy of the embedding when tied) and final norm */
-  fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd, (double)m->vocab * m->hidden / j->plan.tp + m->hidden);
+  fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd, wl_head_rank_params(j));
   if (j->model.mtp_layers) fbw_segs(j, &s, WL_SEG_MTP_F, mtp_fwd, mtp_bwd, wl_model_mtp_rank_params(m, j->plan.tp));
   /* the optimizer: AdamW over the rank's shard of fp32 master weights (ZeRO >= 1: / dp) */
   int pp = j->plan.pp;

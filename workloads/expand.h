@@ -20,6 +20,12 @@ void wl_expand(struct wl_program *p);
  * experts are TP-split and replicated over dp x cp like the rest). */
 void wl_layer_rank_params(const struct wl_program *p, int l, double *dense, double *expert);
 
+/* One rank's parameters of the embedding piece (the table, TP-sharded, and learned positions)
+ * and of the head piece (the output projection, TP-sharded, a copy of the table when tied, and
+ * the final norm): what ZeRO-3 gathers and reduces for them, and FSDP2 copies. */
+double wl_embed_rank_params(const struct wl_program *p);
+double wl_head_rank_params(const struct wl_program *p);
+
 /* Text of a kernel for reports: "gemm m=... n=...". */
 void wl_kernel_label(const struct wl_kernel *k, char *buf, size_t n);
 

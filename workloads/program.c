@@ -145,7 +145,7 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
   int n = wl_plan_chunk_layers(pl, md->layers, p->mchunks, k);
   int l0 = wl_plan_chunk_first_layer(pl, md->layers, p->mchunks, k);
   bool grads = (sl->phase == WL_PH_B || sl->phase == WL_PH_W) && mb == p->mb - 1 && pl->overlap_grad_reduce && !z3;
-  double emb = (double)md->vocab * md->hidden / pl->tp, head = emb + md->hidden, acc = 0, eacc = 0;
+  double emb = wl_embed_rank_params(p), head = wl_head_rank_params(p), acc = 0, eacc = 0;
   /* the last chunk ends with the head and then the MTP modules (their own work, their layer and
    * the shared head again) */
   int mtp = last ? md->mtp_layers : 0;

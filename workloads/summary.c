@@ -5,11 +5,11 @@
 #include "workloads/opstats.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/json.h"
+#include "common/strutil.h"
 #include "common/units.h"
 #include "ops/op.h"
 #include "ops/plugin.h"
@@ -23,42 +23,31 @@ static const char *dtype_name(const struct wl_plan *p)
   return p->dtype == WL_DTYPE_FP16 ? "fp16" : "bf16";
 }
 
-/* Append printf-style text to the string in buf (n bytes), truncating. */
-static void appendf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void appendf(char *buf, size_t n, const char *fmt, ...)
-{
-  size_t l = strlen(buf);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + l, l < n ? n - l : 0, fmt, ap);
-  va_end(ap);
-}
-
 static void plan_text(const struct wl_plan *p, char *buf, size_t n)
 {
   char rc[128];
   snprintf(rc, sizeof rc, "%s", (const char *[]){"none", "selective", "full"}[p->recompute]);
   if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_layers)
-    appendf(rc, sizeof rc, " (%s, %d layers)", p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform",
+    npu_appendf(rc, sizeof rc, " (%s, %d layers)", p->recompute_method == WL_RCM_BLOCK ? "block" : "uniform",
             p->recompute_layers);
-  if (p->recompute == WL_RECOMPUTE_SELECTIVE) appendf(rc, sizeof rc, " (%s)", wl_plan_recompute_modules(p));
+  if (p->recompute == WL_RECOMPUTE_SELECTIVE) npu_appendf(rc, sizeof rc, " (%s)", wl_plan_recompute_modules(p));
   snprintf(buf, n, "TP%d%s CP%d PP%d%s DP%d, %s, ZeRO-%d, recompute %s, micro-batch %d, global batch %d", p->tp,
            p->sp ? " (SP)" : "", p->cp, p->pp, p->vpp > 1 ? "" : "", p->dp, wl_schedule_name((enum wl_schedule)p->schedule),
            p->zero, rc, p->micro_batch, p->global_batch);
-  if (p->vpp > 1) appendf(buf, n, ", %d chunks per stage", p->vpp);
+  if (p->vpp > 1) npu_appendf(buf, n, ", %d chunks per stage", p->vpp);
   if (p->zero >= 1 && wl_plan_shard(p) < p->dp * p->cp)
-    appendf(buf, n, ", hybrid sharding in groups of %d", wl_plan_shard(p));
-  if (p->grad_reduce) appendf(buf, n, ", gradients reduced in bf16");
-  if (p->zero3_impl == WL_Z3_PER_PARAM) appendf(buf, n, ", per-parameter shards (FSDP2)");
-  if (p->fusion == WL_FUSION_EAGER) appendf(buf, n, ", eager modules");
-  if (p->etp != p->tp) appendf(buf, n, ", expert TP %d", p->etp);
+    npu_appendf(buf, n, ", hybrid sharding in groups of %d", wl_plan_shard(p));
+  if (p->grad_reduce) npu_appendf(buf, n, ", gradients reduced in bf16");
+  if (p->zero3_impl == WL_Z3_PER_PARAM) npu_appendf(buf, n, ", per-parameter shards (FSDP2)");
+  if (p->fusion == WL_FUSION_EAGER) npu_appendf(buf, n, ", eager modules");
+  if (p->etp != p->tp) npu_appendf(buf, n, ", expert TP %d", p->etp);
   if (p->tp_overlap != WL_TPO_NONE)
-    appendf(buf, n, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
+    npu_appendf(buf, n, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
   if (p->ep_overlap != WL_EPO_NONE)
-    appendf(buf, n, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
-  if (p->optimizer_moments) appendf(buf, n, ", Adam moments in bf16");
-  if (p->fp8_moe_act_input) appendf(buf, n, ", experts' activation input in fp8");
-  if (p->fp8_dispatch) appendf(buf, n, ", fp8 dispatch");
+    npu_appendf(buf, n, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
+  if (p->optimizer_moments) npu_appendf(buf, n, ", Adam moments in bf16");
+  if (p->fp8_moe_act_input) npu_appendf(buf, n, ", experts' activation input in fp8");
+  if (p->fp8_dispatch) npu_appendf(buf, n, ", fp8 dispatch");
 }
 
 /* The communication kinds, in the breakdown's order. */
