@@ -57,6 +57,7 @@
  * Size: one operator over ~1,500 lines: the forward and backward share the tiling, the split-core
  * hand-over through GM and the coupled-core variant of the same dataflow.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,8 +68,9 @@
 #include "ops/ops_int.h"
 #include "ops/vecutil.h"
 
-#define BC 128u    /* forward: key rows per block */
+#define BC 128u    /* forward: key rows per block (64 where L1 holds no more); sequence and window unit */
 #define HALF 64u   /* forward: rows per vector role; the backward's D kernel: rows per block */
+#define DC 128u    /* head-dimension chunk: the widest slice of Q, K, V or O one GEMM step takes */
 
 static const char *const passes[] = {"fwd", "bwd", NULL};
 
@@ -77,7 +79,7 @@ static const struct op_param params[] = {
     {"heads", OP_P_DIM, NULL, "query heads", NULL},
     {"kv_heads", OP_P_INT, "0", "key/value heads (GQA; 0: as heads)", NULL},
     {"seq", OP_P_DIM, NULL, "sequence length (a multiple of 128)", NULL},
-    {"dim", OP_P_DIM, "128", "head dimension (64 or 128)", NULL},
+    {"dim", OP_P_DIM, "128", "head dimension: a multiple of 64, at most 256", NULL},
     {"causal", OP_P_BOOL, "true", "causal mask (else full)", NULL},
     {"window", OP_P_INT, "0", "sliding window (with --causal): each query attends to itself and the window - 1 "
      "keys before it, a multiple of 128 (Mistral, Gemma, gpt-oss local layers); 0: the whole causal prefix", NULL},
@@ -112,6 +114,8 @@ struct attn {
   enum npu_dtype dt;
   uint32_t halves;               /* vector roles per block: 2 (split), 1 (coupled forward) */
   uint32_t br;                   /* forward query rows per block */
+  uint32_t bc;                   /* forward key rows per block: BC, or 64 (head dims above 128
+                                    on a small L1: FlashAttention's narrower key blocks) */
   uint32_t look, ns;             /* forward lookahead; slots = look + 1 */
   uint32_t nl1, lookb;           /* backward: L1 buffers of Q, dO and P, dS (2: double
                                     buffered), steps the cube core runs ahead (1 when double
@@ -152,6 +156,49 @@ static uint32_t es(enum npu_dtype t)
   return (uint32_t)npu_dtype_bits(t) / 8;
 }
 
+/* Head dimensions above 128 are taken in chunks of DC columns: the QK^T GEMM accumulates over
+ * the chunks of its K (the head dimension), the PV GEMM and the gradient GEMMs produce theirs
+ * chunk by chunk along N, so that a chunk of Q, K, V or dO fits a 32 KiB half of L0A or L0B
+ * and a chunk of O_j the 64 KiB of L0C after S. Matrices the vector roles hold whole (O and
+ * its O_j chunk in UB, O_j in the GM workspace) are stored chunk-major: chunk c of a rows x D
+ * matrix is a rows x width(c) row-major matrix at element rows x c x DC. */
+static uint32_t nchunks(const struct attn *a)
+{
+  return (a->D + DC - 1) / DC;
+}
+
+static uint32_t chunk_w(const struct attn *a, uint32_t c)
+{
+  return a->D - c * DC < DC ? a->D - c * DC : DC;
+}
+
+/* Column strip [c0, c0 + n) or row band [r0, r0 + n) of an NZ tile (L1, or L0C with c0 16). */
+static uint32_t nz_ld(const struct core_tile *t)
+{
+  return t->ld ? t->ld : (t->rows + 15u) / 16u * 16u;
+}
+
+static uint32_t nz_c0(const struct core_tile *t)
+{
+  return t->c0 ? t->c0 : 32u / es((enum npu_dtype)t->dtype);
+}
+
+static struct core_tile nz_cols(struct core_tile t, uint32_t c0, uint32_t n)
+{
+  t.ld = nz_ld(&t);
+  t.addr += (uint64_t)c0 * t.ld * es((enum npu_dtype)t.dtype);
+  t.cols = n;
+  return t;
+}
+
+static struct core_tile nz_rows(struct core_tile t, uint32_t r0, uint32_t n)
+{
+  t.ld = nz_ld(&t);
+  t.addr += (uint64_t)r0 * nz_c0(&t) * es((enum npu_dtype)t.dtype);
+  t.rows = n;
+  return t;
+}
+
 /* Element offset of row `tok`, head `h` in a BSND tensor with `heads` heads. */
 static uint64_t bsnd(const struct attn *a, uint32_t b, uint32_t tok, uint32_t h, uint32_t heads)
 {
@@ -190,7 +237,8 @@ static void brcb(struct core_tp *t, uint64_t bc, uint64_t src, uint32_t rows)
   core_vec(t, &v);
 }
 
-/* dst[r][c] = src[r][c] op bcast[r] for `rows` rows of `cols` fp32 (cols a multiple of 64). */
+/* dst[r][c] = src[r][c] op bcast[r] for `rows` rows of `cols` fp32 (cols a multiple of 64, or
+ * 32: half a repeat's lanes). */
 static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_t src, uint64_t bc, uint32_t rows,
                     uint32_t cols)
 {
@@ -199,6 +247,7 @@ static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64
     v.dst_rep = v.src0_rep = (uint16_t)(cols * 4 / 32);
     v.src1_blk = 0;
     v.src1_rep = 1;
+    if (cols - c < 64) v.mask[0] = (1ull << (cols - c)) - 1;
     core_vec(t, &v);
   }
 }
@@ -233,15 +282,16 @@ static uint32_t take(uint32_t *at, uint32_t bytes)
 
 /* ------------------------------------------------------------------ forward: geometry */
 
-/* Workspace slots of unit u: S[ns] (fp32 br x BC), P[ns] (dt br x BC), O[ns] (fp32 br x D). */
+/* Workspace slots of unit u: S[ns] (fp32 br x bc), P[ns] (dt br x bc), O[ns] (fp32 br x D,
+ * chunk-major). */
 static uint64_t ws_s(const struct attn *a, int u, uint32_t slot)
 {
-  return a->ws + (uint64_t)u * a->ws_bytes + (uint64_t)slot * a->br * BC * 4;
+  return a->ws + (uint64_t)u * a->ws_bytes + (uint64_t)slot * a->br * a->bc * 4;
 }
 
 static uint64_t ws_p(const struct attn *a, int u, uint32_t slot)
 {
-  return ws_s(a, u, a->ns) + (uint64_t)slot * a->br * BC * es(a->dt);
+  return ws_s(a, u, a->ns) + (uint64_t)slot * a->br * a->bc * es(a->dt);
 }
 
 static uint64_t ws_o(const struct attn *a, int u, uint32_t slot)
@@ -249,28 +299,50 @@ static uint64_t ws_o(const struct attn *a, int u, uint32_t slot)
   return ws_p(a, u, a->ns) + (uint64_t)slot * a->br * a->D * 4;
 }
 
-/* Key blocks query block i attends to: with a window from the diagonal block's W / BC
- * predecessor (or the first) to the diagonal. */
+/* The highest and lowest key block query block i attends to: the block of its last row
+ * (causal) or the last; the block of its first row's first key in the window, or the first. */
+static uint32_t kv_hi(const struct attn *a, uint32_t i)
+{
+  return a->causal ? (i * a->br + a->br - 1) / a->bc : a->S / a->bc - 1;
+}
+
+static uint32_t kv_lo(const struct attn *a, uint32_t i)
+{
+  int64_t first = (int64_t)i * a->br - a->W + 1;
+  return a->W && first > 0 ? (uint32_t)(first / a->bc) : 0;
+}
+
 static uint32_t kv_blocks(const struct attn *a, uint32_t i)
 {
-  uint32_t diag = i * a->br / BC;
-  if (a->W) return diag - (diag > a->W / BC ? diag - a->W / BC : 0) + 1;
-  return a->causal ? diag + 1 : a->S / BC;
+  return kv_hi(a, i) - kv_lo(a, i) + 1;
 }
 
 /* The q-th key block query block i processes: in order, or with a window from the diagonal
- * down, so that the online softmax's first block has a key for every row (the window's lowest
- * block has none for some). */
+ * down, so that the online softmax's first block has a key for most rows (the window's lowest
+ * block has none for some). A role's rows wholly masked in the first block processed (key
+ * blocks narrower than the query block) are harmless: the running maximum starts finite. */
 static uint32_t kv_block(const struct attn *a, uint32_t i, uint32_t q)
 {
-  return a->W ? i * a->br / BC - q : q;
+  return a->W ? kv_hi(a, i) - q : q;
 }
 
-/* Bytes of the forward's masks: the diagonal's two 64-row halves, and with a window their
- * complements (the window's lowest block). */
+/* The forward's masks: one HALF x bc variant per offset o = (a role's first row) - (the key
+ * block's first key), o = 64 v - 64 (key c seen by row r when c <= r + o); v = 0 (all masked)
+ * only where key blocks are narrower than query blocks. With a window their complements follow
+ * (the window's lowest block: keys c with c <= r + o are before it). */
+static uint32_t fwd_var0(const struct attn *a)
+{
+  return a->bc < a->br ? 0 : 1;
+}
+
+static uint32_t fwd_mask_var_bytes(const struct attn *a)
+{
+  return HALF * a->bc / 8;
+}
+
 static uint32_t fwd_mask_bytes(const struct attn *a)
 {
-  return (a->W ? 4 : 2) * HALF * BC / 8;
+  return (a->W ? 2 : 1) * (a->bc / HALF + 1 - fwd_var0(a)) * fwd_mask_var_bytes(a);
 }
 
 /* Block b -> (batch, head, query block); query blocks of one head in order. */
@@ -321,7 +393,7 @@ static int fwd_class(void *ctx, uint64_t b)
 /* L1: Q at 0, the K/V slots after it, P after those. */
 static uint32_t l1_kv(const struct attn *a, uint32_t slot, int which)
 {
-  return a->br * a->D * es(a->dt) + (slot * 2 + (uint32_t)which) * BC * a->D * es(a->dt);
+  return a->br * a->D * es(a->dt) + (slot * 2 + (uint32_t)which) * a->bc * a->D * es(a->dt);
 }
 
 static uint32_t l1_p(const struct attn *a)
@@ -365,9 +437,9 @@ static void fwd_load_kv(struct core_tp *t, const struct attn *a, uint32_t slot, 
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(slot));
   for (int w = 0; w < 2; w++) {
     uint64_t base = w ? a->v : a->k;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * BC, kvh, a->KVH) * es(a->dt), BC,
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->bc, kvh, a->KVH) * es(a->dt), a->bc,
                                   a->D, a->KVH * a->D);
-    struct core_tile l = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, slot, w), BC, a->D, 0);
+    struct core_tile l = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, slot, w), a->bc, a->D, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
@@ -391,39 +463,47 @@ static void fwd_to_roles(struct core_tp *t, const struct attn *a, struct core_co
   for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, 3 * (int)r + ev0);
 }
 
-/* S_j = Q K_j^T / sqrt(D) -> workspace; tells the vector roles. */
-static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslot, uint32_t j, bool first)
+/* S_j = Q K_j^T / sqrt(D) -> workspace; tells the vector roles. With one head-dimension chunk
+ * Q stays in L0A over the query block (copied at its first key block); with more, each chunk of
+ * Q and K_j is copied in turn and the GEMM accumulates over them, and Q's L1 slot is held to
+ * the block's last key block. */
+static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslot, uint32_t j, bool first, bool last)
 {
-  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
-  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 0);
-  if (first) {
-    struct core_tile lq = ops_tile(MEM_L1, CORE_NZ, a->dt, 0, a->br, a->D, 0);
-    struct core_tile l0q = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 0, a->br, a->D, 0);
-    core_copy(t, &l0q, &lq);
-    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_Q(a)); /* L1 Q slot free */
-  }
-  struct core_copy ck = {.scale = 1.0f, .fb_scale = UINT64_MAX, .transpose = true};
-  ck.src = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 0), BC, a->D, 0);
-  ck.dst = ops_tile(MEM_L0B, CORE_ZN, a->dt, 0, a->D, BC, 0);
-  core_copy_ex(t, &ck);
-  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 0);
-  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 0);
-  core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
-  struct core_tile q = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 0, a->br, a->D, 0);
-  struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 0, a->br, BC, 0);
+  uint32_t nd = nchunks(a);
+  struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 0, a->br, a->bc, 0);
   c.c0 = 16;
-  core_mmad(t, &c, &q, &ck.dst, a->br, a->D, BC, true);
-  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 0);
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
+  for (uint32_t d = 0; d < nd; d++) {
+    uint32_t w = chunk_w(a, d);
+    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 0);
+    if (first || nd > 1) {
+      struct core_tile lq = nz_cols(ops_tile(MEM_L1, CORE_NZ, a->dt, 0, a->br, a->D, 0), d * DC, w);
+      struct core_tile l0q = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 0, a->br, w, 0);
+      core_copy(t, &l0q, &lq);
+      if (nd == 1 || (last && d == nd - 1))
+        core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_Q(a)); /* L1 Q slot free */
+    }
+    struct core_copy ck = {.scale = 1.0f, .fb_scale = UINT64_MAX, .transpose = true};
+    ck.src = nz_cols(ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 0), a->bc, a->D, 0), d * DC, w);
+    ck.dst = ops_tile(MEM_L0B, CORE_ZN, a->dt, 0, w, a->bc, 0);
+    core_copy_ex(t, &ck);
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 0);
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 0);
+    if (d == 0) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
+    struct core_tile q = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 0, a->br, w, 0);
+    core_mmad(t, &c, &q, &ck.dst, a->br, w, a->bc, d == 0);
+    core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 0);
+  }
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 0);
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 0);
   struct core_copy out = {.scale = a->scale, .fb_scale = UINT64_MAX};
   out.src = c;
   if (a->onchip) { /* each role's rows straight into its S buffer */
     uint32_t us = j % (uint32_t)a->ub.nbuf, dst[2] = {a->fub[0].buf[us], a->fub[1].buf[us]};
-    fwd_to_roles(t, a, out, 0, BC, dst, (int)us, 0);
+    fwd_to_roles(t, a, out, 0, a->bc, dst, (int)us, 0);
     return;
   }
-  out.dst = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns), a->br, BC, 0);
+  out.dst = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns), a->br, a->bc, 0);
   core_copy_ex(t, &out);
   core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 0);
   for (uint32_t r = 0; r < a->halves; r++)
@@ -434,54 +514,60 @@ static void fwd_s(struct core_tp *t, const struct attn *a, int u, uint32_t kvslo
 static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvslot, uint32_t j)
 {
   uint32_t slot = j % a->ns;
-  struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a), a->br, BC, 0);
-  struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768, a->br, BC, 0);
+  struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a), a->br, a->bc, 0);
+  struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768, a->br, a->bc, 0);
   if (a->rs) { /* the vector roles wrote P into L0A */
     for (uint32_t r = 0; r < a->halves; r++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_M, (int)r);
-    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
   } else if (a->onchip) { /* the vector roles wrote P into L1 */
     for (uint32_t r = 0; r < a->halves; r++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
   } else {
     for (uint32_t r = 0; r < a->halves; r++)
       core_xwait(t, CORE_PIPE_MTE2, (enum core_sub)(CORE_SUB_AIV0 + r), X_P(a, slot));
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
-    struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, slot), a->br, BC, 0);
+    struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, slot), a->br, a->bc, 0);
     core_copy(t, &lp, &gp);
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
   }
-  if (!a->rs) {
+  /* O_j chunk by chunk of the head dimension: V's chunk into L0B, its GEMM into L0C, out */
+  uint32_t nd = nchunks(a);
+  for (uint32_t d = 0; d < nd; d++) {
+    uint32_t w = chunk_w(a, d);
+    bool lastc = d == nd - 1;
     core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
-    core_copy(t, &l0p, &lp);
+    if (!a->rs && d == 0) core_copy(t, &l0p, &lp);
+    struct core_tile lv = nz_cols(ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), a->bc, a->D, 0), d * DC, w);
+    struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, a->bc, w, 0);
+    core_copy(t, &l0v, &lv);
+    if (d == 0 && a->onchip && !a->rs) /* L1 P free */
+      for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
+    else if (d == 0 && !a->onchip)
+      core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
+    if (lastc) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(kvslot)); /* K/V slot free */
+    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
+    core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
+    core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
+    struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 65536, a->br, w, 0);
+    c.c0 = 16;
+    core_mmad(t, &c, &l0p, &l0v, a->br, a->bc, w, true);
+    core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
+    for (uint32_t r = 0; r < a->halves && a->rs && lastc; r++)
+      core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE3, (int)r); /* L0A P free */
+    core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
+    core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
+    if (a->onchip) { /* each role's rows of the chunk straight into its O_j buffer */
+      uint32_t dst[2] = {a->fub[0].oj, a->fub[1].oj};
+      fwd_to_roles(t, a, (struct core_copy){.scale = 1.0f, .fb_scale = UINT64_MAX}, 65536, w, dst, 2, 1);
+      continue;
+    }
+    struct core_tile go = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, slot) + (uint64_t)a->br * d * DC * 4, a->br,
+                                   w, 0);
+    core_copy(t, &go, &c);
+    core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
+    if (lastc)
+      for (uint32_t r = 0; r < a->halves; r++)
+        core_xset(t, CORE_PIPE_FIX, (enum core_sub)(CORE_SUB_AIV0 + r), X_O(a, slot));
   }
-  struct core_tile lv = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), BC, a->D, 0);
-  struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, BC, a->D, 0);
-  core_copy(t, &l0v, &lv);
-  if (a->onchip && !a->rs) /* L1 P free */
-    for (uint32_t r = 0; r < a->halves; r++) core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
-  else if (!a->onchip)
-    core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_P);
-  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(kvslot)); /* K/V slot free */
-  core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
-  core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_M, 1);
-  core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
-  struct core_tile c = ops_tile(MEM_L0C, CORE_NZ, NPU_DT_FP32, 65536, a->br, a->D, 0);
-  c.c0 = 16;
-  core_mmad(t, &c, &l0p, &l0v, a->br, BC, a->D, true);
-  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
-  for (uint32_t r = 0; r < a->halves && a->rs; r++) core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE3, (int)r); /* L0A P free */
-  core_set_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
-  core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 1);
-  if (a->onchip) { /* each role's rows straight into its O_j buffer */
-    uint32_t dst[2] = {a->fub[0].oj, a->fub[1].oj};
-    fwd_to_roles(t, a, (struct core_copy){.scale = 1.0f, .fb_scale = UINT64_MAX}, 65536, a->D, dst, 2, 1);
-    return;
-  }
-  struct core_tile go = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, slot), a->br, a->D, 0);
-  core_copy(t, &go, &c);
-  core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 1);
-  for (uint32_t r = 0; r < a->halves; r++)
-    core_xset(t, CORE_PIPE_FIX, (enum core_sub)(CORE_SUB_AIV0 + r), X_O(a, slot));
 }
 
 /* ------------------------------------------------------------------ forward: vector roles */
@@ -520,12 +606,14 @@ static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r)
 {
   const struct ub_map *m = &a->fub[r];
   struct core_vec v = vop(CORE_VEC_DUP, VEC(m, V_M), 0, 0, 1);
-  v.scalar = -INFINITY;
+  v.scalar = -FLT_MAX; /* finite: a first block wholly masked for a row leaves it finite (no NaN) */
   core_vec(t, &v);
   v = vop(CORE_VEC_DUP, VEC(m, V_L), 0, 0, 1);
   core_vec(t, &v);
-  v = vop(CORE_VEC_DUP, m->o, 0, 0, (uint16_t)(HALF * a->D / 64));
-  core_vec(t, &v);
+  for (uint32_t d = 0; d < nchunks(a); d++) { /* a chunk at a time: at most 255 repeats */
+    v = vop(CORE_VEC_DUP, m->o + HALF * d * DC * 4, 0, 0, (uint16_t)(HALF * chunk_w(a, d) / 64));
+    core_vec(t, &v);
+  }
 }
 
 /* Online softmax of S_j for role r's rows (query block i): the j-th block processed, key block
@@ -543,24 +631,28 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   } else {
     core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
     core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_S(a, j % a->ns));
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns) + (uint64_t)r * HALF * BC * 4,
-                                  HALF, BC, 0);
-    struct core_tile s = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, S, HALF, BC, 0);
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_s(a, u, j % a->ns) + (uint64_t)r * HALF * a->bc * 4,
+                                  HALF, a->bc, 0);
+    struct core_tile s = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, S, HALF, a->bc, 0);
     core_copy(t, &s, &g);
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   }
-  uint32_t row0 = i * a->br + r * HALF, half = (row0 % BC) / HALF * (HALF * BC / 8);
-  if (a->causal && jb == row0 / BC) /* the diagonal block: keys after the query get -inf */
-    apply_mask(t, m, S, m->mask + half, HALF, BC);
-  if (a->W && jb + a->W / BC == row0 / BC) /* the window's lowest block: keys before it get -inf */
-    apply_mask(t, m, S, m->mask + 2 * HALF * BC / 8 + half, HALF, BC);
+  int64_t row0 = (int64_t)i * a->br + r * HALF, o = row0 - (int64_t)jb * a->bc, ow = o - a->W;
+  uint32_t vb = fwd_mask_var_bytes(a), nv = a->bc / HALF + 1 - fwd_var0(a);
+  if (a->causal && o < (int64_t)a->bc - 1) /* keys after a query: -inf */
+    apply_mask(t, m, S, m->mask + (uint32_t)((o <= -(int64_t)HALF ? 0 : o / HALF + 1) - fwd_var0(a)) * vb, HALF, a->bc);
+  if (a->W && ow > -(int64_t)HALF) /* keys before the window: -inf (complements; all when ow >= bc) */
+    apply_mask(t, m, S, ow >= a->bc ? m->mask : m->mask + (nv + (uint32_t)(ow / HALF + 1 - fwd_var0(a))) * vb, HALF,
+               a->bc);
   /* row max of the block; running max m_new; alpha_j = exp(m - m_new) */
   if (a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* t is P's buffer: its copy is out */
-  v = vop(CORE_VEC_MAX, m->t, S, S + 256, HALF);
-  v.src0_rep = v.src1_rep = BC * 4 / 32;
-  core_vec(t, &v);
-  v = vop(CORE_VEC_REDUCE_MAX, VEC(m, V_T), m->t, 0, HALF);
+  if (a->bc > 64) { /* the two 64-column halves, then across */
+    v = vop(CORE_VEC_MAX, m->t, S, S + 256, HALF);
+    v.src0_rep = v.src1_rep = a->bc * 4 / 32;
+    core_vec(t, &v);
+  }
+  v = vop(CORE_VEC_REDUCE_MAX, VEC(m, V_T), a->bc > 64 ? m->t : S, 0, HALF);
   core_vec(t, &v);
   core_vec(t, &(struct core_vec){.op = CORE_VEC_MAX, .dtype = NPU_DT_FP32, .repeat = 1, .dst_blk = 1, .src0_blk = 1,
                                  .src1_blk = 1, .dst_rep = 8, .src0_rep = 8, .src1_rep = 8, .mask = {~0ull, 0},
@@ -571,13 +663,15 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   core_vec(t, &v);
   /* P = exp(S - m_new); row sums; l = l alpha + rowsum; m = m_new */
   brcb(t, m->brcb, VEC(m, V_MNEW), HALF);
-  rowwise(t, CORE_VEC_SUB, S, S, m->brcb, HALF, BC);
-  v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(HALF * BC / 64));
+  rowwise(t, CORE_VEC_SUB, S, S, m->brcb, HALF, a->bc);
+  v = vop(CORE_VEC_EXP, S, S, 0, (uint16_t)(HALF * a->bc / 64));
   core_vec(t, &v);
-  v = vop(CORE_VEC_ADD, m->t, S, S + 256, HALF);
-  v.src0_rep = v.src1_rep = BC * 4 / 32;
-  core_vec(t, &v);
-  v = vop(CORE_VEC_REDUCE_SUM, VEC(m, V_T), m->t, 0, HALF);
+  if (a->bc > 64) {
+    v = vop(CORE_VEC_ADD, m->t, S, S + 256, HALF);
+    v.src0_rep = v.src1_rep = a->bc * 4 / 32;
+    core_vec(t, &v);
+  }
+  v = vop(CORE_VEC_REDUCE_SUM, VEC(m, V_T), a->bc > 64 ? m->t : S, 0, HALF);
   core_vec(t, &v);
   v = vop(CORE_VEC_MUL, VEC(m, V_L), VEC(m, V_L), VEC(m, alpha), 1);
   core_vec(t, &v);
@@ -587,14 +681,14 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   core_vec(t, &v);
   /* P to the cube core, in the input type */
   if (!a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
-  cast_out(t, a, m->pb, S, HALF, BC);
+  cast_out(t, a, m->pb, S, HALF, a->bc);
   core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
-  struct core_tile up = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, BC, 0);
+  struct core_tile up = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, a->bc, 0);
   if (a->rs) { /* P into the cube role's L0A, its rows of the PV GEMM's A operand */
     core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE3, (int)r);
-    struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768 + r * HALF * BC * es(a->dt), HALF, BC, 0);
+    struct core_tile l0p = ops_tile(MEM_L0A, CORE_ZZ, a->dt, 32768 + r * HALF * a->bc * es(a->dt), HALF, a->bc, 0);
     core_copy(t, &l0p, &up);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_M, (int)r);
@@ -602,41 +696,58 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   }
   if (a->onchip) { /* P into the cube role's L1 */
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
-    struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 16 * es(a->dt), HALF, BC, a->br);
+    struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 16 * es(a->dt), HALF, a->bc, a->br);
     core_copy(t, &lp, &up);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
     return;
   }
-  struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, j % a->ns) + (uint64_t)r * HALF * BC * es(a->dt),
-                                 HALF, BC, 0);
+  struct core_tile gp = ops_tile(MEM_GM, CORE_ND, a->dt, ws_p(a, u, j % a->ns) + (uint64_t)r * HALF * a->bc * es(a->dt),
+                                 HALF, a->bc, 0);
   core_copy(t, &gp, &up);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
   core_xset(t, CORE_PIPE_MTE3, CORE_SUB_AIC, X_P(a, j % a->ns));
 }
 
 /* O = O alpha_j + O_j (alpha_j, the rescale at block j, was known only at block j). */
-static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t j)
+/* Where the vector roles put O in the input type for its copy out: P's buffer, or, when the
+ * head dimension is wider than a key block (P's buffer is then too small), the O_j buffer, held
+ * from the block's last O_j to the end of the copy (oj_held). */
+static bool oj_held(const struct attn *a)
+{
+  return a->D > a->bc;
+}
+
+/* ... for head-dimension chunk d of O_j (chunk-major): the cube core hands the chunks over to
+ * both roles in turn, so on a coupled core the roles take them chunk by chunk (fwd_block). */
+static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t j, bool last,
+                           uint32_t d)
 {
   const struct ub_map *m = &a->fub[r];
   int ev = 3 * (int)r + 2;
-  if (a->onchip) {
-    core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
-  } else {
-    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
-    core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_O(a, j % a->ns));
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, ws_o(a, u, j % a->ns) + (uint64_t)r * HALF * a->D * 4,
-                                  HALF, a->D, 0);
-    struct core_tile o = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, m->oj, HALF, a->D, 0);
-    core_copy(t, &o, &g);
-    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
-    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+  {
+    uint32_t w = chunk_w(a, d);
+    uint64_t od = m->o + (uint64_t)HALF * d * DC * 4;
+    if (a->onchip) {
+      core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
+    } else {
+      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
+      if (d == 0) core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_O(a, j % a->ns));
+      struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
+                                    ws_o(a, u, j % a->ns) + ((uint64_t)a->br * d * DC + (uint64_t)r * HALF * w) * 4,
+                                    HALF, w, 0);
+      struct core_tile o = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, m->oj, HALF, w, 0);
+      core_copy(t, &o, &g);
+      core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+      core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+    }
+    if (d == 0) brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns), HALF);
+    rowwise(t, CORE_VEC_MUL, od, od, m->brcb, HALF, w);
+    struct core_vec add = vop(CORE_VEC_ADD, od, od, m->oj, (uint16_t)(HALF * w / 64));
+    core_vec(t, &add);
+    if (!(last && d == nchunks(a) - 1 && oj_held(a))) /* O_j's buffer free (else after O's copy) */
+      core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
   }
-  brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns), HALF);
-  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, HALF, a->D);
-  struct core_vec add = vop(CORE_VEC_ADD, m->o, m->o, m->oj, (uint16_t)(HALF * a->D / 64));
-  core_vec(t, &add);
-  core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
 }
 
 /* O /= l; lse = m + ln l; write both. */
@@ -646,24 +757,35 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   struct core_vec v = vop(CORE_VEC_RECIP, VEC(m, V_R), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
   brcb(t, m->brcb, VEC(m, V_R), HALF);
-  rowwise(t, CORE_VEC_MUL, m->o, m->o, m->brcb, HALF, a->D);
+  for (uint32_t d = 0; d < nchunks(a); d++)
+    rowwise(t, CORE_VEC_MUL, m->o + HALF * d * DC * 4, m->o + HALF * d * DC * 4, m->brcb, HALF, chunk_w(a, d));
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* the previous block's O and LSE are out */
   v = vop(CORE_VEC_LN, VEC(m, V_LSE), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
   v = vop(CORE_VEC_ADD, VEC(m, V_LSE), VEC(m, V_LSE), VEC(m, V_M), 1);
   core_vec(t, &v);
-  cast_out(t, a, m->pb, m->o, HALF, a->D);
+  uint32_t ob = oj_held(a) ? m->oj : m->pb;
+  for (uint32_t d = 0; d < nchunks(a); d++)
+    cast_out(t, a, ob + HALF * d * DC * es(a->dt), m->o + HALF * d * DC * 4, HALF, chunk_w(a, d));
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   uint32_t row = i * a->br + r * HALF;
-  struct core_tile uo = ops_tile(MEM_UB, CORE_ND, a->dt, m->pb, HALF, a->D, 0);
-  struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + bsnd(a, bb, row, h, a->H) * es(a->dt), HALF, a->D,
-                                 a->H * a->D);
-  core_copy(t, &go, &uo);
+  for (uint32_t d = 0; d < nchunks(a); d++) { /* O is chunk-major in UB */
+    uint32_t w = chunk_w(a, d);
+    struct core_tile uo = ops_tile(MEM_UB, CORE_ND, a->dt, ob + HALF * d * DC * es(a->dt), HALF, w, 0);
+    struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + (bsnd(a, bb, row, h, a->H) + d * DC) * es(a->dt), HALF,
+                                   w, a->H * a->D);
+    core_copy(t, &go, &uo);
+  }
   struct core_tile ul = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, VEC(m, V_LSE), 1, HALF, 0);
   struct core_tile gl = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->lse + lse_at(a, bb, h, row), 1, HALF, 0);
   core_copy(t, &gl, &ul);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  if (oj_held(a)) { /* O is out: the O_j buffer is free for the next block */
+    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+    core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, 3 * (int)r + 2);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
+  }
 }
 
 /* ------------------------------------------------------------------ forward: the kernel */
@@ -712,14 +834,20 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
     core_select(t, CORE_SUB_AIC);
     if (j < n) {
       fwd_load_kv(t, a, (base + j) % a->ns, bb, kvh, kv_block(a, i, j));
-      fwd_s(t, a, u, (base + j) % a->ns, j, j == 0);
+      fwd_s(t, a, u, (base + j) % a->ns, j, j == 0, j == n - 1);
     }
     if (j >= a->look) fwd_pv(t, a, u, (base + j - a->look) % a->ns, j - a->look);
+    bool acc = j >= a->look, last = j - a->look == n - 1;
     for (uint32_t r = 0; r < a->halves; r++) {
       sel_aiv(t, r);
       if (j < n) fwd_aiv_softmax(t, a, u, r, i, j, kv_block(a, i, j));
-      if (j >= a->look) fwd_accumulate(t, a, u, r, j - a->look);
+      if (acc && nchunks(a) == 1) fwd_accumulate(t, a, u, r, j - a->look, last, 0);
     }
+    for (uint32_t d = 0; acc && nchunks(a) > 1 && d < nchunks(a); d++)
+      for (uint32_t r = 0; r < a->halves; r++) {
+        sel_aiv(t, r);
+        fwd_accumulate(t, a, u, r, j - a->look, last, d);
+      }
   }
   for (uint32_t r = 0; r < a->halves; r++) {
     sel_aiv(t, r);
@@ -729,11 +857,24 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
 
 /* ------------------------------------------------------------------ backward: geometry */
 
-/* Bytes of the backward's masks: one hb x kb variant per offset o = (first row) - (first key) of
- * a role's rows and a key block, o = (v - 1) hb for v = 0 .. kb / hb (v = 0: all masked). */
+/* The offsets o = (first row) - (first key) of a role's rows and a key block are multiples of
+ * min(hb, kb). */
+static uint32_t mask_step(const struct attn *a)
+{
+  return a->hb < a->kb ? a->hb : a->kb;
+}
+
+/* The variant of offset o (> -hb, < kb): key c is seen by row r when c <= r + o. */
+static uint32_t mask_var(const struct attn *a, int64_t o)
+{
+  return o <= -(int64_t)a->hb ? 0 : (uint32_t)((o + a->hb) / mask_step(a));
+}
+
+/* Bytes of the backward's masks: one hb x kb variant per offset, o = v step - hb for v = 0 ..
+ * (hb + kb) / step - 1 (v = 0: all masked). */
 static uint32_t bwd_mask_bytes(const struct attn *a)
 {
-  return (a->kb / a->hb + 1) * a->hb * a->kb / 8;
+  return (a->hb + a->kb) / mask_step(a) * a->hb * a->kb / 8;
 }
 
 /* ... and with a window their complements after them (the window's edge: key c sees row r
@@ -875,16 +1016,23 @@ static uint32_t l0c_slot_bytes(const struct attn *a)
   return a->qb * a->kb * 4;
 }
 
+/* Rows of dQ_i an L0C slot holds: qb halved until a slot holds them (the dS K GEMM's pieces). */
+static uint32_t dq_rows(const struct attn *a)
+{
+  uint32_t r = a->qb;
+  while (r > 16 && r * a->D * 4 > l0c_slot_bytes(a)) r /= 2;
+  return r;
+}
+
 /* Slot x's address; l0c_x(a, 2) is the bytes the backward needs. */
 static uint32_t l0c_x(const struct attn *a, int x)
 {
   return 2 * l0c_dk(a) + l0c_slot_bytes(a) * (uint32_t)x;
 }
 
-/* c (+)= op(A) x op(B) from L1 tiles through a ping-pong pair of L0A/L0B slots; `fix` >= 0:
- * first wait until FixPipe has read that L0C slot out. */
-static void bwd_mm(struct core_tp *t, struct attn *a, struct core_tile asrc, bool at, struct core_tile bsrc,
-                   bool bt, struct core_tile c, bool init, int fix)
+/* One step of bwd_mm: c (+)= op(A) x op(B) through the next L0A/L0B ping-pong slot. */
+static void bwd_mm1(struct core_tp *t, struct attn *a, struct core_tile asrc, bool at, struct core_tile bsrc,
+                    bool bt, struct core_tile c, bool init, int fix)
 {
   int p = (int)(unit_of(t)->l0++ % 2);
   uint32_t m = at ? asrc.cols : asrc.rows, k = at ? asrc.rows : asrc.cols, n = bt ? bsrc.rows : bsrc.cols;
@@ -900,6 +1048,32 @@ static void bwd_mm(struct core_tp *t, struct attn *a, struct core_tile asrc, boo
   if (fix >= 0) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, fix);
   core_mmad(t, &c, &ca.dst, &cb.dst, m, k, n, init);
   core_set_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, p);
+}
+
+/* K (or N) strip [at, at + n) of an operand: rows of a transposed one, columns of the other. */
+static struct core_tile strip(struct core_tile x, bool rows, uint32_t at, uint32_t n)
+{
+  return rows ? nz_rows(x, at, n) : nz_cols(x, at, n);
+}
+
+/* c (+)= op(A) x op(B) from L1 tiles through a ping-pong pair of L0A/L0B slots (32 KiB each):
+ * in head-dimension chunks along N (columns of c) and along K where an operand is wider than a
+ * slot holds; `fix` >= 0: first wait until FixPipe has read that L0C slot out. */
+static void bwd_mm(struct core_tp *t, struct attn *a, struct core_tile asrc, bool at, struct core_tile bsrc,
+                   bool bt, struct core_tile c, bool init, int fix)
+{
+  uint32_t m = at ? asrc.cols : asrc.rows, k = at ? asrc.rows : asrc.cols, n = bt ? bsrc.rows : bsrc.cols;
+  uint32_t e = es(a->dt), nw = (uint64_t)k * n * e > 32768 ? DC : n;
+  uint32_t kw = (uint64_t)m * k * e > 32768 || (uint64_t)k * nw * e > 32768 ? DC : k;
+  for (uint32_t n0 = 0; n0 < n; n0 += nw) {
+    uint32_t nn = n - n0 < nw ? n - n0 : nw;
+    struct core_tile b = nw < n ? strip(bsrc, bt, n0, nn) : bsrc, cc = nw < n ? nz_cols(c, n0, nn) : c;
+    for (uint32_t k0 = 0; k0 < k; k0 += kw) {
+      uint32_t kk = k - k0 < kw ? k - k0 : kw;
+      struct core_tile ak = kw < k ? strip(asrc, at, k0, kk) : asrc, bk = kw < k ? strip(b, !bt, k0, kk) : b;
+      bwd_mm1(t, a, ak, at, bk, bt, cc, init && k0 == 0, n0 == 0 && k0 == 0 ? fix : -1);
+    }
+  }
 }
 
 /* FixPipe an L0C slot out to GM. */
@@ -987,7 +1161,7 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
          l0c(l0c_dk(a), a->kb, a->D), first, -1);
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x)); /* Q_i, dO_i no longer needed */
   /* dQ_i += dS K_j, in pieces of the rows an L0C slot holds (two halves of 64 rows at 128 x 64) */
-  uint32_t dqr = l0c_slot_bytes(a) / (a->D * 4) < a->qb ? l0c_slot_bytes(a) / (a->D * 4) : a->qb; /* rows a slot holds */
+  uint32_t dqr = dq_rows(a);
   for (uint32_t half = 0; half < a->qb / dqr; half++) {
     int xs = (int)(unit_of(t)->xc++ % 2);
     struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * dqr * 16 * es(a->dt), dqr, a->kb, a->qb);
@@ -1068,16 +1242,14 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
   if (a->onchip) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
   if (a->causal && j * a->kb + a->kb > row0 + 1) { /* keys after some query: the diagonal or all */
     int64_t o = (int64_t)row0 - (int64_t)j * a->kb; /* the mask variant of this offset (masks()) */
-    uint32_t var = o <= -(int64_t)a->hb ? 0 : (uint32_t)((o + a->hb) / a->hb);
-    apply_mask(t, m, S, rb + m->mask + var * (a->hb * a->kb / 8), a->hb, a->kb);
+    apply_mask(t, m, S, rb + m->mask + mask_var(a, o) * (a->hb * a->kb / 8), a->hb, a->kb);
   }
   if (a->W) { /* the window's edge: queries further than W - 1 past a key do not see it */
     int64_t o = (int64_t)row0 - (int64_t)j * a->kb - a->W;
     if (o >= (int64_t)a->kb) /* every row past the window: variant 0, all masked */
       apply_mask(t, m, S, rb + m->mask, a->hb, a->kb);
-    else if (o >= 0) /* the complement of the variant of offset o */
-      apply_mask(t, m, S, rb + m->mask + bwd_mask_bytes(a) + (uint32_t)(o / a->hb + 1) * (a->hb * a->kb / 8), a->hb,
-                 a->kb);
+    else if (o > -(int64_t)a->hb) /* the complement of the variant of offset o */
+      apply_mask(t, m, S, rb + m->mask + bwd_mask_bytes(a) + mask_var(a, o) * (a->hb * a->kb / 8), a->hb, a->kb);
   }
   brcb(t, bc, L, a->hb);
   rowwise(t, CORE_VEC_SUB, S, S, bc, a->hb, a->kb);
@@ -1193,9 +1365,31 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 2);
 }
 
-/* Preprocessing on the vector cores: D = rowsum(dO o O) for 64 rows of one head per block.
- * UB: dO and O in the input type at 0 and 16 KiB, as fp32 at 32 and 64 KiB, partial sums at
- * 96 KiB, D at 112 KiB. */
+/* Preprocessing on the vector cores: D = rowsum(dO o O) for pre_rows rows of one head per block
+ * (64; 32 above head dimension 128). UB (pre_ub, for head dimension 128 and below at 64 rows):
+ * dO and O in the input type at 0 and 16 KiB, as fp32 at 32 and 64 KiB, partial sums at 96 KiB,
+ * D at 112 KiB. */
+static uint32_t pre_rows(const struct attn *a)
+{
+  return a->D > 128 ? 32 : HALF;
+}
+
+enum { PRE_DO, PRE_O, PRE_FDO, PRE_FO, PRE_ACC, PRE_D, PRE_END };
+
+static uint32_t pre_ub(const struct attn *a, int which)
+{
+  uint32_t w = pre_rows(a) * (a->D > 128 ? 256u : 128u); /* elements of a row block, padded */
+  uint32_t at[PRE_END + 1];
+  at[PRE_DO] = 0;
+  at[PRE_O] = w * es(a->dt);
+  at[PRE_FDO] = 2 * w * es(a->dt);
+  at[PRE_FO] = at[PRE_FDO] + w * 4;
+  at[PRE_ACC] = at[PRE_FO] + w * 4;
+  at[PRE_D] = at[PRE_ACC] + pre_rows(a) * 256;
+  at[PRE_END] = at[PRE_D] + 256;
+  return at[which];
+}
+
 static void pre_begin(struct core_tp *t, void *ctx)
 {
   (void)ctx;
@@ -1213,42 +1407,44 @@ static void pre_end(struct core_tp *t, void *ctx)
 static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct attn *a = ctx;
-  uint32_t chunks = a->S / HALF, c = (uint32_t)(b % chunks), h = (uint32_t)(b / chunks % a->H);
-  uint32_t bb = (uint32_t)(b / chunks / a->H), row0 = c * HALF;
+  uint32_t pr = pre_rows(a), chunks = a->S / pr, c = (uint32_t)(b % chunks), h = (uint32_t)(b / chunks % a->H);
+  uint32_t bb = (uint32_t)(b / chunks / a->H), row0 = c * pr;
+  uint32_t fdo = pre_ub(a, PRE_FDO), fo = pre_ub(a, PRE_FO), acc = pre_ub(a, PRE_ACC), dd = pre_ub(a, PRE_D);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->o : a->dout;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, row0, h, a->H) * es(a->dt), HALF, a->D,
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, row0, h, a->H) * es(a->dt), pr, a->D,
                                   a->H * a->D);
-    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, (uint32_t)which * 16384u, HALF, a->D, 0);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, pre_ub(a, which ? PRE_O : PRE_DO), pr, a->D, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
-  uint16_t reps = (uint16_t)(HALF * a->D / 64);
+  uint16_t reps = (uint16_t)(pr * a->D / 64);
   for (int which = 0; which < 2; which++) {
-    struct core_vec v = vop(CORE_VEC_CAST, 32768u + (uint32_t)which * 32768u, (uint32_t)which * 16384u, 0, reps);
+    struct core_vec v = vop(CORE_VEC_CAST, which ? fo : fdo, pre_ub(a, which ? PRE_O : PRE_DO), 0, reps);
     v.dtype = (uint8_t)a->dt;
     v.src0_rep = (uint16_t)(64 * es(a->dt) / 32);
     core_vec(t, &v);
   }
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
-  struct core_vec v = vop(CORE_VEC_MUL, 32768u, 32768u, 65536u, reps);
+  struct core_vec v = vop(CORE_VEC_MUL, fdo, fdo, fo, reps);
   core_vec(t, &v);
-  uint64_t src = 32768u;
-  if (a->D == 128) { /* fold the two halves of each row */
-    v = vop(CORE_VEC_ADD, 98304u, 32768u, 32768u + 256u, HALF);
-    v.src0_rep = v.src1_rep = 16;
+  uint64_t src = fdo;
+  for (uint32_t g = 1; g < a->D / 64; g++) { /* fold each row's 64-column groups into the first */
+    v = vop(CORE_VEC_ADD, acc, g == 1 ? fdo : acc, fdo + g * 256u, (uint16_t)pr);
+    if (g == 1) v.src0_rep = (uint16_t)(a->D * 4 / 32);
+    v.src1_rep = (uint16_t)(a->D * 4 / 32);
     core_vec(t, &v);
-    src = 98304u;
+    src = acc;
   }
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
-  v = vop(CORE_VEC_REDUCE_SUM, 114688u, src, 0, HALF);
+  v = vop(CORE_VEC_REDUCE_SUM, dd, src, 0, (uint16_t)pr);
   core_vec(t, &v);
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
-  struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, 114688u, 1, HALF, 0);
-  struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->dd + lse_at(a, bb, h, row0), 1, HALF, 0);
+  struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, dd, 1, pr, 0);
+  struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->dd + lse_at(a, bb, h, row0), 1, pr, 0);
   core_copy(t, &g, &l);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
 }
@@ -1264,12 +1460,13 @@ static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf, bool ti
   uint32_t at = 0, es_ = es(a->dt);
   memset(m, 0, sizeof *m);
   m->nbuf = nbuf;
-  for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, HALF * BC * 4);
-  m->pb = take(&at, HALF * (BC > a->D ? BC : a->D) * es_);
+  for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, HALF * a->bc * 4);
+  m->pb = take(&at, HALF * a->bc * es_); /* P; O too unless oj_held */
   m->o = take(&at, HALF * a->D * 4);
   at += 256; /* O_j starts 256 B past a bank-group boundary of O: O + O_j reads two groups */
-  m->oj = take(&at, HALF * a->D * 4);
-  m->t = tight ? m->pb : take(&at, HALF * 64 * 4); /* HALF x 64 fp32 fits in P's HALF x 128 input type */
+  m->oj = take(&at, HALF * chunk_w(a, 0) * 4); /* one head-dimension chunk of O_j */
+  /* HALF x 64 fp32 fits in P's HALF x 128 input type; 64-column key blocks need none */
+  m->t = a->bc == 64 ? 0 : tight ? m->pb : take(&at, HALF * 64 * 4);
   m->vec = take(&at, V_SLOTS * 256);
   m->mask = take(&at, fwd_mask_bytes(a));
   m->brcb = take(&at, HALF * 32);
@@ -1291,20 +1488,32 @@ static uint32_t ub_bwd(struct ub_map *m, const struct attn *a, int nbuf)
   return m->size = at;
 }
 
-/* The forward's tiling with `halves` 64-row roles per query block (both on the core when it is
- * coupled): L1 holds Q, look + 1 K/V slots and P; UB one map per role, double buffered if it
- * can, else single, else with the half-row scratch in P's buffer. False when nothing fits. */
-static bool fwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t halves)
+/* L1 bytes of the forward's tiling: Q, ns K/V slots and P (none when P goes to L0A). */
+static uint64_t fwd_l1_bytes(const struct attn *a)
 {
+  return l1_p(a) + (a->rs ? 0 : a->br * a->bc * es(a->dt));
+}
+
+/* The forward's tiling with `halves` 64-row roles per query block (both on the core when it is
+ * coupled) and the cube core at least min_look key blocks ahead: L1 holds Q, look + 1 K/V slots
+ * and P; UB one map per role, double buffered if it can, else single, else with the half-row
+ * scratch in P's buffer. False when nothing fits. Look 0 (S and O_j of a key block in turn,
+ * one K/V slot: FlashAttention-2's single-stage K/V on GPUs whose shared memory holds no more)
+ * is the last resort, for head dimensions above 128 on small L1s; key blocks of bc rows (BC,
+ * else 64 where L1 holds no 128-row K/V slots). */
+static bool fwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t halves, uint32_t min_look, uint32_t bc)
+{
+  a->bc = bc;
   uint64_t l1 = chip->buf[ARCH_BUF_L1].size_bytes, ub = chip->buf[ARCH_BUF_UB].size_bytes;
   uint32_t roles = a->coupled ? halves : 1;
   a->halves = halves;
   a->br = halves * HALF;
-  for (a->look = 2; a->look >= 1; a->look--) { /* as far ahead as L1 holds K/V slots for */
-    a->ns = a->look + 1;
-    if (l1_p(a) + (a->rs ? 0 : a->br * BC * es(a->dt)) <= l1) break;
+  uint32_t look;
+  for (look = 3; look-- > min_look;) { /* as far ahead as L1 holds K/V slots for */
+    a->look = look, a->ns = look + 1;
+    if (fwd_l1_bytes(a) <= l1) break;
   }
-  if (!a->look) return false;
+  if (fwd_l1_bytes(a) > l1) return false;
   a->tight = false;
   if ((uint64_t)ub_fwd(&a->ub, a, 2, false) * roles <= ub || (uint64_t)ub_fwd(&a->ub, a, 1, false) * roles <= ub) return true;
   a->tight = true;
@@ -1339,7 +1548,8 @@ static bool bwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t qb
   uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
   a->halves = 2;
   a->qb = qb, a->kb = kb, a->hb = qb / 2;
-  if (l0c_x(a, 2) > l0c) return nofit(diag, chip, "L0C", l0c_x(a, 2), l0c), false;
+  if (l0c_x(a, 2) > l0c || dq_rows(a) * a->D * 4 > l0c_slot_bytes(a))
+    return nofit(diag, chip, "L0C", l0c_x(a, 2), l0c), false;
   a->nl1 = a->nkv = 2;
   if (l1_bytes_bwd(a) > l1) a->nkv = 1;
   if (l1_bytes_bwd(a) > l1) a->nl1 = 1;
@@ -1377,8 +1587,8 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
     return npu_diag_set(diag, "command line", 0, "--kv_heads", "%u query heads do not share %u key/value heads evenly", a->H, a->KVH), NPU_EINVAL;
   if (a->S % BC)
     return npu_diag_set(diag, "command line", 0, "--seq", "must be a multiple of the block size %u, got %u", BC, a->S), NPU_EINVAL;
-  if (a->D != 64 && a->D != 128)
-    return npu_diag_set(diag, "command line", 0, "--dim", "64 or 128, got %u", a->D), NPU_EINVAL;
+  if (a->D % 64 || a->D > 256)
+    return npu_diag_set(diag, "command line", 0, "--dim", "a multiple of 64 up to 256, got %u", a->D), NPU_EINVAL;
   if (w && !a->causal)
     return npu_diag_set(diag, "command line", 0, "--window", "a sliding window needs --causal true"), NPU_EINVAL;
   if (w % BC)
@@ -1395,24 +1605,39 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   if (chip->buf[ARCH_BUF_L0A].size_bytes < 65536 || chip->buf[ARCH_BUF_L0B].size_bytes < 65536 || chip->buf[ARCH_BUF_L0C].size_bytes < 131072)
     return nofit(diag, chip, "L0A/L0B/L0C", 65536, chip->buf[ARCH_BUF_L0A].size_bytes);
   if (!a->bwd) {
-    if (!fwd_tiling(a, chip, 2) && (!a->coupled || !fwd_tiling(a, chip, 1))) {
-      if (!a->look) return nofit(diag, chip, "L1", l1_p(a) + a->br * BC * e, chip->buf[ARCH_BUF_L1].size_bytes);
+    bool fit = false;
+    /* the cube a key block ahead, then not; 128-row key blocks, then 64 */
+    for (uint32_t pass = 0; !fit && pass < 4; pass++) {
+      uint32_t look = pass < 2 ? 1 : 0, bc = pass % 2 ? 64 : BC;
+      fit = fwd_tiling(a, chip, 2, look, bc) || (a->coupled && fwd_tiling(a, chip, 1, look, bc));
+    }
+    if (!fit) {
+      if (fwd_l1_bytes(a) > chip->buf[ARCH_BUF_L1].size_bytes)
+        return nofit(diag, chip, "L1", fwd_l1_bytes(a), chip->buf[ARCH_BUF_L1].size_bytes);
       return nofit(diag, chip, "UB", a->ub.size * (a->coupled ? a->halves : 1), chip->buf[ARCH_BUF_UB].size_bytes);
     }
     a->role_stride = a->ub.size;
     for (uint32_t r = 0; r < 2; r++) a->fub[r] = shifted(&a->ub, role_base(a, r));
     a->qblocks = a->S / a->br;
     a->nblocks = (uint64_t)a->B * a->H * a->qblocks;
-    a->ws_bytes = (uint64_t)a->ns * (a->br * BC * 4 + a->br * BC * e + (uint64_t)a->br * a->D * 4);
+    a->ws_bytes = (uint64_t)a->ns * (a->br * a->bc * 4 + a->br * a->bc * e + (uint64_t)a->br * a->D * 4);
   } else {
     /* On coupled cores (GPU SMs) FlashAttention-3's backward tile where L0C holds it with the
      * cube core a step ahead: 64 query rows per step against 128-row key blocks, half the Q, dO
      * loads and dQ atomics per MAC of 128 x 64. Else, and on split chips (CANN's tiles), 128 x 64. */
     if (!a->coupled || !bwd_tiling(a, chip, 64, 128, diag) || a->nl1 < 2) {
-      npu_diag_clear(diag);
-      if (!bwd_tiling(a, chip, 128, 64, diag)) return NPU_ENOFIT;
+      /* then, for head dimensions above 128: 32-row key blocks where a 128 KiB L0C holds no
+       * 64-row dK and dV (910B), 64 x 64 where L1 holds no 128 query rows (A100) */
+      static const uint32_t tiles[][2] = {{128, 64}, {128, 32}, {64, 64}};
+      bool fit = false;
+      for (size_t k = 0; !fit && k < sizeof tiles / sizeof tiles[0]; k++) {
+        npu_diag_clear(diag);
+        fit = bwd_tiling(a, chip, tiles[k][0], tiles[k][1], diag);
+      }
+      if (!fit) return NPU_ENOFIT;
     }
-    if (chip->buf[ARCH_BUF_UB].size_bytes < 114688 + 256) return nofit(diag, chip, "UB", 114688 + 256, chip->buf[ARCH_BUF_UB].size_bytes);
+    if (chip->buf[ARCH_BUF_UB].size_bytes < pre_ub(a, PRE_END))
+      return nofit(diag, chip, "UB", pre_ub(a, PRE_END), chip->buf[ARCH_BUF_UB].size_bytes);
     a->qblocks = a->S / a->qb;
     a->kblocks = a->S / a->kb;
     a->nblocks = (uint64_t)a->B * a->KVH * a->kblocks;
@@ -1442,22 +1667,22 @@ static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
 {
   uint8_t m[8192];
   memset(m, 0, sizeof m);
-  uint32_t n = a->bwd ? bwd_mask_bytes(a) : 2 * HALF * BC / 8;
+  uint32_t n = a->bwd ? bwd_mask_bytes(a) : fwd_mask_bytes(a) / (a->W ? 2 : 1);
   NPU_ASSERT(2 * n <= sizeof m);
   if (a->bwd) {
-    for (uint32_t v = 0; v <= a->kb / a->hb; v++)
+    for (uint32_t v = 0; v < (a->hb + a->kb) / mask_step(a); v++)
       for (uint32_t r = 0; r < a->hb; r++)
         for (uint32_t c = 0; c < a->kb; c++)
-          if ((int64_t)c <= (int64_t)r + ((int64_t)v - 1) * a->hb) {
+          if ((int64_t)c <= (int64_t)r + (int64_t)v * mask_step(a) - a->hb) {
             uint32_t bit = (v * a->hb + r) * a->kb + c;
             m[bit / 8] |= (uint8_t)(1u << (bit % 8));
           }
   } else {
-    for (uint32_t hf = 0; hf < 2; hf++)
+    for (uint32_t k = 0; k <= a->bc / HALF - fwd_var0(a); k++) /* variant v = k + fwd_var0 */
       for (uint32_t r = 0; r < HALF; r++)
-        for (uint32_t c = 0; c < BC; c++)
-          if (c <= hf * HALF + r) {
-            uint32_t bit = (hf * HALF + r) * BC + c;
+        for (uint32_t c = 0; c < a->bc; c++)
+          if ((int64_t)c <= (int64_t)r + (int64_t)(k + fwd_var0(a)) * HALF - HALF) {
+            uint32_t bit = (k * HALF + r) * a->bc + c;
             m[bit / 8] |= (uint8_t)(1u << (bit % 8));
           }
   }
@@ -1514,7 +1739,7 @@ static void setup(void *p, struct op_exec *x)
   a->dq32 = op_tensor(x, "dq32", NPU_DT_FP32, qn, OP_INIT_NONE)->addr;
   ops_fill(x, a->dq32, NPU_DT_FP32, qn, 0.0);
   const struct arch_chip *chip = op_chip(x);
-  uint64_t pre_blocks = (uint64_t)a->B * a->H * (a->S / HALF);
+  uint64_t pre_blocks = (uint64_t)a->B * a->H * (a->S / pre_rows(a));
   int vcores = chip->aiv_count < (int)pre_blocks ? chip->aiv_count : (int)pre_blocks;
   struct core_kernel kp = {.name = "flash_attention_bwd_pre", .mode = CORE_MODE_VECTOR, .block_dim = vcores,
                            .nblocks = pre_blocks, .ctx = a, .unit_begin = pre_begin, .unit_end = pre_end,

@@ -113,9 +113,10 @@ int wl_job_load(struct wl_job *job, const char *path, const char *const *sets, i
                         "requires it for expert parallelism with tensor parallelism)");
   if (job->model.attention == WL_ATTN_FLASH && !wl_model_is_mla(&job->model)) { /* MLA: see expand.c */
     int d = wl_model_head_dim(&job->model);
-    if (d != 64 && d != 128)
+    if (d % 64 || d > 256)
       return npu_cfg_fail(job->cfg, diag, "model.attention",
-                          "the FlashAttention kernel takes head dimension 64 or 128, the model has %d: use "
+                          "the FlashAttention kernel takes head dimensions of a multiple of 64 up to 256, the model "
+                          "has %d: use "
                           "model.attention = \"standard\"", d);
     if ((job->model.seq_len / job->plan.cp) % 128)
       return npu_cfg_fail(job->cfg, diag, "model.seq_len", "FlashAttention needs the sequence per rank (%d) to be a "

@@ -246,6 +246,75 @@ Test(attention, a_window_does_the_work_of_its_band)
   cr_expect(strstr(msg, "--window") != NULL, "%s", msg);
 }
 
+/* Head dimensions above 128 (Gemma's 256, 192): the GEMMs take the head dimension in chunks of
+ * 128 columns (QK^T accumulating over them, PV and the gradient GEMMs producing theirs one by
+ * one), against the reference: on split cores (910B2: 128-row key blocks forward, 128 x 32
+ * backward tiles, whose 32-key blocks are narrower than a vector role's 64 rows), on the H100
+ * (128-row query blocks against 64-row key blocks, both vector roles on one core taking O_j chunk
+ * by chunk; 128 x 64 backward), with the A100's 164 KiB of L1 (64 x 64 backward tiles; the A100's
+ * 64-row forward), causal, full, GQA, windows. */
+Test(attention, head_dims_above_128_match_the_reference)
+{
+  const char *const *cases[] = {ARGS("heads=2", "seq=384", "dim=256"),
+                                ARGS("heads=2", "kv_heads=1", "seq=256", "dim=192", "causal=false"),
+                                ARGS("heads=2", "seq=640", "dim=256", "window=256"),
+                                ARGS("heads=2", "seq=384", "dim=256", "pass=bwd"),
+                                ARGS("heads=4", "kv_heads=2", "seq=256", "dim=192", "causal=false", "pass=bwd"),
+                                ARGS("heads=2", "seq=640", "dim=256", "window=256", "pass=bwd", "dtype=fp16")};
+  struct arch_system h100_l1;
+  ts_load_system(&h100_l1, "nvidia-h100-sxm", (const char *const[]){"chip.l1.size=164KiB", NULL});
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100_l1.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    if (i < 3) ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  /* the A100's 128 KiB of accumulators hold no 64-row dK and dV of 256 columns beside S */
+  char msg[2048];
+  cr_expect_eq(ts_op_err(&a100.chip, "flash_attention", ARGS("heads=2", "seq=256", "dim=256", "pass=bwd"), msg),
+               NPU_ENOFIT);
+  cr_expect(strstr(msg, "L0C") != NULL, "%s", msg);
+}
+
+/* ... at event fidelity (one SimGrid engine per test): every flag of the chunked hand-overs is
+ * set and awaited in an order that cannot deadlock. */
+Test(attention, head_dim_256_forward_on_split_cores_at_event_fidelity)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "kv_heads=1", "seq=384", "dim=256"));
+}
+
+Test(attention, head_dim_256_backward_on_split_cores_at_event_fidelity)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "seq=384", "dim=256", "pass=bwd"));
+}
+
+Test(attention, head_dim_256_forward_on_coupled_cores_at_event_fidelity)
+{
+  ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "seq=384", "dim=256"));
+}
+
+Test(attention, head_dim_256_backward_on_coupled_cores_at_event_fidelity)
+{
+  ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "seq=384", "dim=256", "pass=bwd"));
+}
+
+/* The wider head does twice the FLOPs of 128 per query-key pair; on the 910B2 (cube-bound with
+ * the GM hand-overs of S and O_j through FixPipe) it takes at least as long per pair and at most
+ * twice as long per FLOP: the chunks re-copy Q per key block but move the same S. */
+Test(attention, a_wide_head_costs_its_flops)
+{
+  for (int bwd = 0; bwd < 2; bwd++) {
+    const char *pass = bwd ? "pass=bwd" : "pass=fwd";
+    struct op_result d128 = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                  ARGS("heads=8", "seq=4096", "causal=false", pass));
+    struct op_result d256 = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                  ARGS("heads=8", "seq=4096", "dim=256", "causal=false", pass));
+    cr_expect_float_eq(d256.flops, 2 * d128.flops, 1e-9 * d128.flops);
+    double r = d256.total.time_s / d128.total.time_s;
+    cr_expect(r > 1.0 && r < 4.0, "%s dim 256 / 128 time %.3f (FLOPs ratio 2)", pass, r);
+  }
+}
+
 Test(attention, bad_shapes_are_errors)
 {
   char msg[2048];
@@ -253,6 +322,8 @@ Test(attention, bad_shapes_are_errors)
   cr_expect(strstr(msg, "--seq") != NULL, "%s", msg);
   cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=256", "dim=96"), msg), NPU_EINVAL);
   cr_expect(strstr(msg, "--dim") != NULL, "%s", msg);
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=256", "dim=320"), msg), NPU_EINVAL);
+  cr_expect(strstr(msg, "up to 256") != NULL, "%s", msg);
   cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=3", "kv_heads=2", "seq=256"), msg), NPU_EINVAL);
   cr_expect(strstr(msg, "--kv_heads") != NULL, "%s", msg);
   cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=256", "dtype=fp32"), msg), NPU_EINVAL);

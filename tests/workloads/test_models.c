@@ -69,6 +69,7 @@ static const struct {
     {"pangu-ultra-135b", 135e9, EXACT_NONE, 0, 0, false},
     {"pangu-ultra-moe", 718e9, EXACT_NONE, 0, 39e9, true},
     {"gpt-oss-20b", 20.9e9, EXACT_NONE, 0, 3.61e9, true}, /* model card Table 1: 20.91B, 3.61B active */
+    {"gemma3-12b", 12e9, EXACT_NONE, 0, 0, false}, /* the model card's 12B, its vision encoder (not modelled) in it */
 };
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
