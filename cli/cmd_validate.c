@@ -216,9 +216,9 @@ static const struct vcase cases[] = {
              "with it the memory model puts the first rank at 85.9 GiB of 80 and would refuse a plan that ran, for "
              "a step 0.2% longer",
      .why = "too fast since DeepEP's node-limited dispatch is in (+17% before, with every token copy crossing IB: "
-            "the fp8 dispatch took the step from 21.3 to 16.9 s, node-limited dispatch to 12.3 s). The predicted "
-            "step is 57% compute (the fp8 GEMMs at cuBLAS-fitted rates, MLA costed as FlashAttention with a "
-            "FLOP-matched head count) and 35% bubble on the rank named in the bottleneck; the ranks' compute ranges "
+            "the fp8 dispatch took the step from 21.3 to 16.9 s, node-limited dispatch to 12.3 s; MLA's attention at "
+            "its own head dimensions, 192 and 128, instead of 128 at matched FLOPs, to 12.7 s). The predicted "
+            "step is 57% compute (the fp8 GEMMs at cuBLAS-fitted rates, attention 12%) and 35% bubble on the rank named in the bottleneck; the ranks' compute ranges "
             "from 57% to 79% of the step (expert loads, uneven stages); the 20 SMs per GPU DeepSeek gives its communication kernels "
             "are taken only while a collective runs, not for the whole step; and 180K GPU hours per trillion "
             "tokens average the whole run (batch ramp, evaluation, checkpoints). Not attributed further"},

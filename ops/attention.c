@@ -1,8 +1,9 @@
 /*
  * attention.c - FlashAttention forward and backward on the AI cores, as on Ascend A2.
  *
- * Layouts: q, o, do, dq [batch, seq, heads, dim] (BSND); k, v, dk, dv [batch, seq, kv_heads,
- * dim]; lse [batch, heads, seq] fp32 (the row's log-sum-exp, saved by the forward for the
+ * Layouts: q, dq [batch, seq, heads, dim] (BSND); o, do [batch, seq, heads, dim_v]; k, dk
+ * [batch, seq, kv_heads, dim]; v, dv [batch, seq, kv_heads, dim_v] (dim_v: MLA's value head
+ * dimension, 128 against queries and keys of 192; else dim); lse [batch, heads, seq] fp32 (the row's log-sum-exp, saved by the forward for the
  * backward). GQA: query head h reads key/value head h / (heads / kv_heads). Causal: query i
  * sees keys j <= i. A2 cores exchange data only through GM (L2), so every hand-over between
  * the cube core and the vector cores goes through a per-core GM workspace.
@@ -50,8 +51,8 @@
  * query blocks up to the one holding its last viewer, masking past the window's edge with the
  * complements of its diagonal variants (a role wholly past it with variant 0).
  *
- * FLOPs (FlashAttention-2 paper): forward 4 x seq^2 x dim x heads x batch (halved when
- * causal; seq x W - W^2 / 2 query-key pairs in a window), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
+ * FLOPs (FlashAttention-2 paper): forward 2 x seq^2 x (dim + dim_v) x heads x batch (halved
+ * when causal; seq x W - W^2 / 2 query-key pairs in a window), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
  * its gradients in double.
  *
  * Size: one operator over ~1,500 lines: the forward and backward share the tiling, the split-core
@@ -80,6 +81,8 @@ static const struct op_param params[] = {
     {"kv_heads", OP_P_INT, "0", "key/value heads (GQA; 0: as heads)", NULL},
     {"seq", OP_P_DIM, NULL, "sequence length (a multiple of 128)", NULL},
     {"dim", OP_P_DIM, "128", "head dimension: a multiple of 64, at most 256", NULL},
+    {"dim_v", OP_P_INT, "0", "value (and output) head dimension, a multiple of 64 up to 256 (MLA's attention: dim 192, "
+     "dim_v 128); 0: as dim", NULL},
     {"causal", OP_P_BOOL, "true", "causal mask (else full)", NULL},
     {"window", OP_P_INT, "0", "sliding window (with --causal): each query attends to itself and the window - 1 "
      "keys before it, a multiple of 128 (Mistral, Gemma, gpt-oss local layers); 0: the whole causal prefix", NULL},
@@ -104,6 +107,7 @@ struct ub_map {
 
 struct attn {
   uint32_t B, H, KVH, S, D, group;
+  uint32_t Dv;                   /* value (and output) head dimension; D: query and key */
   uint32_t W;                    /* sliding window (causal), a multiple of BC; 0: none */
   bool causal, bwd, coupled;
   bool onchip;                   /* coupled core with FixPipe -> UB and UB -> L1: hand-overs
@@ -162,14 +166,35 @@ static uint32_t es(enum npu_dtype t)
  * and a chunk of O_j the 64 KiB of L0C after S. Matrices the vector roles hold whole (O and
  * its O_j chunk in UB, O_j in the GM workspace) are stored chunk-major: chunk c of a rows x D
  * matrix is a rows x width(c) row-major matrix at element rows x c x DC. */
+static uint32_t chunks_of(uint32_t dim)
+{
+  return (dim + DC - 1) / DC;
+}
+
+static uint32_t width_of(uint32_t dim, uint32_t c)
+{
+  return dim - c * DC < DC ? dim - c * DC : DC;
+}
+
+/* Chunks of the query/key head dimension D, and of the value one Dv (MLA: 192 and 128). */
 static uint32_t nchunks(const struct attn *a)
 {
-  return (a->D + DC - 1) / DC;
+  return chunks_of(a->D);
 }
 
 static uint32_t chunk_w(const struct attn *a, uint32_t c)
 {
-  return a->D - c * DC < DC ? a->D - c * DC : DC;
+  return width_of(a->D, c);
+}
+
+static uint32_t vchunks(const struct attn *a)
+{
+  return chunks_of(a->Dv);
+}
+
+static uint32_t vchunk_w(const struct attn *a, uint32_t c)
+{
+  return width_of(a->Dv, c);
 }
 
 /* Column strip [c0, c0 + n) or row band [r0, r0 + n) of an NZ tile (L1, or L0C with c0 16). */
@@ -199,10 +224,10 @@ static struct core_tile nz_rows(struct core_tile t, uint32_t r0, uint32_t n)
   return t;
 }
 
-/* Element offset of row `tok`, head `h` in a BSND tensor with `heads` heads. */
-static uint64_t bsnd(const struct attn *a, uint32_t b, uint32_t tok, uint32_t h, uint32_t heads)
+/* Element offset of row `tok`, head `h` in a BSND tensor with `heads` heads of `dim`. */
+static uint64_t bsnd(const struct attn *a, uint32_t b, uint32_t tok, uint32_t h, uint32_t heads, uint32_t dim)
 {
-  return (((uint64_t)b * a->S + tok) * heads + h) * a->D;
+  return (((uint64_t)b * a->S + tok) * heads + h) * dim;
 }
 
 static uint64_t lse_at(const struct attn *a, uint32_t b, uint32_t h, uint32_t row)
@@ -296,7 +321,7 @@ static uint64_t ws_p(const struct attn *a, int u, uint32_t slot)
 
 static uint64_t ws_o(const struct attn *a, int u, uint32_t slot)
 {
-  return ws_p(a, u, a->ns) + (uint64_t)slot * a->br * a->D * 4;
+  return ws_p(a, u, a->ns) + (uint64_t)slot * a->br * a->Dv * 4;
 }
 
 /* The highest and lowest key block query block i attends to: the block of its last row
@@ -393,7 +418,7 @@ static int fwd_class(void *ctx, uint64_t b)
 /* L1: Q at 0, the K/V slots after it, P after those. */
 static uint32_t l1_kv(const struct attn *a, uint32_t slot, int which)
 {
-  return a->br * a->D * es(a->dt) + (slot * 2 + (uint32_t)which) * a->bc * a->D * es(a->dt);
+  return (a->br * a->D + slot * a->bc * (a->D + a->Dv) + (uint32_t)which * a->bc * a->D) * es(a->dt);
 }
 
 static uint32_t l1_p(const struct attn *a)
@@ -426,7 +451,7 @@ static void fwd_aic_end(struct core_tp *t, const struct attn *a)
 static void fwd_load_q(struct core_tp *t, const struct attn *a, uint32_t bb, uint32_t h, uint32_t i)
 {
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_Q(a));
-  struct core_tile gq = ops_tile(MEM_GM, CORE_ND, a->dt, a->q + bsnd(a, bb, i * a->br, h, a->H) * es(a->dt), a->br,
+  struct core_tile gq = ops_tile(MEM_GM, CORE_ND, a->dt, a->q + bsnd(a, bb, i * a->br, h, a->H, a->D) * es(a->dt), a->br,
                                  a->D, a->H * a->D);
   struct core_tile lq = ops_tile(MEM_L1, CORE_NZ, a->dt, 0, a->br, a->D, 0);
   core_copy(t, &lq, &gq);
@@ -437,9 +462,10 @@ static void fwd_load_kv(struct core_tp *t, const struct attn *a, uint32_t slot, 
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, E_KV(slot));
   for (int w = 0; w < 2; w++) {
     uint64_t base = w ? a->v : a->k;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->bc, kvh, a->KVH) * es(a->dt), a->bc,
-                                  a->D, a->KVH * a->D);
-    struct core_tile l = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, slot, w), a->bc, a->D, 0);
+    uint32_t dim = w ? a->Dv : a->D;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->bc, kvh, a->KVH, dim) * es(a->dt),
+                                  a->bc, dim, a->KVH * dim);
+    struct core_tile l = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, slot, w), a->bc, dim, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 0);
@@ -530,13 +556,13 @@ static void fwd_pv(struct core_tp *t, const struct attn *a, int u, uint32_t kvsl
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, 1);
   }
   /* O_j chunk by chunk of the head dimension: V's chunk into L0B, its GEMM into L0C, out */
-  uint32_t nd = nchunks(a);
+  uint32_t nd = vchunks(a);
   for (uint32_t d = 0; d < nd; d++) {
-    uint32_t w = chunk_w(a, d);
+    uint32_t w = vchunk_w(a, d);
     bool lastc = d == nd - 1;
     core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_MTE1, 1);
     if (!a->rs && d == 0) core_copy(t, &l0p, &lp);
-    struct core_tile lv = nz_cols(ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), a->bc, a->D, 0), d * DC, w);
+    struct core_tile lv = nz_cols(ops_tile(MEM_L1, CORE_NZ, a->dt, l1_kv(a, kvslot, 1), a->bc, a->Dv, 0), d * DC, w);
     struct core_tile l0v = ops_tile(MEM_L0B, CORE_ZN, a->dt, 32768, a->bc, w, 0);
     core_copy(t, &l0v, &lv);
     if (d == 0 && a->onchip && !a->rs) /* L1 P free */
@@ -610,8 +636,8 @@ static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r)
   core_vec(t, &v);
   v = vop(CORE_VEC_DUP, VEC(m, V_L), 0, 0, 1);
   core_vec(t, &v);
-  for (uint32_t d = 0; d < nchunks(a); d++) { /* a chunk at a time: at most 255 repeats */
-    v = vop(CORE_VEC_DUP, m->o + HALF * d * DC * 4, 0, 0, (uint16_t)(HALF * chunk_w(a, d) / 64));
+  for (uint32_t d = 0; d < vchunks(a); d++) { /* a chunk at a time: at most 255 repeats */
+    v = vop(CORE_VEC_DUP, m->o + HALF * d * DC * 4, 0, 0, (uint16_t)(HALF * vchunk_w(a, d) / 64));
     core_vec(t, &v);
   }
 }
@@ -715,7 +741,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
  * from the block's last O_j to the end of the copy (oj_held). */
 static bool oj_held(const struct attn *a)
 {
-  return a->D > a->bc;
+  return a->Dv > a->bc;
 }
 
 /* ... for head-dimension chunk d of O_j (chunk-major): the cube core hands the chunks over to
@@ -725,29 +751,27 @@ static void fwd_accumulate(struct core_tp *t, const struct attn *a, int u, uint3
 {
   const struct ub_map *m = &a->fub[r];
   int ev = 3 * (int)r + 2;
-  {
-    uint32_t w = chunk_w(a, d);
-    uint64_t od = m->o + (uint64_t)HALF * d * DC * 4;
-    if (a->onchip) {
-      core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
-    } else {
-      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
-      if (d == 0) core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_O(a, j % a->ns));
-      struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
-                                    ws_o(a, u, j % a->ns) + ((uint64_t)a->br * d * DC + (uint64_t)r * HALF * w) * 4,
-                                    HALF, w, 0);
-      struct core_tile o = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, m->oj, HALF, w, 0);
-      core_copy(t, &o, &g);
-      core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
-      core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
-    }
-    if (d == 0) brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns), HALF);
-    rowwise(t, CORE_VEC_MUL, od, od, m->brcb, HALF, w);
-    struct core_vec add = vop(CORE_VEC_ADD, od, od, m->oj, (uint16_t)(HALF * w / 64));
-    core_vec(t, &add);
-    if (!(last && d == nchunks(a) - 1 && oj_held(a))) /* O_j's buffer free (else after O's copy) */
-      core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
+  uint32_t w = vchunk_w(a, d);
+  uint64_t od = m->o + (uint64_t)HALF * d * DC * 4;
+  if (a->onchip) {
+    core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
+  } else {
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, ev);
+    if (d == 0) core_xwait(t, CORE_PIPE_MTE2, CORE_SUB_AIC, X_O(a, j % a->ns));
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
+                                  ws_o(a, u, j % a->ns) + ((uint64_t)a->br * d * DC + (uint64_t)r * HALF * w) * 4, HALF,
+                                  w, 0);
+    struct core_tile o = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, m->oj, HALF, w, 0);
+    core_copy(t, &o, &g);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   }
+  if (d == 0) brcb(t, m->brcb, VEC(m, V_A0 + j % a->ns), HALF);
+  rowwise(t, CORE_VEC_MUL, od, od, m->brcb, HALF, w);
+  struct core_vec add = vop(CORE_VEC_ADD, od, od, m->oj, (uint16_t)(HALF * w / 64));
+  core_vec(t, &add);
+  if (!(last && d == vchunks(a) - 1 && oj_held(a))) /* O_j's buffer free (else after O's copy) */
+    core_set_flag(t, CORE_PIPE_V, a->onchip ? CORE_PIPE_FIX : CORE_PIPE_MTE2, ev);
 }
 
 /* O /= l; lse = m + ln l; write both. */
@@ -757,24 +781,24 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   struct core_vec v = vop(CORE_VEC_RECIP, VEC(m, V_R), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
   brcb(t, m->brcb, VEC(m, V_R), HALF);
-  for (uint32_t d = 0; d < nchunks(a); d++)
-    rowwise(t, CORE_VEC_MUL, m->o + HALF * d * DC * 4, m->o + HALF * d * DC * 4, m->brcb, HALF, chunk_w(a, d));
+  for (uint32_t d = 0; d < vchunks(a); d++)
+    rowwise(t, CORE_VEC_MUL, m->o + HALF * d * DC * 4, m->o + HALF * d * DC * 4, m->brcb, HALF, vchunk_w(a, d));
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* the previous block's O and LSE are out */
   v = vop(CORE_VEC_LN, VEC(m, V_LSE), VEC(m, V_L), 0, 1);
   core_vec(t, &v);
   v = vop(CORE_VEC_ADD, VEC(m, V_LSE), VEC(m, V_LSE), VEC(m, V_M), 1);
   core_vec(t, &v);
   uint32_t ob = oj_held(a) ? m->oj : m->pb;
-  for (uint32_t d = 0; d < nchunks(a); d++)
-    cast_out(t, a, ob + HALF * d * DC * es(a->dt), m->o + HALF * d * DC * 4, HALF, chunk_w(a, d));
+  for (uint32_t d = 0; d < vchunks(a); d++)
+    cast_out(t, a, ob + HALF * d * DC * es(a->dt), m->o + HALF * d * DC * 4, HALF, vchunk_w(a, d));
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   uint32_t row = i * a->br + r * HALF;
-  for (uint32_t d = 0; d < nchunks(a); d++) { /* O is chunk-major in UB */
-    uint32_t w = chunk_w(a, d);
+  for (uint32_t d = 0; d < vchunks(a); d++) { /* O is chunk-major in UB */
+    uint32_t w = vchunk_w(a, d);
     struct core_tile uo = ops_tile(MEM_UB, CORE_ND, a->dt, ob + HALF * d * DC * es(a->dt), HALF, w, 0);
-    struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + (bsnd(a, bb, row, h, a->H) + d * DC) * es(a->dt), HALF,
-                                   w, a->H * a->D);
+    struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + (bsnd(a, bb, row, h, a->H, a->Dv) + d * DC) * es(a->dt),
+                                   HALF, w, a->H * a->Dv);
     core_copy(t, &go, &uo);
   }
   struct core_tile ul = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, VEC(m, V_LSE), 1, HALF, 0);
@@ -841,9 +865,9 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
     for (uint32_t r = 0; r < a->halves; r++) {
       sel_aiv(t, r);
       if (j < n) fwd_aiv_softmax(t, a, u, r, i, j, kv_block(a, i, j));
-      if (acc && nchunks(a) == 1) fwd_accumulate(t, a, u, r, j - a->look, last, 0);
+      if (acc && vchunks(a) == 1) fwd_accumulate(t, a, u, r, j - a->look, last, 0);
     }
-    for (uint32_t d = 0; acc && nchunks(a) > 1 && d < nchunks(a); d++)
+    for (uint32_t d = 0; acc && vchunks(a) > 1 && d < vchunks(a); d++)
       for (uint32_t r = 0; r < a->halves; r++) {
         sel_aiv(t, r);
         fwd_accumulate(t, a, u, r, j - a->look, last, d);
@@ -948,12 +972,12 @@ static void bwd_step(const struct attn *a, uint32_t kvh, uint32_t j, uint32_t s,
 
 static uint32_t bl1_kv(const struct attn *a, uint32_t z, int which)
 {
-  return (z * 2 + (uint32_t)which) * a->kb * a->D * es(a->dt);
+  return (z * a->kb * (a->D + a->Dv) + (uint32_t)which * a->kb * a->D) * es(a->dt);
 }
 
 static uint32_t bl1_qd(const struct attn *a, uint32_t x, int which)
 {
-  return bl1_kv(a, a->nkv, 0) + (x * 2 + (uint32_t)which) * a->qb * a->D * es(a->dt);
+  return bl1_kv(a, a->nkv, 0) + (x * a->qb * (a->D + a->Dv) + (uint32_t)which * a->qb * a->D) * es(a->dt);
 }
 
 static uint32_t bl1_pd(const struct attn *a, uint32_t y, int which)
@@ -1003,12 +1027,13 @@ static struct core_tile l0c(uint32_t addr, uint32_t rows, uint32_t cols)
   return c;
 }
 
-/* L0C: dV at 0, dK after it, then two slots of qb x kb fp32 (S, dP, or a piece of dQ). */
+/* L0C: dV (kb x Dv) at 0, dK (kb x D) after it, then two slots of qb x kb fp32 (S, dP, or a
+ * piece of dQ). */
 #define L0C_DV 0u
 
 static uint32_t l0c_dk(const struct attn *a)
 {
-  return a->kb * a->D * 4;
+  return a->kb * a->Dv * 4;
 }
 
 static uint32_t l0c_slot_bytes(const struct attn *a)
@@ -1027,7 +1052,7 @@ static uint32_t dq_rows(const struct attn *a)
 /* Slot x's address; l0c_x(a, 2) is the bytes the backward needs. */
 static uint32_t l0c_x(const struct attn *a, int x)
 {
-  return 2 * l0c_dk(a) + l0c_slot_bytes(a) * (uint32_t)x;
+  return a->kb * (a->D + a->Dv) * 4 + l0c_slot_bytes(a) * (uint32_t)x;
 }
 
 /* One step of bwd_mm: c (+)= op(A) x op(B) through the next L0A/L0B ping-pong slot. */
@@ -1095,9 +1120,10 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x));
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->dout : a->q;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, i * a->qb, h, a->H) * es(a->dt), a->qb, a->D,
-                                  a->H * a->D);
-    struct core_tile l = l1t(a, bl1_qd(a, x, which), a->qb, a->D, 0);
+    uint32_t dim = which ? a->Dv : a->D;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, i * a->qb, h, a->H, dim) * es(a->dt), a->qb,
+                                  dim, a->H * dim);
+    struct core_tile l = l1t(a, bl1_qd(a, x, which), a->qb, dim, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_QD(x));
@@ -1105,7 +1131,8 @@ static void bwd_aic_a(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   for (int which = 0; which < 2; which++) { /* S = Q K^T, dP = dO V^T */
     int xs = (int)(unit_of(t)->xc++ % 2);
     struct core_tile c = l0c(l0c_x(a, xs), a->qb, a->kb);
-    bwd_mm(t, a, l1t(a, bl1_qd(a, x, which), a->qb, a->D, 0), false, l1t(a, bl1_kv(a, z, which), a->kb, a->D, 0), true,
+    uint32_t dim = which ? a->Dv : a->D;
+    bwd_mm(t, a, l1t(a, bl1_qd(a, x, which), a->qb, dim, 0), false, l1t(a, bl1_kv(a, z, which), a->kb, dim, 0), true,
            c, true, xs);
     if (a->onchip) { /* each role's 64 rows straight into its UB buffer */
       uint32_t us = s % (uint32_t)a->ub.nbuf;
@@ -1155,8 +1182,8 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   }
   bool first = s == 0;
   /* dV += P^T dO_i; dK += dS^T Q_i (the block's first step waits for the last read-out) */
-  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 0), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 1), a->qb, a->D, 0), false,
-         l0c(L0C_DV, a->kb, a->D), first, first ? 2 : -1);
+  bwd_mm(t, a, l1t(a, bl1_pd(a, y, 0), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 1), a->qb, a->Dv, 0), false,
+         l0c(L0C_DV, a->kb, a->Dv), first, first ? 2 : -1);
   bwd_mm(t, a, l1t(a, bl1_pd(a, y, 1), a->qb, a->kb, 0), true, l1t(a, bl1_qd(a, x, 0), a->qb, a->D, 0), false,
          l0c(l0c_dk(a), a->kb, a->D), first, -1);
   core_set_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_QD(x)); /* Q_i, dO_i no longer needed */
@@ -1168,7 +1195,7 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
     struct core_tile c = l0c(l0c_x(a, xs), dqr, a->D);
     bwd_mm(t, a, ds, false, l1t(a, bl1_kv(a, z, 0), a->kb, a->D, 0), false, c, true, xs);
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
-                                  a->dq32 + bsnd(a, bb, i * a->qb + half * dqr, h, a->H) * 4, dqr, a->D, a->H * a->D);
+                                  a->dq32 + bsnd(a, bb, i * a->qb + half * dqr, h, a->H, a->D) * 4, dqr, a->D, a->H * a->D);
     bwd_out(t, xs, c, g, 1.0f, true);
   }
   if (a->onchip)
@@ -1328,9 +1355,10 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE2, BE_KV(z));
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->v : a->k;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH) * es(a->dt), a->kb,
-                                  a->D, a->KVH * a->D);
-    struct core_tile l = l1t(a, bl1_kv(a, z, which), a->kb, a->D, 0);
+    uint32_t dim = which ? a->Dv : a->D;
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH, dim) * es(a->dt),
+                                  a->kb, dim, a->KVH * dim);
+    struct core_tile l = l1t(a, bl1_kv(a, z, which), a->kb, dim, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE1, BE_KV(z));
@@ -1357,28 +1385,29 @@ static void bwd_block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_M, CORE_PIPE_FIX, 2);
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->dk : a->dv;
-    struct core_copy o = {.src = l0c(which ? l0c_dk(a) : L0C_DV, a->kb, a->D), .scale = 1.0f, .fb_scale = UINT64_MAX};
-    o.dst = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH) * es(a->dt), a->kb, a->D,
-                     a->KVH * a->D);
+    uint32_t dim = which ? a->D : a->Dv;
+    struct core_copy o = {.src = l0c(which ? l0c_dk(a) : L0C_DV, a->kb, dim), .scale = 1.0f, .fb_scale = UINT64_MAX};
+    o.dst = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, j * a->kb, kvh, a->KVH, dim) * es(a->dt), a->kb, dim,
+                     a->KVH * dim);
     core_copy_ex(t, &o);
   }
   core_set_flag(t, CORE_PIPE_FIX, CORE_PIPE_M, 2);
 }
 
 /* Preprocessing on the vector cores: D = rowsum(dO o O) for pre_rows rows of one head per block
- * (64; 32 above head dimension 128). UB (pre_ub, for head dimension 128 and below at 64 rows):
+ * (64; 32 above value head dimension 128). UB (pre_ub, for head dimension 128 and below at 64 rows):
  * dO and O in the input type at 0 and 16 KiB, as fp32 at 32 and 64 KiB, partial sums at 96 KiB,
  * D at 112 KiB. */
 static uint32_t pre_rows(const struct attn *a)
 {
-  return a->D > 128 ? 32 : HALF;
+  return a->Dv > 128 ? 32 : HALF;
 }
 
 enum { PRE_DO, PRE_O, PRE_FDO, PRE_FO, PRE_ACC, PRE_D, PRE_END };
 
 static uint32_t pre_ub(const struct attn *a, int which)
 {
-  uint32_t w = pre_rows(a) * (a->D > 128 ? 256u : 128u); /* elements of a row block, padded */
+  uint32_t w = pre_rows(a) * (a->Dv > 128 ? 256u : 128u); /* elements of a row block, padded */
   uint32_t at[PRE_END + 1];
   at[PRE_DO] = 0;
   at[PRE_O] = w * es(a->dt);
@@ -1413,14 +1442,14 @@ static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
   for (int which = 0; which < 2; which++) {
     uint64_t base = which ? a->o : a->dout;
-    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, row0, h, a->H) * es(a->dt), pr, a->D,
-                                  a->H * a->D);
-    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, pre_ub(a, which ? PRE_O : PRE_DO), pr, a->D, 0);
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, a->dt, base + bsnd(a, bb, row0, h, a->H, a->Dv) * es(a->dt), pr, a->Dv,
+                                  a->H * a->Dv);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, pre_ub(a, which ? PRE_O : PRE_DO), pr, a->Dv, 0);
     core_copy(t, &l, &g);
   }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
-  uint16_t reps = (uint16_t)(pr * a->D / 64);
+  uint16_t reps = (uint16_t)(pr * a->Dv / 64);
   for (int which = 0; which < 2; which++) {
     struct core_vec v = vop(CORE_VEC_CAST, which ? fo : fdo, pre_ub(a, which ? PRE_O : PRE_DO), 0, reps);
     v.dtype = (uint8_t)a->dt;
@@ -1431,10 +1460,10 @@ static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
   struct core_vec v = vop(CORE_VEC_MUL, fdo, fdo, fo, reps);
   core_vec(t, &v);
   uint64_t src = fdo;
-  for (uint32_t g = 1; g < a->D / 64; g++) { /* fold each row's 64-column groups into the first */
+  for (uint32_t g = 1; g < a->Dv / 64; g++) { /* fold each row's 64-column groups into the first */
     v = vop(CORE_VEC_ADD, acc, g == 1 ? fdo : acc, fdo + g * 256u, (uint16_t)pr);
-    if (g == 1) v.src0_rep = (uint16_t)(a->D * 4 / 32);
-    v.src1_rep = (uint16_t)(a->D * 4 / 32);
+    if (g == 1) v.src0_rep = (uint16_t)(a->Dv * 4 / 32);
+    v.src1_rep = (uint16_t)(a->Dv * 4 / 32);
     core_vec(t, &v);
     src = acc;
   }
@@ -1462,9 +1491,9 @@ static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf, bool ti
   m->nbuf = nbuf;
   for (int k = 0; k < nbuf; k++) m->buf[k] = take(&at, HALF * a->bc * 4);
   m->pb = take(&at, HALF * a->bc * es_); /* P; O too unless oj_held */
-  m->o = take(&at, HALF * a->D * 4);
+  m->o = take(&at, HALF * a->Dv * 4);
   at += 256; /* O_j starts 256 B past a bank-group boundary of O: O + O_j reads two groups */
-  m->oj = take(&at, HALF * chunk_w(a, 0) * 4); /* one head-dimension chunk of O_j */
+  m->oj = take(&at, HALF * vchunk_w(a, 0) * 4); /* one head-dimension chunk of O_j */
   /* HALF x 64 fp32 fits in P's HALF x 128 input type; 64-column key blocks need none */
   m->t = a->bc == 64 ? 0 : tight ? m->pb : take(&at, HALF * 64 * 4);
   m->vec = take(&at, V_SLOTS * 256);
@@ -1573,6 +1602,8 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   if (!a->KVH) a->KVH = a->H;
   a->S = (uint32_t)op_u(d, args, "seq");
   a->D = (uint32_t)op_u(d, args, "dim");
+  a->Dv = (uint32_t)op_u(d, args, "dim_v");
+  if (!a->Dv) a->Dv = a->D;
   a->causal = op_u(d, args, "causal");
   uint64_t w = op_u(d, args, "window");
   a->dt = op_dtype(d, args, "dtype");
@@ -1589,6 +1620,8 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
     return npu_diag_set(diag, "command line", 0, "--seq", "must be a multiple of the block size %u, got %u", BC, a->S), NPU_EINVAL;
   if (a->D % 64 || a->D > 256)
     return npu_diag_set(diag, "command line", 0, "--dim", "a multiple of 64 up to 256, got %u", a->D), NPU_EINVAL;
+  if (a->Dv % 64 || a->Dv > 256)
+    return npu_diag_set(diag, "command line", 0, "--dim_v", "a multiple of 64 up to 256, got %u", a->Dv), NPU_EINVAL;
   if (w && !a->causal)
     return npu_diag_set(diag, "command line", 0, "--window", "a sliding window needs --causal true"), NPU_EINVAL;
   if (w % BC)
@@ -1620,7 +1653,7 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
     for (uint32_t r = 0; r < 2; r++) a->fub[r] = shifted(&a->ub, role_base(a, r));
     a->qblocks = a->S / a->br;
     a->nblocks = (uint64_t)a->B * a->H * a->qblocks;
-    a->ws_bytes = (uint64_t)a->ns * (a->br * a->bc * 4 + a->br * a->bc * e + (uint64_t)a->br * a->D * 4);
+    a->ws_bytes = (uint64_t)a->ns * (a->br * a->bc * 4 + a->br * a->bc * e + (uint64_t)a->br * a->Dv * 4);
   } else {
     /* On coupled cores (GPU SMs) FlashAttention-3's backward tile where L0C holds it with the
      * cube core a step ahead: 64 query rows per step against 128-row key blocks, half the Q, dO
@@ -1697,13 +1730,14 @@ static void setup(void *p, struct op_exec *x)
 {
   struct attn *a = p;
   uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
+  uint64_t on = (uint64_t)a->B * a->S * a->H * a->Dv, vn = (uint64_t)a->B * a->S * a->KVH * a->Dv;
   uint64_t ln = (uint64_t)a->B * a->H * a->S;
   struct op_tensor *q = op_tensor(x, "q", a->dt, qn, OP_INIT_UNIFORM), *k = op_tensor(x, "k", a->dt, kn, OP_INIT_UNIFORM);
-  struct op_tensor *v = op_tensor(x, "v", a->dt, kn, OP_INIT_UNIFORM);
+  struct op_tensor *v = op_tensor(x, "v", a->dt, vn, OP_INIT_UNIFORM);
   a->q = q->addr;
   a->k = k->addr;
   a->v = v->addr;
-  struct op_tensor *o = op_tensor(x, "o", a->dt, qn, OP_INIT_NONE), *lse = op_tensor(x, "lse", NPU_DT_FP32, ln, OP_INIT_NONE);
+  struct op_tensor *o = op_tensor(x, "o", a->dt, on, OP_INIT_NONE), *lse = op_tensor(x, "lse", NPU_DT_FP32, ln, OP_INIT_NONE);
   a->o = o->addr;
   a->lse = lse->addr;
   a->mask = masks(x, a)->addr;
@@ -1719,12 +1753,12 @@ static void setup(void *p, struct op_exec *x)
     return;
   }
   /* the backward's inputs: dO, and O and LSE as the forward leaves them (computed on the host) */
-  a->dout = op_tensor(x, "do", a->dt, qn, OP_INIT_UNIFORM)->addr;
+  a->dout = op_tensor(x, "do", a->dt, on, OP_INIT_UNIFORM)->addr;
   if (op_functional(x)) {
     double *Q = op_decode(q), *K = op_decode(k), *V = op_decode(v);
-    double *RO = npu_xmalloc(qn * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
+    double *RO = npu_xmalloc(on * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
     reference_fwd(a, Q, K, V, RO, RL);
-    for (uint64_t n = 0; n < qn; n++) fmt_encode(a->dt, o->host, n, RO[n]);
+    for (uint64_t n = 0; n < on; n++) fmt_encode(a->dt, o->host, n, RO[n]);
     for (uint64_t n = 0; n < ln; n++) fmt_encode(NPU_DT_FP32, lse->host, n, RL[n]);
     free(Q);
     free(K);
@@ -1734,7 +1768,7 @@ static void setup(void *p, struct op_exec *x)
   }
   a->dq = op_tensor(x, "dq", a->dt, qn, OP_INIT_NONE)->addr;
   a->dk = op_tensor(x, "dk", a->dt, kn, OP_INIT_NONE)->addr;
-  a->dv = op_tensor(x, "dv", a->dt, kn, OP_INIT_NONE)->addr;
+  a->dv = op_tensor(x, "dv", a->dt, vn, OP_INIT_NONE)->addr;
   a->dd = op_tensor(x, "d", NPU_DT_FP32, ln, OP_INIT_SCRATCH)->addr; /* rowsum(dO o O), between the kernels */
   a->dq32 = op_tensor(x, "dq32", NPU_DT_FP32, qn, OP_INIT_NONE)->addr;
   ops_fill(x, a->dq32, NPU_DT_FP32, qn, 0.0);
@@ -1758,7 +1792,7 @@ static double flops(const void *p)
   const struct attn *a = p;
   /* query-key pairs: S^2, S^2 / 2 causal, S W - W^2 / 2 in a window (as S^2 / 2 at W = S) */
   double pairs = a->W ? a->S * (double)a->W - a->W * (double)a->W / 2 : a->S * (double)a->S / (a->causal ? 2 : 1);
-  double f = 4.0 * pairs * a->D * a->H * a->B;
+  double f = 2.0 * pairs * (a->D + a->Dv) * a->H * a->B; /* Q K^T and P V */
   return a->bwd ? 2.5 * f : f;
 }
 
@@ -1771,25 +1805,25 @@ static void reference_fwd(const struct attn *a, const double *Q, const double *K
     for (uint32_t h = 0; h < a->H; h++) {
       uint32_t kvh = h / a->group;
       for (uint32_t i = 0; i < a->S; i++) {
-        const double *q = Q + bsnd(a, b, i, h, a->H);
+        const double *q = Q + bsnd(a, b, i, h, a->H, a->D);
         uint32_t n = a->causal ? i + 1 : a->S, j0 = a->W && i + 1 > a->W ? i + 1 - a->W : 0;
         double m = -INFINITY, l = 0;
         for (uint32_t j = j0; j < n; j++) {
-          const double *k = K + bsnd(a, b, j, kvh, a->KVH);
+          const double *k = K + bsnd(a, b, j, kvh, a->KVH, a->D);
           double dot = 0;
           for (uint32_t d = 0; d < a->D; d++) dot += q[d] * k[d];
           s[j] = dot / sqrt((double)a->D);
           if (s[j] > m) m = s[j];
         }
-        double *o = O + bsnd(a, b, i, h, a->H);
-        memset(o, 0, a->D * sizeof *o);
+        double *o = O + bsnd(a, b, i, h, a->H, a->Dv);
+        memset(o, 0, a->Dv * sizeof *o);
         for (uint32_t j = j0; j < n; j++) {
           double p = exp(s[j] - m);
           l += p;
-          const double *v = V + bsnd(a, b, j, kvh, a->KVH);
-          for (uint32_t d = 0; d < a->D; d++) o[d] += p * v[d];
+          const double *v = V + bsnd(a, b, j, kvh, a->KVH, a->Dv);
+          for (uint32_t d = 0; d < a->Dv; d++) o[d] += p * v[d];
         }
-        for (uint32_t d = 0; d < a->D; d++) o[d] /= l;
+        for (uint32_t d = 0; d < a->Dv; d++) o[d] /= l;
         L[((uint64_t)b * a->H + h) * a->S + i] = m + log(l);
       }
     }
@@ -1801,33 +1835,33 @@ static void reference_bwd(const struct attn *a, const double *Q, const double *K
                           const double *dO, const double *L, double *dQ, double *dK, double *dV)
 {
   uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
+  uint64_t vn = (uint64_t)a->B * a->S * a->KVH * a->Dv;
   memset(dQ, 0, qn * sizeof *dQ);
   memset(dK, 0, kn * sizeof *dK);
-  memset(dV, 0, kn * sizeof *dV);
+  memset(dV, 0, vn * sizeof *dV);
   double sc = 1.0 / sqrt((double)a->D);
   for (uint32_t b = 0; b < a->B; b++)
     for (uint32_t h = 0; h < a->H; h++) {
       uint32_t kvh = h / a->group;
       for (uint32_t i = 0; i < a->S; i++) {
-        const double *q = Q + bsnd(a, b, i, h, a->H), *o = O + bsnd(a, b, i, h, a->H), *go = dO + bsnd(a, b, i, h, a->H);
+        const double *q = Q + bsnd(a, b, i, h, a->H, a->D), *o = O + bsnd(a, b, i, h, a->H, a->Dv);
+        const double *go = dO + bsnd(a, b, i, h, a->H, a->Dv);
         double Di = 0, Li = L[((uint64_t)b * a->H + h) * a->S + i];
-        for (uint32_t d = 0; d < a->D; d++) Di += go[d] * o[d];
-        double *gq = dQ + bsnd(a, b, i, h, a->H);
+        for (uint32_t d = 0; d < a->Dv; d++) Di += go[d] * o[d];
+        double *gq = dQ + bsnd(a, b, i, h, a->H, a->D);
         uint32_t n = a->causal ? i + 1 : a->S, j0 = a->W && i + 1 > a->W ? i + 1 - a->W : 0;
         for (uint32_t j = j0; j < n; j++) {
-          const double *k = K + bsnd(a, b, j, kvh, a->KVH), *v = V + bsnd(a, b, j, kvh, a->KVH);
+          const double *k = K + bsnd(a, b, j, kvh, a->KVH, a->D), *v = V + bsnd(a, b, j, kvh, a->KVH, a->Dv);
           double s = 0, dp = 0;
-          for (uint32_t d = 0; d < a->D; d++) {
-            s += q[d] * k[d];
-            dp += go[d] * v[d];
-          }
+          for (uint32_t d = 0; d < a->D; d++) s += q[d] * k[d];
+          for (uint32_t d = 0; d < a->Dv; d++) dp += go[d] * v[d];
           double pr = exp(s * sc - Li), ds = pr * (dp - Di) * sc;
-          double *gk = dK + bsnd(a, b, j, kvh, a->KVH), *gv = dV + bsnd(a, b, j, kvh, a->KVH);
+          double *gk = dK + bsnd(a, b, j, kvh, a->KVH, a->D), *gv = dV + bsnd(a, b, j, kvh, a->KVH, a->Dv);
           for (uint32_t d = 0; d < a->D; d++) {
             gq[d] += ds * k[d];
             gk[d] += ds * q[d];
-            gv[d] += pr * go[d];
           }
+          for (uint32_t d = 0; d < a->Dv; d++) gv[d] += pr * go[d];
         }
       }
     }
@@ -1853,14 +1887,15 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   struct attn *a = p;
   double eps = a->dt == NPU_DT_BF16 ? 1.0 / 256 : 1.0 / 2048; /* half an ulp at 1: the unit roundoff */
   uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
+  uint64_t on = (uint64_t)a->B * a->S * a->H * a->Dv, vn = (uint64_t)a->B * a->S * a->KVH * a->Dv;
   uint64_t ln = (uint64_t)a->B * a->H * a->S;
   double *Q = op_decode(op_find_tensor(x, "q")), *K = op_decode(op_find_tensor(x, "k"));
   double *V = op_decode(op_find_tensor(x, "v")), *O = op_decode(op_find_tensor(x, "o"));
   double *L = op_decode(op_find_tensor(x, "lse"));
   if (!a->bwd) {
-    double *RO = npu_xmalloc(qn * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
+    double *RO = npu_xmalloc(on * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
     reference_fwd(a, Q, K, V, RO, RL);
-    double eo = op_compare(O, RO, qn, 4 * eps, 0), el = op_compare(L, RL, ln, 1e-4, 1e-5);
+    double eo = op_compare(O, RO, on, 4 * eps, 0), el = op_compare(L, RL, ln, 1e-4, 1e-5);
     *max_err = eo > el ? eo : el;
     snprintf(summary, n, "O worst %.3g, LSE worst %.3g of tolerance (O atol %.3g; LSE atol 1e-4)", eo, el, 4 * eps);
     free(RO);
@@ -1869,10 +1904,10 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
     double *dO = op_decode(op_find_tensor(x, "do"));
     double *gq = op_decode(op_find_tensor(x, "dq")), *gk = op_decode(op_find_tensor(x, "dk"));
     double *gv = op_decode(op_find_tensor(x, "dv"));
-    double *rq = npu_xmalloc(qn * sizeof *rq), *rk = npu_xmalloc(kn * sizeof *rk), *rv = npu_xmalloc(kn * sizeof *rv);
+    double *rq = npu_xmalloc(qn * sizeof *rq), *rk = npu_xmalloc(kn * sizeof *rk), *rv = npu_xmalloc(vn * sizeof *rv);
     reference_bwd(a, Q, K, V, O, dO, L, rq, rk, rv);
-    double tq = 8 * eps * max_abs(rq, qn), tk = 8 * eps * max_abs(rk, kn), tv = 8 * eps * max_abs(rv, kn);
-    double eq = op_compare(gq, rq, qn, tq, 0), ek = op_compare(gk, rk, kn, tk, 0), ev = op_compare(gv, rv, kn, tv, 0);
+    double tq = 8 * eps * max_abs(rq, qn), tk = 8 * eps * max_abs(rk, kn), tv = 8 * eps * max_abs(rv, vn);
+    double eq = op_compare(gq, rq, qn, tq, 0), ek = op_compare(gk, rk, kn, tk, 0), ev = op_compare(gv, rv, vn, tv, 0);
     *max_err = eq > ek ? eq : ek;
     if (ev > *max_err) *max_err = ev;
     snprintf(summary, n, "dQ %.3g, dK %.3g, dV %.3g of tolerance (8 unit roundoffs x the largest element: %.3g, %.3g, %.3g)",

@@ -859,15 +859,25 @@ static void rope(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
  * MLA (DeepSeek-V2/V3): queries through a low-rank bottleneck (down projection, RMSNorm, up
  * projection to heads x (nope + rope)), keys and values from one compressed latent (down to
  * kv_lora + rope, RMSNorm, up to heads x (nope + v)); the down projections are small and kept
- * whole on every TP rank, the up projections split by heads. The core attention (query/key
- * dimension nope + rope, value dimension v) is costed by the FlashAttention kernel at head
- * dimension 128 with the heads scaled to the same FLOPs: heads x (qk + v) / 256.
+ * whole on every TP rank, the up projections split by heads. The core attention is MLA's
+ * non-absorbed form, as training runs it: every head its own key and value (query/key dimension
+ * qk = nope + rope, value dimension v: DeepSeek-V3's 192 and 128), the FlashAttention kernel
+ * with dim qk and dim_v v. Dimensions the kernel does not take (not multiples of 64, or above
+ * 256) are costed at head dimension 128 with the heads scaled to the same FLOPs: heads x (qk + v)
+ * / 256.
  */
-static int mla_fa_heads(const struct wl_program *j, const struct shape *s)
+static struct op_call mla_flash_call(const struct wl_program *j, const struct shape *s)
 {
   int qh, kvh, qk, v;
   wl_model_attn_shape(&j->model, &qh, &kvh, &qk, &v);
-  return (int)ceil((double)qh / s->t * (qk + v) / 256.0);
+  int h = qh / s->t;
+  if (qk % 64 || v % 64 || qk > 256 || v > 256) {
+    int fh = (int)ceil((double)h * (qk + v) / 256.0);
+    return flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+  }
+  struct op_call c = flash_call(s->b * j->plan.cp, h, h, s->s, qk, s->dt);
+  if (v != qk) op_call_dim(&c, "dim_v", v);
+  return c;
 }
 
 /* MLA's query up projection (with its latent norm), or the direct query projection without a
@@ -910,8 +920,7 @@ static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
   mla_q_up(j, s, rc);
   gemm_fwd(j, s, rc, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
   mla_kv_up(j, s, rc);
-  int fh = mla_fa_heads(j, s);
-  struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+  struct op_call fa = mla_flash_call(j, s);
   kern(j, WL_CAT_ATTN, rc, &fa);
   cp_exchange(j, s, false);
   cp_merges(j, s, rc, j->plan.cp, (int64_t)s->T * h * v);
@@ -923,10 +932,10 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
   const struct wl_model *m = &j->model;
   int qh, kvh, qk, v;
   wl_model_attn_shape(m, &qh, &kvh, &qk, &v);
-  int h = qh / s->t, fh = mla_fa_heads(j, s);
+  int h = qh / s->t;
   gemm_bwd(j, s, h * v, s->h);
   if (bi(s)) {
-    struct op_call fa = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+    struct op_call fa = mla_flash_call(j, s);
     kern_bwd(j, s, WL_CAT_ATTN, &fa);
     cp_exchange(j, s, true);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * qk);

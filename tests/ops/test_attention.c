@@ -276,6 +276,35 @@ Test(attention, head_dims_above_128_match_the_reference)
   cr_expect(strstr(msg, "L0C") != NULL, "%s", msg);
 }
 
+/* MLA's attention in its non-absorbed (training) form: queries and keys of 192 (nope + rope),
+ * values and output of 128 (--dim_v), against the reference forward and backward; the FLOPs are
+ * 2 x pairs x (192 + 128) per head, those of 160 heads of 128 at 128 heads. */
+Test(attention, a_value_head_dim_of_its_own_matches_the_reference)
+{
+  const char *const *cases[] = {ARGS("heads=2", "seq=384", "dim=192", "dim_v=128"),
+                                ARGS("heads=4", "kv_heads=2", "seq=640", "dim=128", "dim_v=256", "window=256"),
+                                ARGS("heads=2", "seq=384", "dim=192", "dim_v=128", "pass=bwd"),
+                                ARGS("heads=2", "kv_heads=1", "seq=256", "dim=64", "dim_v=128", "causal=false", "pass=bwd")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&a100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  struct op_result mla = ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                               ARGS("heads=128", "seq=1024", "dim=192", "dim_v=128"));
+  struct op_result matched = ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                   ARGS("heads=160", "seq=1024", "dim=128"));
+  cr_expect_float_eq(mla.flops, matched.flops, 1e-9 * matched.flops);
+  char msg[2048];
+  cr_expect_eq(ts_op_err(&b2.chip, "flash_attention", ARGS("heads=2", "seq=256", "dim_v=96"), msg), NPU_EINVAL);
+  cr_expect(strstr(msg, "--dim_v") != NULL, "%s", msg);
+}
+
+Test(attention, a_value_head_dim_of_its_own_at_event_fidelity)
+{
+  ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_EVENT, true, ARGS("heads=2", "seq=384", "dim=192", "dim_v=128", "pass=bwd"));
+}
+
 /* ... at event fidelity (one SimGrid engine per test): every flag of the chunked hand-overs is
  * set and awaited in an order that cannot deadlock. */
 Test(attention, head_dim_256_forward_on_split_cores_at_event_fidelity)

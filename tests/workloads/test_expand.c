@@ -202,6 +202,30 @@ Test(expand, packed_documents_are_attended_one_by_one)
   }
 }
 
+/* MLA's attention runs its non-absorbed form on the FlashAttention kernel with its own head
+ * dimensions: queries and keys of nope + rope = 128 + 64 = 192, values of 128, a key and value
+ * per head (8 heads of tiny.cfg, over TP 2: 4 per rank); dimensions the kernel does not take
+ * (a value dimension of 96) fall back to head dimension 128 at the same FLOPs: 4 x (192 + 96)
+ * / 256 = 4.5, rounded up to 5 heads. */
+Test(expand, mla_attention_runs_with_its_own_head_dims)
+{
+  const char *mla[] = {"plan.pp=1", "plan.tp=2", "plan.sp=true", "model.mla.q_lora_rank=256", "model.mla.kv_lora_rank=128",
+                       "model.mla.qk_nope_head_dim=128", "model.mla.qk_rope_head_dim=64", "model.mla.v_head_dim=128", NULL};
+  const char *odd[] = {"plan.pp=1", "plan.tp=2", "plan.sp=true", "model.mla.q_lora_rank=256", "model.mla.kv_lora_rank=128",
+                       "model.mla.qk_nope_head_dim=128", "model.mla.qk_rope_head_dim=64", "model.mla.v_head_dim=96", NULL};
+  const char *const *sets[] = {mla, odd};
+  const char *want[][3] = {{"heads=4 ", "dim=192 ", "dim_v=128"}, {"heads=5 ", "dim=128 ", "kv_heads=5 "}};
+  for (int c = 0; c < 2; c++) {
+    struct wl_job job;
+    struct wl_program *p = tiny_expanded(&job, sets[c]);
+    char label[512];
+    flash_label(p, label, sizeof label);
+    for (int k = 0; k < 3; k++) cr_expect(strstr(label, want[c][k]) != NULL, "case %d: %s", c, label);
+    wl_program_destroy(p);
+    wl_job_release(&job);
+  }
+}
+
 /* The sum of n over the gradient-accumulation adds of segment k (*count: how many), and the
  * weight-gradient GEMMs writing fp32 (*fp32). */
 static int64_t accum_elements(const struct wl_program *p, enum wl_seg_kind k, int *count, int *fp32)
