@@ -44,6 +44,10 @@
  * and L1 holds no P: on the H100 three K/V slots instead of two, S two key blocks ahead.
  * Buffers are double buffered where the chip's L1 and UB hold two copies (the tiling decides).
  *
+ * FP8 (--dtype fp8_e4m3, the forward on chips whose cube takes fp8: FlashAttention-3's fp8
+ * kernel): Q, K, V and P in e4m3 (the per-tensor descaling of Q and K folded into S's FixPipe
+ * scale, unit scales here), S, the softmax and O's accumulator in fp32, O written in bf16.
+ *
  * Sliding window (--window W, causal, a multiple of 128): query i sees keys i - W + 1 .. i. The
  * forward visits a query block's key blocks from the diagonal down to the window's lowest one
  * (so that the online softmax's first block has a key for every row), masking that lowest
@@ -86,7 +90,8 @@ static const struct op_param params[] = {
     {"causal", OP_P_BOOL, "true", "causal mask (else full)", NULL},
     {"window", OP_P_INT, "0", "sliding window (with --causal): each query attends to itself and the window - 1 "
      "keys before it, a multiple of 128 (Mistral, Gemma, gpt-oss local layers); 0: the whole causal prefix", NULL},
-    {"dtype", OP_P_DTYPE, "bf16", "q, k, v, o type: bf16 or fp16", NULL},
+    {"dtype", OP_P_DTYPE, "bf16", "q, k, v, o type: bf16 or fp16; fp8_e4m3 (forward, fp8 cubes: q, k, v and P in "
+     "fp8, o in bf16)", NULL},
     {"pass", OP_P_CHOICE, "fwd", "fwd or bwd", passes},
 };
 
@@ -115,7 +120,8 @@ struct attn {
   bool rs;                       /* forward, on chip with UB -> L0A: the vector roles write P
                                     straight into L0A as the PV GEMM's A operand (Hopper's wgmma
                                     with A in registers), not through L1 */
-  enum npu_dtype dt;
+  enum npu_dtype dt;             /* q, k, v (and P for the PV GEMM) */
+  enum npu_dtype odt;            /* o, the gradients: dt, or bf16 for fp8 inputs */
   uint32_t halves;               /* vector roles per block: 2 (split), 1 (coupled forward) */
   uint32_t br;                   /* forward query rows per block */
   uint32_t bc;                   /* forward key rows per block: BC, or 64 (head dims above 128
@@ -277,13 +283,19 @@ static void rowwise(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64
   }
 }
 
-/* Cast rows x cols fp32 at src to the input type at dst. */
-static void cast_out(struct core_tp *t, const struct attn *a, uint64_t dst, uint64_t src, uint32_t rows, uint32_t cols)
+/* Cast rows x cols fp32 at src to type dt at dst. */
+static void cast_to(struct core_tp *t, enum npu_dtype dt, uint64_t dst, uint64_t src, uint32_t rows, uint32_t cols)
 {
   struct core_vec v = vop(CORE_VEC_CAST, dst, src, 0, (uint16_t)(rows * cols / 64));
-  v.dst_dtype = (uint8_t)a->dt;
-  v.dst_rep = (uint16_t)(64 * es(a->dt) / 32);
+  v.dst_dtype = (uint8_t)dt;
+  v.dst_rep = (uint16_t)(64 * es(dt) / 32);
   core_vec(t, &v);
+}
+
+/* ... to the input type (P, dS for the cube). */
+static void cast_out(struct core_tp *t, const struct attn *a, uint64_t dst, uint64_t src, uint32_t rows, uint32_t cols)
+{
+  cast_to(t, a->dt, dst, src, rows, cols);
 }
 
 /* S = bits ? S : -inf over rows x cols fp32 (bits at mask, one per element). */
@@ -722,7 +734,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   }
   if (a->onchip) { /* P into the cube role's L1 */
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, (int)r);
-    struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 16 * es(a->dt), HALF, a->bc, a->br);
+    struct core_tile lp = ops_tile(MEM_L1, CORE_NZ, a->dt, l1_p(a) + r * HALF * 32, HALF, a->bc, a->br);
     core_copy(t, &lp, &up);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE1, (int)r);
@@ -741,7 +753,7 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
  * from the block's last O_j to the end of the copy (oj_held). */
 static bool oj_held(const struct attn *a)
 {
-  return a->Dv > a->bc;
+  return a->Dv * es(a->odt) > a->bc * es(a->dt);
 }
 
 /* ... for head-dimension chunk d of O_j (chunk-major): the cube core hands the chunks over to
@@ -790,15 +802,15 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   core_vec(t, &v);
   uint32_t ob = oj_held(a) ? m->oj : m->pb;
   for (uint32_t d = 0; d < vchunks(a); d++)
-    cast_out(t, a, ob + HALF * d * DC * es(a->dt), m->o + HALF * d * DC * 4, HALF, vchunk_w(a, d));
+    cast_to(t, a->odt, ob + HALF * d * DC * es(a->odt), m->o + HALF * d * DC * 4, HALF, vchunk_w(a, d));
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, (int)r);
   uint32_t row = i * a->br + r * HALF;
   for (uint32_t d = 0; d < vchunks(a); d++) { /* O is chunk-major in UB */
     uint32_t w = vchunk_w(a, d);
-    struct core_tile uo = ops_tile(MEM_UB, CORE_ND, a->dt, ob + HALF * d * DC * es(a->dt), HALF, w, 0);
-    struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->dt, a->o + (bsnd(a, bb, row, h, a->H, a->Dv) + d * DC) * es(a->dt),
-                                   HALF, w, a->H * a->Dv);
+    struct core_tile uo = ops_tile(MEM_UB, CORE_ND, a->odt, ob + HALF * d * DC * es(a->odt), HALF, w, 0);
+    struct core_tile go = ops_tile(MEM_GM, CORE_ND, a->odt,
+                                   a->o + (bsnd(a, bb, row, h, a->H, a->Dv) + d * DC) * es(a->odt), HALF, w, a->H * a->Dv);
     core_copy(t, &go, &uo);
   }
   struct core_tile ul = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, VEC(m, V_LSE), 1, HALF, 0);
@@ -1191,7 +1203,7 @@ static void bwd_aic_b(struct core_tp *t, struct attn *a, int u, uint32_t bb, uin
   uint32_t dqr = dq_rows(a);
   for (uint32_t half = 0; half < a->qb / dqr; half++) {
     int xs = (int)(unit_of(t)->xc++ % 2);
-    struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * dqr * 16 * es(a->dt), dqr, a->kb, a->qb);
+    struct core_tile ds = l1t(a, bl1_pd(a, y, 1) + half * dqr * 32, dqr, a->kb, a->qb);
     struct core_tile c = l0c(l0c_x(a, xs), dqr, a->D);
     bwd_mm(t, a, ds, false, l1t(a, bl1_kv(a, z, 0), a->kb, a->D, 0), false, c, true, xs);
     struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32,
@@ -1301,7 +1313,7 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
     core_wait_flag(t, CORE_PIPE_MTE1, CORE_PIPE_MTE3, 2 * (int)r + (int)y);
     for (int which = 0; which < 2; which++) {
       struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, rb + (which ? m->ds : m->pb), a->hb, a->kb, 0);
-      struct core_tile d = l1t(a, bl1_pd(a, y, which) + r * a->hb * 16 * es(a->dt), a->hb, a->kb, a->qb);
+      struct core_tile d = l1t(a, bl1_pd(a, y, which) + r * a->hb * 32, a->hb, a->kb, a->qb);
       core_copy(t, &d, &l);
     }
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
@@ -1612,8 +1624,13 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   a->onchip = a->coupled && chip->dma.path_bytes_per_cycle[ARCH_PATH_L0C_TO_UB] > 0 &&
               chip->dma.path_bytes_per_cycle[ARCH_PATH_UB_TO_L1] > 0;
   a->rs = !a->bwd && a->onchip && chip->dma.path_bytes_per_cycle[ARCH_PATH_UB_TO_L0A] > 0;
-  if (a->dt != NPU_DT_BF16 && a->dt != NPU_DT_FP16)
-    return npu_diag_set(diag, "command line", 0, "--dtype", "attention takes bf16 or fp16, got %s", npu_dtype_name(a->dt)), NPU_EINVAL;
+  if (a->dt != NPU_DT_BF16 && a->dt != NPU_DT_FP16 && a->dt != NPU_DT_FP8_E4M3)
+    return npu_diag_set(diag, "command line", 0, "--dtype", "attention takes bf16, fp16 or fp8_e4m3, got %s",
+                        npu_dtype_name(a->dt)), NPU_EINVAL;
+  if (a->dt == NPU_DT_FP8_E4M3 && a->bwd)
+    return npu_diag_set(diag, "command line", 0, "--dtype", "fp8 attention is forward only (FlashAttention-3's fp8 "
+                        "kernel, for inference); the backward takes bf16 or fp16"), NPU_EINVAL;
+  a->odt = a->dt == NPU_DT_FP8_E4M3 ? NPU_DT_BF16 : a->dt;
   if (a->H % a->KVH)
     return npu_diag_set(diag, "command line", 0, "--kv_heads", "%u query heads do not share %u key/value heads evenly", a->H, a->KVH), NPU_EINVAL;
   if (a->S % BC)
@@ -1737,7 +1754,7 @@ static void setup(void *p, struct op_exec *x)
   a->q = q->addr;
   a->k = k->addr;
   a->v = v->addr;
-  struct op_tensor *o = op_tensor(x, "o", a->dt, on, OP_INIT_NONE), *lse = op_tensor(x, "lse", NPU_DT_FP32, ln, OP_INIT_NONE);
+  struct op_tensor *o = op_tensor(x, "o", a->odt, on, OP_INIT_NONE), *lse = op_tensor(x, "lse", NPU_DT_FP32, ln, OP_INIT_NONE);
   a->o = o->addr;
   a->lse = lse->addr;
   a->mask = masks(x, a)->addr;
@@ -1877,7 +1894,8 @@ static double max_abs(const double *x, uint64_t n)
 
 /*
  * Tolerances. Forward: P is rounded to the input type before P V (as the kernel must feed the
- * cube) and O once at the end: 2 ulps of the input type at |O| < 1; the LSE 1e-4. Backward: P
+ * cube) and O once at the end: 2 ulps of the input type at |O| < 1 (fp8 inputs: of fp8, whose
+ * P carries 3 mantissa bits; O is bf16); the LSE 1e-4. Backward: P
  * and dS are rounded to the input type before the gradient matmuls, dK and dV once at the end:
  * 4 ulps of the input type relative to the largest gradient element of the tensor (errors of
  * rounded terms add up over the key or query blocks).
@@ -1885,7 +1903,8 @@ static double max_abs(const double *x, uint64_t n)
 static bool check(void *p, struct op_exec *x, double *max_err, char *summary, size_t n)
 {
   struct attn *a = p;
-  double eps = a->dt == NPU_DT_BF16 ? 1.0 / 256 : 1.0 / 2048; /* half an ulp at 1: the unit roundoff */
+  /* half an ulp at 1 of the input type (P's): the unit roundoff */
+  double eps = a->dt == NPU_DT_BF16 ? 1.0 / 256 : a->dt == NPU_DT_FP8_E4M3 ? 1.0 / 16 : 1.0 / 2048;
   uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
   uint64_t on = (uint64_t)a->B * a->S * a->H * a->Dv, vn = (uint64_t)a->B * a->S * a->KVH * a->Dv;
   uint64_t ln = (uint64_t)a->B * a->H * a->S;
