@@ -157,6 +157,8 @@ struct arch_node {
   struct {
     double dispatch_s;         /* host time per kernel an eager framework launches; 0: not modelled */
     double graph_dispatch_s;   /* the same for a kernel replayed from a captured graph */
+    double bandwidth_bytes_per_s; /* host link per device, one direction (PCIe); 0: not given */
+    double latency_s;          /* its per-transfer latency */
   } host;
 };
 

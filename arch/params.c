@@ -180,6 +180,11 @@ static const struct npu_param params[] = {
         "stream whose kernels are shorter waits for the host; 0 leaves the host out"),
     OPT("node.host.graph_dispatch", NPU_PT_TIME, node.host.graph_dispatch_s, "0s", NPU_PF_NONNEG,
         "host time per kernel replayed from a captured graph (plan.graph)"),
+    OPT("node.host.bandwidth", NPU_PT_BANDWIDTH, node.host.bandwidth_bytes_per_s, "0Bps", NPU_PF_NONNEG,
+        "the link between a device and host memory, per device and direction (PCIe): what activation offload "
+        "(plan.offload_layers) moves over; 0: not given (offload is refused)"),
+    OPT("node.host.latency", NPU_PT_TIME, node.host.latency_s, "0s", NPU_PF_NONNEG,
+        "a host-link transfer's fixed cost (DMA set-up)"),
     OPT("node.switch_ports", NPU_PT_INT, node.switch_ports, "0", NPU_PF_NONNEG,
         "ports of the node's switches together (topology switch)"),
     NPU_PARAM_BOOL("node.nvls", node.nvls, "false",

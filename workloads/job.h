@@ -30,8 +30,9 @@
 #include "workloads/plan.h"
 #include "workloads/routing.h"
 
-/* Where a rank's step time goes. Compute categories first, then exposed communication; host
- * last (it came later: summary.csv keeps its older columns in place and adds host_s at its end). */
+/* Where a rank's step time goes. Compute categories first, then exposed communication; host,
+ * interference and offload last (they came later: summary.csv keeps its older columns in place
+ * and adds theirs at its end). */
 #define WL_CAT_MAP(XX)                                                        \
   XX(GEMM, "gemm", "matrix multiplications (linear layers)")                  \
   XX(ATTN, "attention", "attention kernels")                                  \
@@ -45,7 +46,8 @@
   XX(BUBBLE, "bubble", "waiting for another pipeline stage")                  \
   XX(IDLE, "idle", "done before the slowest rank (imbalance)")              \
   XX(HOST, "host", "waiting for the host to dispatch kernels (host-bound)")      \
-  XX(INTERFERE, "interfere", "compute slowed by overlapped TP, DP and EP communication (cores, HBM it takes)")
+  XX(INTERFERE, "interfere", "compute slowed by overlapped TP, DP and EP communication (cores, HBM it takes)") \
+  XX(OFFLOAD, "offload", "waiting for activations moving to or from host memory (plan.offload_layers)")
 
 enum wl_cat {
 #define WL__CAT_ENUM(e, name, desc) WL_CAT_##e,

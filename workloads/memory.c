@@ -360,7 +360,7 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   double s = (double)m->seq_len / p->cp, b = p->micro_batch, sbh = s * b * h;
 
   struct rank_params rp = {0, 0, 0, 0};
-  double layer_max = 0;
+  double layer_max = 0, off_max = 0;
   bool has_embedding = false;
   for (int i = 0; i < nheld; i++)
     if (held[i].vstage == 0) has_embedding = true;
@@ -375,7 +375,12 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
       rp.dense_mats += r.dense_mats;
       rp.expert_mats += r.expert_mats;
       if (r.dense + r.expert > layer_max) layer_max = r.dense + r.expert;
-      held[i].act += wl_memory_layer_activations(m, p, l);
+      /* activation offload (plan.offload_layers): the chunk's first layers' activations live in
+       * host memory between their forward and their backward */
+      if (l - first < p->offload_layers)
+        off_max = fmax(off_max, wl_memory_layer_activations(m, p, l));
+      else
+        held[i].act += wl_memory_layer_activations(m, p, l);
     }
     if (vs == 0) {
       /* Word embedding split over the vocabulary [MLM]; learned positions replicated. */
@@ -416,6 +421,9 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
     logits += held[i].n * held[i].logits;
     inflight += held[i].n;
   }
+  /* Offloaded activations on the device: a layer's being copied out while the next is made,
+   * or copied in while the one after it runs its backward [TE]: two layers' at most. */
+  acts += 2 * off_max;
   /* Uniform recompute in groups of n: the backward of a group recomputes its n layers at once,
    * holding n layers' activations for one micro-batch (one layer's is left out, as for n = 1) */
   if (p->recompute == WL_RECOMPUTE_FULL && p->recompute_method == WL_RCM_UNIFORM && p->recompute_layers > 1) {

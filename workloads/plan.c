@@ -66,6 +66,12 @@ static const struct npu_param params[] = {
          "gathered into one buffer the layer reads, its gradients reduced from one; no copies) or per_param (PyTorch "
          "FSDP2's fully_shard, as torchtitan runs it: every gather is copied out into the parameters, and every "
          "gradient reduction's input copied in, in the reduction's type, by a kernel each; docs/TRAINING.md)"),
+    NPU_PARAM_INT("plan.offload_layers", offload_layers, "0", NPU_PF_NONNEG,
+        "activation offload (Megatron-Core --cpu-offloading with --cpu-offloading-num-layers, Transformer Engine's "
+        "CPU offload): in each model chunk the activations of its first N transformer layers move to host memory "
+        "after their forward and come back before their backward, over node.host.bandwidth, on copy streams beside "
+        "the compute (the compute waits where a copy is late: at the end of the next layer's forward, at the start "
+        "of the layer's backward); fewer than the chunk's layers; 0: none"),
     NPU_PARAM_ENUM("plan.fusion", fusion, "fused", fusion_names,
          "how the model code launches the norms, rotary embedding, activation and residual adds: fused (one kernel "
          "each: Megatron-Core with Transformer Engine or apex, MindSpeed) or eager (PyTorch modules without a "
@@ -480,6 +486,24 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.zero3_impl",
                         "\"%s\" is how ZeRO-3 holds its sharded parameters; it needs plan.zero = 3 (here %d)",
                         zero3_impl_names[p->zero3_impl], p->zero);
+  if (p->offload_layers) {
+    int fewest = m->layers; /* the layers of the smallest chunk */
+    for (int c = 0; c < p->pp * p->vpp; c++) {
+      int n = wl_plan_chunk_layers(p, m->layers, p->pp * p->vpp, c);
+      if (n < fewest) fewest = n;
+    }
+    if (p->offload_layers >= fewest)
+      return npu_cfg_fail(cfg, diag, "plan.offload_layers", "%d layers offloaded per model chunk, but a chunk has %d: "
+                          "offload fewer than its layers (Transformer Engine's CPU offload keeps the last on the "
+                          "device)", p->offload_layers, fewest);
+    if (!sys->has_node || sys->node.host.bandwidth_bytes_per_s <= 0)
+      return npu_cfg_fail(cfg, diag, "plan.offload_layers", "activation offload moves over the host link: %s gives "
+                          "no node.host.bandwidth (set it: a PCIe 5.0 x16 link moves about 64GBps each way)",
+                          sys->has_node ? sys->node.name : "a single chip");
+    if (p->schedule == WL_SCHED_DUALPIPE || p->ep_overlap != WL_EPO_NONE)
+      return npu_cfg_fail(cfg, diag, "plan.offload_layers", "npusim does not offload the activations of F&B pairs "
+                          "(dualpipe, plan.ep_overlap)");
+  }
   if (p->tp_overlap != WL_TPO_NONE && p->tp > 1 && !p->sp)
     return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
                         "overlapping TP communication needs sequence parallelism (plan.sp = true), as Megatron "

@@ -114,6 +114,7 @@ struct wl_plan {
                                (Megatron's default), else by an add kernel after it */
   int fusion;               /* enum wl_fusion */
   int zero3_impl;           /* enum wl_zero3_impl (plan.zero = 3) */
+  int offload_layers;       /* activation offload: the first N layers of each model chunk */
 };
 
 /* How ZeRO-3 holds a piece's parameters (plan.zero3_impl). */

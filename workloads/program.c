@@ -24,6 +24,7 @@
 
 #include "common/err.h"
 #include "workloads/expand.h"
+#include "workloads/memory.h"
 #include "workloads/workloads_int.h"
 
 /* ------------------------------------------------------------------ geometry */
@@ -116,6 +117,29 @@ static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int l
   s->u.a2a.which = (uint8_t)which;
 }
 
+/* Activation offload (plan.offload_layers, Transformer Engine's CPU offload): after the forward
+ * of each of a chunk's first N layers its activations are copied to host memory, the compute
+ * waiting at the end of the next layer's forward for the copy in flight (TE's double-buffered
+ * handler; N < the chunk's layers, so layer N waits for the last); in the backward, layer N
+ * posts the copy back of layer N - 1, and each offloaded layer waits for its own before its
+ * backward and posts the next one's. lp: the layer's position in its chunk. */
+static void offload_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, int lp, int half)
+{
+  int n = p->plan.offload_layers;
+  if (!n || lp > n) return;
+  add_step(st, WL_STEP_OFFLOAD, WL_CAT_OFFLOAD, half)->u.offload.bytes =
+      lp < n ? wl_memory_layer_activations(&p->model, &p->plan, layer) : 0;
+}
+
+static void reload_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, int lp, int half)
+{
+  int n = p->plan.offload_layers;
+  if (!n || lp > n) return;
+  struct wl_step *s = add_step(st, WL_STEP_RELOAD, WL_CAT_OFFLOAD, half);
+  s->u.reload.wait = lp < n;
+  s->u.reload.next = lp > 0 ? wl_memory_layer_activations(&p->model, &p->plan, layer - 1) : 0;
+}
+
 /* The segments of `layer`: its local variants when the model mixes local and global layers
  * and it is local (model.window, global_every). */
 static const struct wl_seg *layer_segs(const struct wl_program *p, int layer)
@@ -189,9 +213,11 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
         seg_step(st, &sg[WL_SEG_MOE_POST_F], half);
       }
       if (is_mtp) seg_step(st, &own[WL_SEG_HEAD_F], half);
+      if (!is_emb && !is_head && !is_mtp) offload_step(p, st, layer, layer - l0, half);
       continue;
     }
     bool do_bi = sl->phase != WL_PH_W, do_w = sl->phase != WL_PH_BI;
+    if (do_bi && !is_emb && !is_head && !is_mtp) reload_step(p, st, layer, layer - l0, half);
     if (is_emb) {
       if (do_bi) seg_step(st, &sg[WL_SEG_EMBED_B], half);
     } else if (is_head) {

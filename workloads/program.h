@@ -46,6 +46,10 @@ enum wl_step_kind {
   WL_STEP_BUCKET,  /* post gradient buckets (dense over DP x CP, experts over expert DP) */
   WL_STEP_GATHER,  /* ZeRO-3: the all-gather of a piece's parameters (posted by the piece before,
                       or now for a slot's first piece), post the next piece's, wait for this one */
+  WL_STEP_OFFLOAD, /* activation offload, after a layer's forward: wait for the copy to host memory
+                      in flight (the previous layer's), then post this layer's (bytes > 0) */
+  WL_STEP_RELOAD,  /* activation offload, before a layer's backward: wait for its copy back (posted
+                      by the layer before it in the backward), then post the next layer's */
 };
 
 /* The passes of a rank's routed experts (program->expert_s). */
@@ -81,6 +85,13 @@ struct wl_step {
       int piece;                /* position of the piece in its slot: 0 posts its own gather */
       bool next;                /* a next piece follows in the slot (its gather is posted now) */
     } gather;                   /* WL_STEP_GATHER */
+    struct {
+      double bytes;             /* the layer's activations to copy out (0: only wait) */
+    } offload;                  /* WL_STEP_OFFLOAD */
+    struct {
+      bool wait;                /* this layer's copy back was posted: wait for it */
+      double next;              /* the next layer's activations to copy back now (0: none) */
+    } reload;                   /* WL_STEP_RELOAD */
   } u;
 };
 

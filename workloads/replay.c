@@ -347,6 +347,37 @@ static void finish_deferred(struct wl__replay *r, struct wl__rank *rk, int i, do
   rk->ndq--;
 }
 
+/*
+ * Activation offload's copies (WL_STEP_OFFLOAD, WL_STEP_RELOAD) on the host link, in closed form:
+ * each direction of a device's link (node.host.bandwidth, node.host.latency) carries one copy at
+ * a time, started when it is posted and the previous one is done; nothing else shares it. The
+ * step waits for the copy in flight of its direction (the part of the copy not under the
+ * compute counts as offload time, the rest as hidden), then posts its own. True when the stream
+ * now waits (the rank runs on at run_end).
+ */
+static bool host_copy(struct wl__replay *r, struct wl__rank *rk, const struct wl_step *s, double now)
+{
+  bool out = s->kind == WL_STEP_OFFLOAD;
+  double *end = out ? &rk->d2h_end : &rk->h2d_end, *dur = out ? &rk->d2h_dur : &rk->h2d_dur;
+  double bytes = out ? s->u.offload.bytes : s->u.reload.next, t = now;
+  if (out || s->u.reload.wait) { /* the copy in flight */
+    t = fmax(now, *end);
+    rk->res->cat_s[WL_CAT_OFFLOAD] += t - now;
+    rk->res->hidden_s[WL_CAT_OFFLOAD] += fmax(0, *dur - (t - now));
+    *dur = 0;
+  }
+  if (bytes > 0) {
+    const struct arch_node *nd = &r->job->sys.node;
+    *dur = nd->host.latency_s + bytes / nd->host.bandwidth_bytes_per_s;
+    *end = t + *dur;
+  }
+  if (t <= now) return false;
+  if (r->trace) npu_trace_add(r->trace, rk->idx, 1, out ? "wait offload" : "wait reload", now, t - now);
+  rk->run_end = t;
+  rk->st = WL__ST_RUN;
+  return true;
+}
+
 /* Run the current slot's steps from sk at `now` until one needs time or a collective. */
 static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
 {
@@ -437,6 +468,11 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
       sh_drop(r, h);
       break;
     }
+    case WL_STEP_OFFLOAD:
+    case WL_STEP_RELOAD:
+      rk->sk++;
+      if (host_copy(r, rk, s, now)) return;
+      break;
     default: NPU_PANIC("bad step %d", s->kind);
     }
   }

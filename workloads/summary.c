@@ -48,11 +48,14 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
   if (p->optimizer_moments) npu_appendf(buf, n, ", Adam moments in bf16");
   if (p->fp8_moe_act_input) npu_appendf(buf, n, ", experts' activation input in fp8");
   if (p->fp8_dispatch) npu_appendf(buf, n, ", fp8 dispatch");
+  if (p->offload_layers)
+    npu_appendf(buf, n, ", activations of %d layer%s per chunk offloaded", p->offload_layers,
+                p->offload_layers > 1 ? "s" : "");
 }
 
 /* The communication kinds, in the breakdown's order. */
-static const enum wl_cat comm_cats[] = {WL_CAT_TP, WL_CAT_CP, WL_CAT_EP, WL_CAT_DP, WL_CAT_PP};
-static const char *const comm_names[] = {"tp", "cp", "ep", "dp", "pp"};
+static const enum wl_cat comm_cats[] = {WL_CAT_TP, WL_CAT_CP, WL_CAT_EP, WL_CAT_DP, WL_CAT_PP, WL_CAT_OFFLOAD};
+static const char *const comm_names[] = {"tp", "cp", "ep", "dp", "pp", "offload"};
 
 /* What of each kind of communication the slowest stage hid beside its compute and what it
  * waited for; the kinds the step has. */
@@ -337,6 +340,7 @@ static long long c_etp(const void *x, int i) { (void)i; return J(x)->plan.etp; }
 static long long c_seq(const void *x, int i) { (void)i; return J(x)->model.seq_len; }
 static long long c_doc(const void *x, int i) { (void)i; return wl_model_attn_len(&J(x)->model); }
 static long long c_mtp(const void *x, int i) { (void)i; return J(x)->model.mtp_layers; }
+static long long c_offload_layers(const void *x, int i) { (void)i; return J(x)->plan.offload_layers; }
 static long long c_accum(const void *x, int i) { (void)i; return J(x)->plan.grad_accum_fusion; }
 static const char *c_zero3_impl(const void *x, int i)
 {
@@ -349,6 +353,8 @@ static const char *c_dtype(const void *x, int i)
   return (const char *[]){"bf16", "fp16", "fp8"}[J(x)->plan.dtype];
 }
 static double c_interfere(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_INTERFERE]; }
+static double c_offload(const void *x, int i) { (void)i; return R(x)->cat_s[WL_CAT_OFFLOAD]; }
+static double c_offload_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_OFFLOAD]; }
 static double c_tp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_TP]; }
 static double c_ep_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_EP]; }
 static double c_cp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s[WL_CAT_CP]; }
@@ -465,6 +471,12 @@ static const struct rpt_column columns[] = {
      "(their transfer time less the wait for them)", .real = c_pp_hidden},
     {"zero3_impl", RPT_STRING, "text", "how ZeRO-3 holds the sharded parameters (plan.zero3_impl): flat (FSDP1) or "
      "per_param (FSDP2's copies)", .text = c_zero3_impl},
+    {"offload_layers", RPT_INT, "", "layers per model chunk whose activations are offloaded to host memory "
+     "(plan.offload_layers)", .integer = c_offload_layers},
+    {"offload_s", RPT_REAL, "s", "time of the slowest stage in: waiting for activations moving to or from host memory "
+     "(plan.offload_layers)", .real = c_offload},
+    {"offload_hidden_s", RPT_REAL, "s", "activation copies to and from host memory of the slowest stage that ran "
+     "beside its compute", .real = c_offload_hidden},
     {NULL},
 };
 

@@ -233,6 +233,9 @@ struct wl__rank {
   int ndp, capdp;
   double debt;
   double gather_t, wait_t0;
+  /* activation offload: when the copy to host and the copy back in flight end (the host link's
+   * two directions, one copy each at a time), and how long each takes */
+  double d2h_end, h2d_end, d2h_dur, h2d_dur;
 };
 
 /* A replay rank to look at again at time t (the driver's min-heap). */

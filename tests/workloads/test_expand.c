@@ -61,6 +61,7 @@ static const struct {
     {DATA "tiny.cfg", {"plan.fusion=\"eager\"", "model.activation=\"gelu\"", "model.norm=\"layernorm\""}},
     {DATA "tiny_moe.cfg", {"plan.fusion=\"eager\""}},
     {DATA "tiny.cfg", {"model.doc_len=256", "plan.pp=1", "plan.cp=2"}},
+    {DATA "tiny.cfg", {"plan.offload_layers=2", "node.host.bandwidth=50GBps", "plan.recompute=\"selective\""}},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

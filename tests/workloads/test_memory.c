@@ -226,6 +226,28 @@ Test(memory, one_f_one_b_holds_pp_minus_stage_micro_batches, .timeout = 30)
   tw_fini(&w);
 }
 
+/* Activation offload (plan.offload_layers = 5 of a stage's 12 GPT-3 175B layers): the offloaded
+ * layers' activations leave the device for every micro-batch in flight, two layers' stay (the
+ * one being copied out or in beside the one computing): (5 x in flight - 2) layers fewer. */
+Test(memory, offloaded_layers_leave_two_on_the_device, .timeout = 30)
+{
+  const char *sets[] = {"plan.tp=8", "plan.pp=8", "plan.global_batch=64", NULL};
+  struct tw w;
+  tw_load(&w, "gpt3-175b", 64, sets);
+  struct wl_mem kept, off;
+  double layer = wl_memory_layer_activations(&w.m, &w.p, 0);
+  for (int s = 0; s < 8; s++) {
+    w.p.offload_layers = 0;
+    wl_memory_stage(&w.m, &w.p, s, &kept);
+    w.p.offload_layers = 5;
+    wl_memory_stage(&w.m, &w.p, s, &off);
+    tw_close(kept.activations_bytes - off.activations_bytes, (5.0 * kept.inflight - 2) * layer, 1e-12,
+             "activations offloaded");
+    cr_assert_eq(off.weights_bytes, kept.weights_bytes);
+  }
+  tw_fini(&w);
+}
+
 Test(memory, gpipe_holds_every_micro_batch, .timeout = 30)
 {
   const char *sets[] = {"plan.tp=8", "plan.pp=8", "plan.global_batch=64", "plan.schedule=gpipe", NULL};

@@ -15,6 +15,7 @@
 #include "workloads/expand.h"
 #include "workloads/isolate.h"
 #include "workloads/job.h"
+#include "workloads/memory.h"
 #include "workloads/opstats.h"
 #include "workloads/program.h"
 #include "workloads/replay.h"
@@ -357,6 +358,58 @@ Test(replay, bad_plans_name_their_keys)
   expect_error(SETS("plan.grad_reduce_dtype=fp8"), "plan.grad_reduce_dtype");
   expect_error(SETS("model.doc_len=128", "plan.cp=2", "plan.pp=1"), "model.doc_len"); /* 64-token blocks */
   expect_error(SETS("plan.fusion=jit"), "plan.fusion");
+  /* activation offload: no host link given (the 910B server preset), all of a chunk's layers */
+  expect_error(SETS("plan.offload_layers=2"), "node.host.bandwidth");
+  expect_error(SETS("plan.offload_layers=4", "node.host.bandwidth=50GBps"), "plan.offload_layers"); /* pp 2: 4 a chunk */
+}
+
+/* Activation offload (plan.offload_layers = N) against its closed form on one stage. Each copy
+ * takes T = bytes / node.host.bandwidth, the layer's activations (every layer of tiny.cfg keeps
+ * the same); with T longer than a layer's forward f and backward b, a micro-batch's forward waits
+ * N T - N f (the copy of layer l runs under layer l + 1's forward, and the next copy starts when
+ * it is done) and its backward N T - N b (the copy back of layer l runs under layer l + 1's
+ * backward): M (2 N T - N f - N b) of offload time over M micro-batches, the rest of the copies
+ * hidden beside the compute, and the step its segments and that wait (and the gradient
+ * reduction's exposed end). With a link too fast to matter the
+ * step is the step without offload. */
+Test(replay, activation_offload_waits_where_the_copies_are_late)
+{
+  /* the step without offload in a child (one engine per process) */
+  struct wl_outcome r0 = isolated(SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s"));
+  struct wl_job j;
+  struct wl_result r;
+  replay(&j, &r, SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s", "node.host.bandwidth=1GBps",
+                      "plan.offload_layers=3"));
+  int m = j.microbatches, n = 3;
+  const struct wl_seg *sg = r.program->seg;
+  double f = sg[WL_SEG_LAYER_F].time_s, b = sg[WL_SEG_LAYER_BI].time_s + sg[WL_SEG_LAYER_W].time_s;
+  double T = wl_memory_layer_activations(&j.model, &j.plan, 0) / 1e9;
+  cr_assert_gt(T, b, "the copy (%g s) outlasts a layer's backward (%g s)", T, b);
+  double want = m * (2 * n * T - n * f - n * b);
+  cr_expect_float_eq(r.cat_s[WL_CAT_OFFLOAD], want, 1e-9 * want, "offload %.9g s, closed form %.9g s",
+                     r.cat_s[WL_CAT_OFFLOAD], want);
+  cr_expect_float_eq(r.hidden_s[WL_CAT_OFFLOAD], m * (n * f + n * b), 1e-9 * want, "hidden %.9g s",
+                     r.hidden_s[WL_CAT_OFFLOAD]);
+  /* the step: its segments, the offload waits, and what the gradient reduction adds */
+  double seg = one_stage_segments_s(r.program, m, j.model.layers), dp = r.cat_s[WL_CAT_DP], in = r.cat_s[WL_CAT_INTERFERE];
+  cr_expect_float_eq(r.step_s, seg + want + dp + in, 1e-9 * r.step_s, "step %.9g s, segments %.9g s + offload %.9g s",
+                     r.step_s, seg, want);
+  cr_expect_gt(r.step_s, r0.step_time_s + 0.9 * want, "step %.9g s, without offload %.9g s", r.step_s, r0.step_time_s);
+  cr_expect_float_eq(sum_cats(r.stages[0].cat_s), r.step_s, 1e-9 * r.step_s);
+  cr_expect_eq(r0.cat_s[WL_CAT_OFFLOAD], 0);
+  wl_result_release(&r);
+  wl_job_release(&j);
+}
+
+Test(replay, activation_offload_over_a_fast_link_costs_nothing)
+{
+  struct wl_outcome r0 = isolated(SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s"));
+  struct wl_outcome r = isolated(SETS("plan.pp=1", "plan.global_batch=16", "node.host.dispatch=0s",
+                                      "node.host.bandwidth=1PBps", "plan.offload_layers=7"));
+  cr_expect_float_eq(r.step_time_s, r0.step_time_s, 1e-9 * r0.step_time_s, "offloaded %.9g s, not %.9g s",
+                     r.step_time_s, r0.step_time_s);
+  cr_expect_lt(r.cat_s[WL_CAT_OFFLOAD], 1e-9 * r.step_time_s);
+  cr_expect_lt(r.memory_activations_bytes, r0.memory_activations_bytes);
 }
 
 Test(replay, zero3_gathers_parameters_layer_by_layer)
