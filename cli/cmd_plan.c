@@ -25,7 +25,8 @@
 static const char usage[] =
     "usage: npusim plan SCENARIO -o PLANS.csv [-j N] [--metric [min:|max:]M] [--top N]\n"
     "                   [--tp LIST] [--pp LIST] [--cp LIST] [--ep LIST] [--vpp LIST]\n"
-    "                   [--micro-batch LIST] [--recompute LIST] [--zero LIST] [--set KEY=VALUE]...\n"
+    "                   [--micro-batch LIST] [--recompute LIST] [--zero LIST] [--offload LIST]\n"
+    "                   [--set KEY=VALUE]...\n"
     "\n"
     "Search the parallel plans of a training scenario: every combination of the axes below\n"
     "(the global batch, model, system and other plan keys stay the scenario's; dp is derived, SP\n"
@@ -47,14 +48,17 @@ static const char usage[] =
     "  --micro-batch LIST (default 1,2,4)\n"
     "  --recompute LIST none, selective, full (default all three)\n"
     "  --zero LIST      (default the scenario's stage)\n"
+    "  --offload LIST   layers per model chunk whose activations go to host memory (plan.offload_layers;\n"
+    "                   default the scenario's)\n"
     "  --set K=V        override a scenario key for every plan\n"
     "Exit status 2 for a bad scenario or option.\n";
 
-#define AXES 8
-enum { A_TP, A_PP, A_CP, A_EP, A_VPP, A_MB, A_RC, A_ZERO };
+#define AXES 9
+enum { A_TP, A_PP, A_CP, A_EP, A_VPP, A_MB, A_RC, A_ZERO, A_OFF };
 static const char *const axis_opt[AXES] = {"--tp", "--pp", "--cp", "--ep", "--vpp", "--micro-batch", "--recompute",
-                                           "--zero"};
-static const char *const axis_col[AXES] = {"tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero"};
+                                           "--zero", "--offload"};
+static const char *const axis_col[AXES] = {"tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero",
+                                           "offload_layers"};
 static const char *const rc_names[] = {"none", "selective", "full"};
 #define MAXV 16
 
@@ -78,9 +82,11 @@ static int parse_list(const char *opt, const char *s, int k, struct axis *a, str
     } else {
       char *end;
       long x = strtol(tok, &end, 10);
-      if (end == tok || *end || x < (k == A_ZERO ? 0 : 1) || x > (k == A_ZERO ? 3 : 1 << 20))
+      long lo = k == A_ZERO || k == A_OFF ? 0 : 1, hi = k == A_ZERO ? 3 : 1 << 20;
+      if (end == tok || *end || x < lo || x > hi)
         return npu_diag_set(diag, "command line", 0, opt, "expected %s, got '%s'",
-                            k == A_ZERO ? "ZeRO stages 0..3" : "positive integers", tok),
+                            k == A_ZERO ? "ZeRO stages 0..3" : k == A_OFF ? "layer counts >= 0" : "positive integers",
+                            tok),
                NPU_EINVAL;
       v = (int)x;
     }
@@ -108,6 +114,7 @@ static void default_axes(struct axis ax[AXES], const bool given[AXES], const str
   if (!given[A_MB]) powers(&ax[A_MB], 1, 4);
   if (!given[A_RC]) ax[A_RC] = (struct axis){{0, 1, 2}, 3};
   if (!given[A_ZERO]) ax[A_ZERO] = (struct axis){{job->plan.zero}, 1};
+  if (!given[A_OFF]) ax[A_OFF] = (struct axis){{job->plan.offload_layers}, 1};
 }
 
 /* Pruned candidates, by reason. */
@@ -149,6 +156,7 @@ static int candidate(const struct wl_job *job, const int c[AXES], struct wl_plan
   p->micro_batch = c[A_MB];
   p->recompute = c[A_RC];
   p->zero = c[A_ZERO];
+  p->offload_layers = c[A_OFF];
   p->dp = 0;
   p->sp = p->tp > 1;
   p->etp = job->plan.etp == 1 && job->plan.tp > 1 ? 1 : 0;
@@ -183,11 +191,11 @@ static void add_point(struct sw_spec *spec, const char *path, const struct cli_s
 {
   struct sw_point *pt = &spec->points[spec->npoints];
   char name[256];
-  snprintf(name, sizeof name, "tp%d pp%d cp%d ep%d vpp%d mb%d %s zero%d", p->tp, p->pp, p->cp, p->ep, p->vpp,
-           p->micro_batch, rc_names[p->recompute], p->zero);
+  snprintf(name, sizeof name, "tp%d pp%d cp%d ep%d vpp%d mb%d %s zero%d off%d", p->tp, p->pp, p->cp, p->ep, p->vpp,
+           p->micro_batch, rc_names[p->recompute], p->zero, p->offload_layers);
   pt->scenario = npu_xstrdup(path);
   pt->display = npu_xstrdup(name);
-  pt->sets = npu_xcalloc((size_t)sets->n + 12, sizeof *pt->sets);
+  pt->sets = npu_xcalloc((size_t)sets->n + 16, sizeof *pt->sets);
   for (int i = 0; i < sets->n; i++) pt->sets[pt->nsets++] = npu_xstrdup(sets->items[i]);
   char kv[96];
 #define SET(...) (snprintf(kv, sizeof kv, __VA_ARGS__), pt->sets[pt->nsets++] = npu_xstrdup(kv))
@@ -202,8 +210,9 @@ static void add_point(struct sw_spec *spec, const char *path, const struct cli_s
   SET("plan.micro_batch=%d", p->micro_batch);
   SET("plan.recompute=\"%s\"", rc_names[p->recompute]);
   SET("plan.zero=%d", p->zero);
+  SET("plan.offload_layers=%d", p->offload_layers);
 #undef SET
-  int vals[AXES] = {p->tp, p->pp, p->cp, p->ep, p->vpp, p->micro_batch, p->recompute, p->zero};
+  int vals[AXES] = {p->tp, p->pp, p->cp, p->ep, p->vpp, p->micro_batch, p->recompute, p->zero, p->offload_layers};
   pt->cells = npu_xcalloc(AXES + 1, sizeof *pt->cells);
   for (int k = 0; k < AXES; k++) {
     snprintf(kv, sizeof kv, "%d", vals[k]);
@@ -264,7 +273,10 @@ static int show_best(const char *csv, const char *metric, int top, struct npu_bu
     char plan[256] = "";
     for (int c = first; c < end; c++) {
       const char *cn = t.cols[c], *v = t.rows[idx[i]][c];
-      const char *shown = !strcmp(cn, "micro_batch") ? "mb" : !strcmp(cn, "recompute") ? "" : cn;
+      const char *shown = !strcmp(cn, "micro_batch")      ? "mb"
+                          : !strcmp(cn, "recompute")      ? ""
+                          : !strcmp(cn, "offload_layers") ? "off"
+                                                          : cn;
       snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s%s%s", c > first ? " " : "", shown, v);
     }
     npu_buf_printf(out, "  %4d %-38s %14.6g %12.1f %5.1f%% %8.2f  %s\n", i + 1, plan, atof(t.rows[idx[i]][col]),

@@ -86,6 +86,29 @@ Test(plan, the_memory_model_prunes_and_forces_recomputation)
   free(dir);
 }
 
+/* The same 1177 MiB without recomputation: offloading 6 of the 8 layers' activations to host
+ * memory (--offload) makes it fit; the plan that keeps them is pruned. */
+Test(plan, offload_is_an_axis_that_makes_a_plan_fit)
+{
+  char *dir = ts_tmpdir(), csv[1024];
+  snprintf(csv, sizeof csv, "%s/plans.csv", dir);
+  struct run_result r = ts_npusim("plan", TINY, "-o", csv, "-j", "2", "--tp", "1", "--pp", "1", "--vpp", "1",
+                                  "--micro-batch", "1", "--recompute", "none", "--offload", "0,6", "--set",
+                                  "chip.hbm.size=1177MiB", "--set", "node.host.bandwidth=1PBps", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "2 candidate plans") && strstr(r.out, "1 over the") && strstr(r.out, "1 to run"), "%s",
+            r.out);
+  cr_expect(strstr(r.out, "     1 tp1 pp1 cp1 ep1 vpp1 mb1 none zero1 off6") != NULL, "%s", r.out);
+  char *rows = ts_read(csv);
+  cr_assert(rows != NULL);
+  /* the axes' columns first: point, tp, pp, cp, ep, vpp, micro_batch, recompute, zero, offload_layers */
+  cr_expect(strstr(rows, ",zero,offload_layers,status,") && strstr(rows, "\n0,1,1,1,1,1,1,none,1,6,ok,"), "%s", rows);
+  free(rows);
+  ts_run_free(&r);
+  ts_rmtree(dir);
+  free(dir);
+}
+
 Test(plan, bad_input_is_refused)
 {
   struct run_result r = ts_npusim("plan", NPUSIM_SOURCE_DIR "/scenarios/gemm_910b2.cfg", "-o", "/tmp/x.csv", NULL);
