@@ -49,7 +49,7 @@
 #include "ops/queue.h"
 #include "ops/vec.h"
 
-#define CHUNK 64u        /* cache rows widened and multiplied at a time */
+#define CHUNK 64u        /* cache rows widened and multiplied at a time (head dims up to 128) */
 #define ID_BT 0          /* MTE2 -> S: the partition's block-table entries are in the UB */
 
 static const struct op_param params[] = {
@@ -57,7 +57,7 @@ static const struct op_param params[] = {
     {"heads", OP_P_DIM, NULL, "query heads", NULL},
     {"kv_heads", OP_P_INT, "0", "key/value heads (GQA; 0: as heads)", NULL},
     {"context", OP_P_DIM, NULL, "tokens in each sequence's KV cache", NULL},
-    {"dim", OP_P_DIM, "128", "head dimension (64 or 128)", NULL},
+    {"dim", OP_P_DIM, "128", "head dimension: a multiple of 64, at most 256", NULL},
     {"block_size", OP_P_DIM, "128", "tokens per cache block (a multiple of 16, at most 128)", NULL},
     {"partition", OP_P_DIM, "512", "tokens per partition of the context (a multiple of block_size)", NULL},
     {"dtype", OP_P_DTYPE, "bf16", "q, cache and o type: bf16 or fp16", NULL},
@@ -65,6 +65,7 @@ static const struct op_param params[] = {
 
 struct plan {
   uint32_t B, H, KVH, g, D, ctx, bs, PT, P, nbps;
+  uint32_t chunk;        /* cache rows widened and multiplied at a time: CHUNK, fewer above 128 wide */
   enum npu_dtype dt;
   uint32_t es;
   float scale;
@@ -110,7 +111,7 @@ static void rows_v(struct core_tp *t, enum core_vec_op op, uint64_t dst, uint64_
 }
 
 /* dst row r = src row r x the value broadcast in 32-byte block r of pb (Brcb's output), over
- * rows dense fp32 rows of D (64 or 128): a row's one block serves its whole repeat. */
+ * rows dense fp32 rows of D (a multiple of 64): a row's one block serves its whole repeat. */
 static void scale_rows(struct core_tp *t, uint64_t dst, uint64_t src, uint64_t pb, uint32_t rows, uint32_t D)
 {
   for (uint32_t h = 0; h < D / VX_REP; h++) {
@@ -168,14 +169,15 @@ static void block(struct core_tp *t, void *ctx, uint64_t w)
   for (uint32_t j = 0; j < nb; j++) {
     uint32_t n = j + 1 < nb ? p->bs : np - j * p->bs;
     uint64_t kb = gather(t, p, u, p->kc, kvh, j, n);
-    for (uint32_t c = 0; c < n; c += CHUNK) {
-      uint32_t cn = n - c < CHUNK ? n - c : CHUNK;
+    for (uint32_t c = 0; c < n; c += p->chunk) {
+      uint32_t cn = n - c < p->chunk ? n - c : p->chunk;
       vx_cast(t, p->F, NPU_DT_FP32, kb + (uint64_t)c * D * p->es, p->dt, (uint64_t)cn * D);
       for (uint32_t i = 0; i < g; i++) {
         for (uint32_t h = 0; h < halves; h++)
           rows_v(t, CORE_VEC_MUL, p->W + h * VX_REP_BYTES, p->F + h * VX_REP_BYTES, p->qf + (uint64_t)i * rowb + h * VX_REP_BYTES,
                  cn, rowb, rowb, 0);
-        if (halves == 2) rows_v(t, CORE_VEC_ADD, p->W, p->W, p->W + VX_REP_BYTES, cn, rowb, rowb, rowb);
+        for (uint32_t h = 1; h < halves; h++) /* fold each row's 64-column groups into the first */
+          rows_v(t, CORE_VEC_ADD, p->W, p->W, p->W + h * VX_REP_BYTES, cn, rowb, rowb, rowb);
         struct core_vec r = vx_v(CORE_VEC_REDUCE_SUM, NPU_DT_FP32);
         r.dst = p->S + ((uint64_t)i * p->PT + (uint64_t)j * p->bs + c) * 4;
         r.src0 = p->W;
@@ -204,8 +206,8 @@ static void block(struct core_tp *t, void *ctx, uint64_t w)
   for (uint32_t j = 0; j < nb; j++) {
     uint32_t n = j + 1 < nb ? p->bs : np - j * p->bs;
     uint64_t vb = gather(t, p, u, p->vc, kvh, j, n);
-    for (uint32_t c = 0; c < n; c += CHUNK) {
-      uint32_t cn = n - c < CHUNK ? n - c : CHUNK;
+    for (uint32_t c = 0; c < n; c += p->chunk) {
+      uint32_t cn = n - c < p->chunk ? n - c : p->chunk;
       vx_cast(t, p->F, NPU_DT_FP32, vb + (uint64_t)c * D * p->es, p->dt, (uint64_t)cn * D);
       for (uint32_t i = 0; i < g; i++) {
         vx_brcb(t, p->PB, p->S + ((uint64_t)i * p->PT + (uint64_t)j * p->bs + c) * 4, cn);
@@ -319,7 +321,7 @@ static int plan(void *pp, const struct op_desc *d, const struct op_args *a, cons
   p->dt = op_dtype(d, a, "dtype");
   if (p->dt != NPU_DT_BF16 && p->dt != NPU_DT_FP16)
     return npu_diag_set(diag, "command line", 0, "--dtype", "bf16 or fp16, got %s", npu_dtype_name(p->dt)), NPU_EINVAL;
-  if (D != 64 && D != 128) return bad(diag, "--dim", "64 or 128, got %llu", D);
+  if (D % 64 || D > 256) return bad(diag, "--dim", "a multiple of 64 up to 256, got %llu", D);
   if (kvh && H % kvh) return bad(diag, "--kv_heads", "must divide --heads, got %llu", kvh);
   if (bs % 16 || bs > 128) return bad(diag, "--block_size", "a multiple of 16 up to 128, got %llu", bs);
   if (PT % bs || PT > 4096) return bad(diag, "--partition", "a multiple of --block_size up to 4096, got %llu", PT);
@@ -349,9 +351,10 @@ static int plan(void *pp, const struct op_desc *d, const struct op_args *a, cons
   p->bub = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)p->PT / p->bs * 4);
   p->S = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)g * p->PT * 4 + 32); /* + Brcb's read past a row's end */
   p->T = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)p->PT * 4);
-  p->F = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)CHUNK * D * 4);
-  p->W = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)CHUNK * D * 4);
-  p->PB = npk_pipe_buf(&pipe, MEM_UB, CHUNK * 32);
+  p->chunk = D > 192 ? CHUNK / 8 : D > 128 ? CHUNK / 4 : CHUNK; /* wide heads' K/V blocks leave less UB */
+  p->F = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)p->chunk * D * 4);
+  p->W = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)p->chunk * D * 4);
+  p->PB = npk_pipe_buf(&pipe, MEM_UB, p->chunk * 32);
   p->O = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)g * D * 4);
   p->red = npk_pipe_buf(&pipe, MEM_UB, (uint64_t)g * 96); /* per head 32 bytes each: max, -max (1/sum), sum */
   if (g > 64) return bad(diag, "--heads", "at most 64 query heads per key/value head, got %llu", g);

@@ -204,9 +204,10 @@ static int check_spec(struct rl_job *job, struct npu_diag *diag)
     return npu_cfg_fail(job->cfg, diag, "rl.train.seq_len", "FlashAttention needs a multiple of 128, got %d",
                         s->train.seq_len);
   int d = wl_model_head_dim(&job->model);
-  if (job->model.attention != WL_ATTN_FLASH || wl_model_is_mla(&job->model) || (d != 64 && d != 128))
+  if (job->model.attention != WL_ATTN_FLASH || wl_model_is_mla(&job->model) || d % 64 || d > 256)
     return npu_cfg_fail(job->cfg, diag, "model.attention", "RL inference costs prefill with the FlashAttention "
-                        "kernel: it needs model.attention = \"flash\", no MLA, head dimension 64 or 128");
+                        "kernel: it needs model.attention = \"flash\", no MLA, a head dimension of a multiple of 64 "
+                        "up to 256");
   return 0;
 }
 

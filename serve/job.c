@@ -58,10 +58,10 @@ static int check_layout(struct sv_job *job, struct npu_diag *diag)
   const struct wl_model *m = &job->model;
   const struct sv_spec *s = &job->spec;
   int d = wl_model_head_dim(m);
-  if (m->attention != WL_ATTN_FLASH || wl_model_is_mla(m) || (d != 64 && d != 128))
+  if (m->attention != WL_ATTN_FLASH || wl_model_is_mla(m) || d % 64 || d > 256)
     return npu_cfg_fail(job->cfg, diag, "model.attention", "serving costs prefill with the FlashAttention kernel and "
-                        "decode with the paged-attention kernel: they need model.attention = \"flash\", no MLA, head "
-                        "dimension 64 or 128 (this model: %d)", d);
+                        "decode with the paged-attention kernel: they need model.attention = \"flash\", no MLA, a head "
+                        "dimension of a multiple of 64 up to 256 (this model: %d)", d);
   if (s->expert_parallel && !m->moe.experts)
     return npu_cfg_fail(job->cfg, diag, "serve.expert_parallel", "expert parallelism needs an MoE model");
   if (s->prefill_tp && !s->prefill_replicas)
