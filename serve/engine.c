@@ -237,6 +237,21 @@ int sv_graph_sizes(int max_seqs, int *out)
 }
 
 /* The token count a decode-only step runs at (graph capture sizes). */
+/* Keys a query at context n reads in a layer of window w (0: all). */
+static double window_tokens(int w, double n)
+{
+  return w > 0 && n > w ? w : n;
+}
+
+/* The prefill pairs of a chunk of c queries after p cached tokens in a layer of window w, as the
+ * integral of min(x, w) over [p, p + c] (c (p + c / 2) without a window, as prefill_pairs). */
+static double window_pairs(int w, double p, double c)
+{
+  if (w <= 0 || p + c <= w) return c * (p + c / 2.0);
+  if (p >= w) return c * w;
+  return ((double)w * w - p * p) / 2.0 + (p + c - w) * w;
+}
+
 static int padded(const struct sv_engine_cfg *c, int tokens)
 {
   for (int i = 0; i < c->ngraph; i++)
@@ -339,6 +354,7 @@ static bool step_replica(struct engine *e, int ri)
       sp.decode++;
       sp.rows += s->chunk; /* the token and each draft is sampled (verified) */
       sp.decode_context += s->computed + 1;
+      sp.decode_window_context += window_tokens(e->cfg->window, s->computed + 1);
       if (s->chunk > 1) {
         sp.draft_seqs++;
         if (s->chunk - 1 > sp.draft_passes) sp.draft_passes = s->chunk - 1;
@@ -346,6 +362,7 @@ static bool step_replica(struct engine *e, int ri)
     } else {
       prefill_tokens += s->chunk;
       sp.prefill_pairs += (double)s->chunk * (s->computed + s->chunk / 2.0);
+      sp.prefill_window_pairs += window_pairs(e->cfg->window, s->computed, s->chunk);
       if (s->computed + s->chunk > sp.prefill_context) sp.prefill_context = s->computed + s->chunk;
       if (s->computed + s->chunk >= s->target) sp.rows++;
     }

@@ -53,6 +53,8 @@ struct sv_engine_cfg {
   int spec_tokens;         /* speculative decoding: draft tokens a decoding sequence proposes per step; 0 none */
   double spec_acceptance;  /* the chance each draft token is accepted, given the ones before it were */
   unsigned long spec_seed; /* of the acceptance draws (one stream per request: the order of steps does not matter) */
+  int window;              /* sliding-window layers' window (model.window): their share of the step's
+                              attention reads at most this many tokens per query; 0 none */
 };
 
 /* vLLM's default graph capture sizes (1, 2, 4, then 8 to 256 by 8, then to 512 by 16), not

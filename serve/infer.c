@@ -291,7 +291,7 @@ int sv_infer_init(struct sv_infer *x, const struct sv_target *tg, struct op_cach
     if (!rc) {
       double slope = (t2.time_s - t1.time_s) / ((double)B * (c2 - c1));
       double fixed = t1.time_s - slope * B * c1;
-      x->decode_attn_token_s = L * (slope > 0 ? slope : 0);
+      x->decode_attn_token_s = slope > 0 ? slope : 0; /* per layer */
       x->decode_attn_step_s = L * (fixed > 0 ? fixed : 0); /* a kernel's fixed part is not negative */
     }
   }
@@ -342,6 +342,14 @@ static void interp(const struct sv_infer *x, const int *at, const struct sv_cost
   }
 }
 
+/* Layers that attend through model.window (none without one). */
+static double local_layers(const struct wl_model *m)
+{
+  int n = 0;
+  for (int l = 0; m->window && l < m->layers; l++) n += wl_model_layer_is_local(m, l);
+  return n;
+}
+
 double sv_step_s(const struct sv_infer *x, const struct sv_step *s, double parts[SV_PART_COUNT])
 {
   double p[SV_PART_COUNT] = {0}, k, c;
@@ -353,13 +361,18 @@ double sv_step_s(const struct sv_infer *x, const struct sv_step *s, double parts
     p[SV_PART_HEAD] = k;
     p[SV_PART_COMM] += c;
   }
-  if (s->decode > 0) p[SV_PART_ATTENTION] = x->decode_attn_step_s + s->decode_context * x->decode_attn_token_s;
+  /* the global layers read the whole context, the sliding-window ones (model.window) the window */
+  const struct wl_model *m = x->tg.model;
+  double local = local_layers(m), global = m->layers - local;
+  if (s->decode > 0)
+    p[SV_PART_ATTENTION] = x->decode_attn_step_s +
+                           (global * s->decode_context + local * s->decode_window_context) * x->decode_attn_token_s;
   if (s->prefill_pairs > 0) {
     NPU_ASSERT(x->na > 0);
     int i = 0;
     while (i + 1 < x->na && x->context[i] < s->prefill_context) i++;
-    const struct wl_model *m = x->tg.model;
-    double flops = 4.0 * s->prefill_pairs * wl_model_head_dim(m) * m->layers * (m->heads / x->tp);
+    double pairs = global * s->prefill_pairs + local * s->prefill_window_pairs;
+    double flops = 4.0 * pairs * wl_model_head_dim(m) * (m->heads / x->tp);
     p[SV_PART_ATTENTION] += flops / x->attn_rate[i];
   }
   p[SV_PART_ENGINE] = x->step_overhead_s + s->seqs * x->seq_overhead_s;

@@ -107,7 +107,7 @@ struct sv_infer {
   int context[SV_MAX_BUCKETS];
   double attn_rate[SV_MAX_BUCKETS];
   double decode_attn_step_s;  /* decode attention, all layers: per step ... */
-  double decode_attn_token_s; /* ... plus per context token of the batch (the paged-attention kernel) */
+  double decode_attn_token_s; /* ... plus per context token of the batch and layer (the paged-attention kernel) */
   int draft_layers;         /* speculative decoding: decoder layers of the draft module (MTP, EAGLE: 1);
                                0: drafts cost nothing on the device (n-gram lookup); set by the caller */
   struct sv_cost forward;   /* a forward with log-probs over fwd_seq tokens (RL) */
@@ -140,7 +140,9 @@ struct sv_step {
   int seqs;                /* sequences scheduled (the engine's per-sequence work) */
   int decode;              /* decode sequences */
   double decode_context;   /* context tokens the decode sequences read */
+  double decode_window_context; /* ... in a sliding-window layer (each context capped at the window) */
   double prefill_pairs;    /* prefill attention work: over chunks of c tokens after p cached, c (p + c/2) */
+  double prefill_window_pairs; /* ... in a sliding-window layer (each query's keys capped at the window) */
   int prefill_context;     /* the longest context of a prefill chunk */
   int draft_seqs;          /* speculative decoding: sequences that drafted tokens for this step ... */
   int draft_passes;        /* ... in this many sequential draft passes (the most drafted by one) */
