@@ -140,12 +140,14 @@ struct sv_step {
   int seqs;                /* sequences scheduled (the engine's per-sequence work) */
   int decode;              /* decode sequences */
   double decode_context;   /* context tokens the decode sequences read */
-  double decode_window_context; /* ... in a sliding-window layer (each context capped at the window) */
   double prefill_pairs;    /* prefill attention work: over chunks of c tokens after p cached, c (p + c/2) */
-  double prefill_window_pairs; /* ... in a sliding-window layer (each query's keys capped at the window) */
   int prefill_context;     /* the longest context of a prefill chunk */
   int draft_seqs;          /* speculative decoding: sequences that drafted tokens for this step ... */
   int draft_passes;        /* ... in this many sequential draft passes (the most drafted by one) */
+  /* sliding-window layers (model.window): decode_context and prefill_pairs with each query's keys
+   * capped at the window; 0 without one */
+  double decode_window_context;
+  double prefill_window_pairs;
 };
 
 /* Where a step's time goes. */

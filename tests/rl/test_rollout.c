@@ -63,7 +63,7 @@ static int padded(int b)
  * sequences still running, each reading P + k tokens of context. */
 static double chain(const struct sv_infer *x, const int *len, int n, int P, double *prefill_s)
 {
-  struct sv_step pre = {n * P, n, n, 0, 0, (double)n * P * (P / 2.0), P, 0, 0};
+  struct sv_step pre = {n * P, n, n, 0, 0, (double)n * P * (P / 2.0), P, 0, 0, 0, 0};
   double t = sv_step_s(x, &pre, NULL);
   if (prefill_s) *prefill_s = t;
   int longest = 0;
@@ -73,7 +73,7 @@ static double chain(const struct sv_infer *x, const int *len, int n, int P, doub
     double ctx = 0;
     for (int i = 0; i < n; i++)
       if (len[i] > k) b++, ctx += P + k;
-    struct sv_step s = {padded(b), b, b, b, ctx, 0, 0, 0, 0};
+    struct sv_step s = {padded(b), b, b, b, ctx, 0, 0, 0, 0, 0, 0};
     t += sv_step_s(x, &s, NULL);
   }
   return t;

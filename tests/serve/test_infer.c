@@ -65,7 +65,7 @@ static const char *no_overhead = "step_overhead = \"0s\"; seq_overhead = \"0s\";
 /* A decode step of b sequences reading ctx context tokens in all. */
 static double decode(const struct sv_infer *x, int b, double ctx, double parts[SV_PART_COUNT])
 {
-  struct sv_step s = {b, b, b, b, ctx, 0, 0, 0, 0};
+  struct sv_step s = {b, b, b, b, ctx, 0, 0, 0, 0, 0, 0};
   return sv_step_s(x, &s, parts);
 }
 
@@ -147,7 +147,7 @@ Test(infer, a_long_prefill_is_compute_bound, .timeout = 60)
   double peak = dv.peak_flops_per_s[NPU_DT_BF16];
   /* two prompts of 4096 in one step: 2 x matmul parameters per token (4 layers, the head for 2
    * rows) + causal attention 4 c (c / 2) d per layer and head */
-  struct sv_step s = {8192, 2, 2, 0, 0, 2.0 * 4096 * 2048, 4096, 0, 0};
+  struct sv_step s = {8192, 2, 2, 0, 0, 2.0 * 4096 * 2048, 4096, 0, 0, 0, 0};
   double t = sv_step_s(&f.x, &s, NULL);
   const struct wl_model *m = &f.job.model;
   double flops = 8192.0 * 2 * 4 * wl_model_layer_params(m, 0) + 2.0 * 2 * m->vocab * m->hidden +
