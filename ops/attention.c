@@ -59,8 +59,8 @@
  * when causal; seq x W - W^2 / 2 query-key pairs in a window), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
  * its gradients in double.
  *
- * Size: one operator over ~1,500 lines: the forward and backward share the tiling, the split-core
- * hand-over through GM and the coupled-core variant of the same dataflow.
+ * Size: one operator over ~2,000 lines: the forward and backward share the tiling, the split-core
+ * hand-over through GM, the coupled-core variant of the same dataflow and the head-dimension chunks.
  */
 #include <float.h>
 #include <math.h>
@@ -317,6 +317,39 @@ static uint32_t take(uint32_t *at, uint32_t bytes)
   return r;
 }
 
+/* Causal mask variants of a vector role's `rows` rows against a block of `keys` keys: the
+ * offsets o = (first row) - (first key) are multiples of step = min(rows, keys), and variant v
+ * is o = v step - rows (key c seen by row r when c <= r + o): v = 0 all masked, up to
+ * var_count - 1. With a window their complements serve its lowest block (keys c with c <= r + o
+ * are before it). */
+static uint32_t var_step(uint32_t rows, uint32_t keys)
+{
+  return rows < keys ? rows : keys;
+}
+
+static uint32_t var_count(uint32_t rows, uint32_t keys)
+{
+  return (rows + keys) / var_step(rows, keys);
+}
+
+/* The variant of offset o (< keys). */
+static uint32_t var_of(int64_t o, uint32_t rows, uint32_t keys)
+{
+  return o <= -(int64_t)rows ? 0 : (uint32_t)((o + rows) / var_step(rows, keys));
+}
+
+/* Variants v0 .. v0 + n - 1, one rows x keys bit matrix each, into m. */
+static void var_bits(uint8_t *m, uint32_t v0, uint32_t n, uint32_t rows, uint32_t keys)
+{
+  for (uint32_t k = 0; k < n; k++)
+    for (uint32_t r = 0; r < rows; r++)
+      for (uint32_t c = 0; c < keys; c++)
+        if ((int64_t)c <= (int64_t)r + (int64_t)(v0 + k) * var_step(rows, keys) - rows) {
+          uint32_t bit = (k * rows + r) * keys + c;
+          m[bit / 8] |= (uint8_t)(1u << (bit % 8));
+        }
+}
+
 /* ------------------------------------------------------------------ forward: geometry */
 
 /* Workspace slots of unit u: S[ns] (fp32 br x bc), P[ns] (dt br x bc), O[ns] (fp32 br x D,
@@ -363,13 +396,16 @@ static uint32_t kv_block(const struct attn *a, uint32_t i, uint32_t q)
   return a->W ? kv_hi(a, i) - q : q;
 }
 
-/* The forward's masks: one HALF x bc variant per offset o = (a role's first row) - (the key
- * block's first key), o = 64 v - 64 (key c seen by row r when c <= r + o); v = 0 (all masked)
- * only where key blocks are narrower than query blocks. With a window their complements follow
- * (the window's lowest block: keys c with c <= r + o are before it). */
+/* The forward's masks: the HALF x bc variants from fwd_var0 (v = 0, all masked, only where key
+ * blocks are narrower than query blocks), then with a window their complements. */
 static uint32_t fwd_var0(const struct attn *a)
 {
   return a->bc < a->br ? 0 : 1;
+}
+
+static uint32_t fwd_nvar(const struct attn *a)
+{
+  return var_count(HALF, a->bc) - fwd_var0(a);
 }
 
 static uint32_t fwd_mask_var_bytes(const struct attn *a)
@@ -379,7 +415,7 @@ static uint32_t fwd_mask_var_bytes(const struct attn *a)
 
 static uint32_t fwd_mask_bytes(const struct attn *a)
 {
-  return (a->W ? 2 : 1) * (a->bc / HALF + 1 - fwd_var0(a)) * fwd_mask_var_bytes(a);
+  return (a->W ? 2 : 1) * fwd_nvar(a) * fwd_mask_var_bytes(a);
 }
 
 /* Block b -> (batch, head, query block); query blocks of one head in order. */
@@ -677,11 +713,11 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   }
   int64_t row0 = (int64_t)i * a->br + r * HALF, o = row0 - (int64_t)jb * a->bc, ow = o - a->W;
-  uint32_t vb = fwd_mask_var_bytes(a), nv = a->bc / HALF + 1 - fwd_var0(a);
+  uint32_t vb = fwd_mask_var_bytes(a), v0 = fwd_var0(a);
   if (a->causal && o < (int64_t)a->bc - 1) /* keys after a query: -inf */
-    apply_mask(t, m, S, m->mask + (uint32_t)((o <= -(int64_t)HALF ? 0 : o / HALF + 1) - fwd_var0(a)) * vb, HALF, a->bc);
+    apply_mask(t, m, S, m->mask + (var_of(o, HALF, a->bc) - v0) * vb, HALF, a->bc);
   if (a->W && ow > -(int64_t)HALF) /* keys before the window: -inf (complements; all when ow >= bc) */
-    apply_mask(t, m, S, ow >= a->bc ? m->mask : m->mask + (nv + (uint32_t)(ow / HALF + 1 - fwd_var0(a))) * vb, HALF,
+    apply_mask(t, m, S, ow >= a->bc ? m->mask : m->mask + (fwd_nvar(a) + var_of(ow, HALF, a->bc) - v0) * vb, HALF,
                a->bc);
   /* row max of the block; running max m_new; alpha_j = exp(m - m_new) */
   if (a->tight) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r); /* t is P's buffer: its copy is out */
@@ -893,24 +929,10 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
 
 /* ------------------------------------------------------------------ backward: geometry */
 
-/* The offsets o = (first row) - (first key) of a role's rows and a key block are multiples of
- * min(hb, kb). */
-static uint32_t mask_step(const struct attn *a)
-{
-  return a->hb < a->kb ? a->hb : a->kb;
-}
-
-/* The variant of offset o (> -hb, < kb): key c is seen by row r when c <= r + o. */
-static uint32_t mask_var(const struct attn *a, int64_t o)
-{
-  return o <= -(int64_t)a->hb ? 0 : (uint32_t)((o + a->hb) / mask_step(a));
-}
-
-/* Bytes of the backward's masks: one hb x kb variant per offset, o = v step - hb for v = 0 ..
- * (hb + kb) / step - 1 (v = 0: all masked). */
+/* Bytes of the backward's masks: every hb x kb variant (var_bits). */
 static uint32_t bwd_mask_bytes(const struct attn *a)
 {
-  return (a->hb + a->kb) / mask_step(a) * a->hb * a->kb / 8;
+  return var_count(a->hb, a->kb) * a->hb * a->kb / 8;
 }
 
 /* ... and with a window their complements after them (the window's edge: key c sees row r
@@ -1281,14 +1303,15 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
   if (a->onchip) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
   if (a->causal && j * a->kb + a->kb > row0 + 1) { /* keys after some query: the diagonal or all */
     int64_t o = (int64_t)row0 - (int64_t)j * a->kb; /* the mask variant of this offset (masks()) */
-    apply_mask(t, m, S, rb + m->mask + mask_var(a, o) * (a->hb * a->kb / 8), a->hb, a->kb);
+    apply_mask(t, m, S, rb + m->mask + var_of(o, a->hb, a->kb) * (a->hb * a->kb / 8), a->hb, a->kb);
   }
   if (a->W) { /* the window's edge: queries further than W - 1 past a key do not see it */
     int64_t o = (int64_t)row0 - (int64_t)j * a->kb - a->W;
     if (o >= (int64_t)a->kb) /* every row past the window: variant 0, all masked */
       apply_mask(t, m, S, rb + m->mask, a->hb, a->kb);
     else if (o > -(int64_t)a->hb) /* the complement of the variant of offset o */
-      apply_mask(t, m, S, rb + m->mask + bwd_mask_bytes(a) + mask_var(a, o) * (a->hb * a->kb / 8), a->hb, a->kb);
+      apply_mask(t, m, S, rb + m->mask + bwd_mask_bytes(a) + var_of(o, a->hb, a->kb) * (a->hb * a->kb / 8), a->hb,
+                 a->kb);
   }
   brcb(t, bc, L, a->hb);
   rowwise(t, CORE_VEC_SUB, S, S, bc, a->hb, a->kb);
@@ -1711,31 +1734,18 @@ static int bwd_class_b(void *ctx, uint64_t b)
   return n <= CLASSES ? (int)c : (int)((uint64_t)c * CLASSES / n);
 }
 
-/* The diagonal masks: forward 2 x 64 rows x 128 keys (rows of the lower and upper half of a
- * 128-row block); backward the variants of bwd_mask_bytes (key c sees row r when c <= r + o). */
+/* The causal masks (var_bits): the forward's HALF x bc variants from fwd_var0, the backward's
+ * hb x kb ones; with a window their complements after them. */
 static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
 {
   uint8_t m[8192];
   memset(m, 0, sizeof m);
   uint32_t n = a->bwd ? bwd_mask_bytes(a) : fwd_mask_bytes(a) / (a->W ? 2 : 1);
   NPU_ASSERT(2 * n <= sizeof m);
-  if (a->bwd) {
-    for (uint32_t v = 0; v < (a->hb + a->kb) / mask_step(a); v++)
-      for (uint32_t r = 0; r < a->hb; r++)
-        for (uint32_t c = 0; c < a->kb; c++)
-          if ((int64_t)c <= (int64_t)r + (int64_t)v * mask_step(a) - a->hb) {
-            uint32_t bit = (v * a->hb + r) * a->kb + c;
-            m[bit / 8] |= (uint8_t)(1u << (bit % 8));
-          }
-  } else {
-    for (uint32_t k = 0; k <= a->bc / HALF - fwd_var0(a); k++) /* variant v = k + fwd_var0 */
-      for (uint32_t r = 0; r < HALF; r++)
-        for (uint32_t c = 0; c < a->bc; c++)
-          if ((int64_t)c <= (int64_t)r + (int64_t)(k + fwd_var0(a)) * HALF - HALF) {
-            uint32_t bit = (k * HALF + r) * a->bc + c;
-            m[bit / 8] |= (uint8_t)(1u << (bit % 8));
-          }
-  }
+  if (a->bwd)
+    var_bits(m, 0, var_count(a->hb, a->kb), a->hb, a->kb);
+  else
+    var_bits(m, fwd_var0(a), fwd_nvar(a), HALF, a->bc);
   for (uint32_t i = 0; a->W && i < n; i++) m[n + i] = (uint8_t)~m[i]; /* the window's edges */
   return op_tensor_bytes(x, "mask", a->W ? 2 * n : n, m);
 }

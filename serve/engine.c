@@ -236,7 +236,6 @@ int sv_graph_sizes(int max_seqs, int *out)
   return n;
 }
 
-/* The token count a decode-only step runs at (graph capture sizes). */
 /* Keys a query at context n reads in a layer of window w (0: all). */
 static double window_tokens(int w, double n)
 {
@@ -252,6 +251,7 @@ static double window_pairs(int w, double p, double c)
   return ((double)w * w - p * p) / 2.0 + (p + c - w) * w;
 }
 
+/* The token count a decode-only step runs at (graph capture sizes). */
 static int padded(const struct sv_engine_cfg *c, int tokens)
 {
   for (int i = 0; i < c->ngraph; i++)

@@ -246,6 +246,7 @@ int sv_infer_init(struct sv_infer *x, const struct sv_target *tg, struct op_cach
   x->ep = ep && m->moe.experts > 0;
   x->weight_bytes = sv_weight_bytes(m, tp);
   x->kv_token_bytes = sv_kv_token_bytes(m, tp);
+  for (int l = 0; m->window && l < m->layers; l++) x->local_layers += wl_model_layer_is_local(m, l);
   x->step_overhead_s = step_overhead_s;
   x->seq_overhead_s = seq_overhead_s;
   struct ctx k = {x, NULL, diag};
@@ -342,14 +343,6 @@ static void interp(const struct sv_infer *x, const int *at, const struct sv_cost
   }
 }
 
-/* Layers that attend through model.window (none without one). */
-static double local_layers(const struct wl_model *m)
-{
-  int n = 0;
-  for (int l = 0; m->window && l < m->layers; l++) n += wl_model_layer_is_local(m, l);
-  return n;
-}
-
 double sv_step_s(const struct sv_infer *x, const struct sv_step *s, double parts[SV_PART_COUNT])
 {
   double p[SV_PART_COUNT] = {0}, k, c;
@@ -363,7 +356,7 @@ double sv_step_s(const struct sv_infer *x, const struct sv_step *s, double parts
   }
   /* the global layers read the whole context, the sliding-window ones (model.window) the window */
   const struct wl_model *m = x->tg.model;
-  double local = local_layers(m), global = m->layers - local;
+  double local = x->local_layers, global = m->layers - local;
   if (s->decode > 0)
     p[SV_PART_ATTENTION] = x->decode_attn_step_s +
                            (global * s->decode_context + local * s->decode_window_context) * x->decode_attn_token_s;

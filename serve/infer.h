@@ -108,6 +108,7 @@ struct sv_infer {
   double attn_rate[SV_MAX_BUCKETS];
   double decode_attn_step_s;  /* decode attention, all layers: per step ... */
   double decode_attn_token_s; /* ... plus per context token of the batch and layer (the paged-attention kernel) */
+  int local_layers;         /* layers attending through model.window: their reads capped at it */
   int draft_layers;         /* speculative decoding: decoder layers of the draft module (MTP, EAGLE: 1);
                                0: drafts cost nothing on the device (n-gram lookup); set by the caller */
   struct sv_cost forward;   /* a forward with log-probs over fwd_seq tokens (RL) */
