@@ -12,8 +12,8 @@
 
 TestSuite(fidelity, .timeout = 30);
 
-static void agree(const char *preset, const char *const *sets, int nranks, enum ic_op op,
-                  enum ic_algo algo, int first, int n, int stride, double bytes)
+static void agree_within(const char *preset, const char *const *sets, int nranks, enum ic_op op, enum ic_algo algo,
+                         int first, int n, int stride, double bytes, double tol)
 {
   struct th h;
   th_init(&h, preset, sets, nranks);
@@ -31,9 +31,15 @@ static void agree(const char *preset, const char *const *sets, int nranks, enum 
             "bulk %zu flows, step %zu", r[1].result.flows, r[0].result.flows);
   char what[128];
   snprintf(what, sizeof what, "%s %s: bulk vs step", ic_op_name(op), r[0].result.plan.name);
-  th_close(r[1].result.time_s, r[0].result.time_s, 0.02, what);
+  th_close(r[1].result.time_s, r[0].result.time_s, tol, what);
   ic_comm_release(&c);
   th_fini(&h);
+}
+
+static void agree(const char *preset, const char *const *sets, int nranks, enum ic_op op,
+                  enum ic_algo algo, int first, int n, int stride, double bytes)
+{
+  agree_within(preset, sets, nranks, op, algo, first, n, stride, bytes, 0.02);
 }
 
 static const char *const four[] = {"cluster.nodes=4", NULL};
@@ -67,6 +73,15 @@ Test(fidelity, rhd_not_a_power_of_two)
 Test(fidelity, pairwise_across_servers)
 {
   agree("atlas-800t-a2", eight, 64, IC_OP_ALLTOALL, IC_ALGO_PAIRWISE, 0, 8, 8, 64 * MIB);
+}
+
+/* A flat pairwise AllToAll over whole DGX H100 servers: each rank's merged scale-out transfer
+ * goes to its rail's peer, so the servers' NICs receive evenly as at step fidelity (they all
+ * named the next server's first rank once: 5.9x slow). The phase mixes NVLink and NIC steps,
+ * which bulk overlaps (docs/INTERCONNECT.md): 2.5% apart here, 10% allowed. */
+Test(fidelity, flat_pairwise_over_whole_servers)
+{
+  agree_within("dgx-h100", four, 32, IC_OP_ALLTOALL, IC_ALGO_PAIRWISE, 0, 32, 1, 64 * MIB, 0.10);
 }
 
 Test(fidelity, hierarchical_allreduce_with_loops)
