@@ -26,6 +26,7 @@ static const char usage[] =
     "usage: npusim plan SCENARIO -o PLANS.csv [-j N] [--metric [min:|max:]M] [--top N]\n"
     "                   [--tp LIST] [--pp LIST] [--cp LIST] [--ep LIST] [--vpp LIST]\n"
     "                   [--micro-batch LIST] [--recompute LIST] [--zero LIST] [--offload LIST]\n"
+    "                   [--etp LIST]\n"
     "                   [--set KEY=VALUE]...\n"
     "\n"
     "Search the parallel plans of a training scenario: every combination of the axes below\n"
@@ -50,15 +51,17 @@ static const char usage[] =
     "  --zero LIST      (default the scenario's stage)\n"
     "  --offload LIST   layers per model chunk whose activations go to host memory (plan.offload_layers;\n"
     "                   default the scenario's)\n"
+    "  --etp LIST       MoE expert TP sizes, 0 meaning tp (default the scenario's: 1 if it sets\n"
+    "                   plan.etp = 1, else 0); any other etp folds EP onto TP ranks (MoE parallel folding)\n"
     "  --set K=V        override a scenario key for every plan\n"
     "Exit status 2 for a bad scenario or option.\n";
 
-#define AXES 9
-enum { A_TP, A_PP, A_CP, A_EP, A_VPP, A_MB, A_RC, A_ZERO, A_OFF };
+#define AXES 10
+enum { A_TP, A_PP, A_CP, A_EP, A_VPP, A_MB, A_RC, A_ZERO, A_OFF, A_ETP };
 static const char *const axis_opt[AXES] = {"--tp", "--pp", "--cp", "--ep", "--vpp", "--micro-batch", "--recompute",
-                                           "--zero", "--offload"};
+                                           "--zero", "--offload", "--etp"};
 static const char *const axis_col[AXES] = {"tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero",
-                                           "offload_layers"};
+                                           "offload_layers", "etp"};
 static const char *const rc_names[] = {"none", "selective", "full"};
 #define MAXV 16
 
@@ -82,10 +85,13 @@ static int parse_list(const char *opt, const char *s, int k, struct axis *a, str
     } else {
       char *end;
       long x = strtol(tok, &end, 10);
-      long lo = k == A_ZERO || k == A_OFF ? 0 : 1, hi = k == A_ZERO ? 3 : 1 << 20;
+      long lo = k == A_ZERO || k == A_OFF || k == A_ETP ? 0 : 1, hi = k == A_ZERO ? 3 : 1 << 20;
       if (end == tok || *end || x < lo || x > hi)
         return npu_diag_set(diag, "command line", 0, opt, "expected %s, got '%s'",
-                            k == A_ZERO ? "ZeRO stages 0..3" : k == A_OFF ? "layer counts >= 0" : "positive integers",
+                            k == A_ZERO  ? "ZeRO stages 0..3"
+                            : k == A_OFF ? "layer counts >= 0"
+                            : k == A_ETP ? "expert TP sizes >= 0"
+                                         : "positive integers",
                             tok),
                NPU_EINVAL;
       v = (int)x;
@@ -115,6 +121,7 @@ static void default_axes(struct axis ax[AXES], const bool given[AXES], const str
   if (!given[A_RC]) ax[A_RC] = (struct axis){{0, 1, 2}, 3};
   if (!given[A_ZERO]) ax[A_ZERO] = (struct axis){{job->plan.zero}, 1};
   if (!given[A_OFF]) ax[A_OFF] = (struct axis){{job->plan.offload_layers}, 1};
+  if (!given[A_ETP]) ax[A_ETP] = (struct axis){{job->plan.etp == 1 && job->plan.tp > 1 ? 1 : 0}, 1};
 }
 
 /* Pruned candidates, by reason. */
@@ -144,8 +151,9 @@ static void prune(struct search *s, const char *key, const char *msg)
   r->count = 1;
 }
 
-/* The plan of candidate c (values per axis) from the scenario's, checked; 0 when it is kept. */
-static int candidate(const struct wl_job *job, const int c[AXES], struct wl_plan *p, struct search *s)
+/* The plan of candidate c (values per axis) from the scenario's, checked; 0 when it is kept.
+ * etp0: the expert TP axis lists 0 (tp), so an explicit etp equal to tp is the same plan. */
+static int candidate(const struct wl_job *job, const int c[AXES], bool etp0, struct wl_plan *p, struct search *s)
 {
   *p = job->plan;
   p->tp = c[A_TP];
@@ -159,7 +167,7 @@ static int candidate(const struct wl_job *job, const int c[AXES], struct wl_plan
   p->offload_layers = c[A_OFF];
   p->dp = 0;
   p->sp = p->tp > 1;
-  p->etp = job->plan.etp == 1 && job->plan.tp > 1 ? 1 : 0;
+  p->etp = c[A_ETP];
   p->first_layers = p->last_layers = 0;
   if (p->recompute != WL_RECOMPUTE_FULL) p->recompute_layers = 0, p->recompute_method = WL_RCM_UNIFORM;
   if (p->vpp > 1) p->schedule = WL_SCHED_INTERLEAVED;
@@ -168,6 +176,10 @@ static int candidate(const struct wl_job *job, const int c[AXES], struct wl_plan
   npu_diag_clear(&d);
   if (p->recompute == WL_RECOMPUTE_SELECTIVE && job->model.attention == WL_ATTN_FLASH) {
     prune(s, "plan.recompute", "selective recompute is no recompute with FlashAttention: the same plan as none");
+    return 1;
+  }
+  if (etp0 && p->etp == p->tp) {
+    prune(s, "plan.etp", "an expert TP of tp is the plan etp 0 names: evaluated once");
     return 1;
   }
   if (p->vpp > 1 && p->pp < 2) {
@@ -191,8 +203,8 @@ static void add_point(struct sw_spec *spec, const char *path, const struct cli_s
 {
   struct sw_point *pt = &spec->points[spec->npoints];
   char name[256];
-  snprintf(name, sizeof name, "tp%d pp%d cp%d ep%d vpp%d mb%d %s zero%d off%d", p->tp, p->pp, p->cp, p->ep, p->vpp,
-           p->micro_batch, rc_names[p->recompute], p->zero, p->offload_layers);
+  snprintf(name, sizeof name, "tp%d pp%d cp%d ep%d vpp%d mb%d %s zero%d off%d etp%d", p->tp, p->pp, p->cp, p->ep,
+           p->vpp, p->micro_batch, rc_names[p->recompute], p->zero, p->offload_layers, p->etp);
   pt->scenario = npu_xstrdup(path);
   pt->display = npu_xstrdup(name);
   pt->sets = npu_xcalloc((size_t)sets->n + 16, sizeof *pt->sets);
@@ -205,6 +217,7 @@ static void add_point(struct sw_spec *spec, const char *path, const struct cli_s
   SET("plan.cp=%d", p->cp);
   SET("plan.dp=0");
   SET("plan.ep=%d", p->ep);
+  SET("plan.etp=%d", p->etp);
   SET("plan.vpp=%d", p->vpp);
   SET("plan.schedule=\"%s\"", wl_schedule_name((enum wl_schedule)p->schedule));
   SET("plan.micro_batch=%d", p->micro_batch);
@@ -212,7 +225,8 @@ static void add_point(struct sw_spec *spec, const char *path, const struct cli_s
   SET("plan.zero=%d", p->zero);
   SET("plan.offload_layers=%d", p->offload_layers);
 #undef SET
-  int vals[AXES] = {p->tp, p->pp, p->cp, p->ep, p->vpp, p->micro_batch, p->recompute, p->zero, p->offload_layers};
+  int vals[AXES] = {p->tp, p->pp, p->cp, p->ep, p->vpp, p->micro_batch, p->recompute, p->zero, p->offload_layers,
+                    p->etp};
   pt->cells = npu_xcalloc(AXES + 1, sizeof *pt->cells);
   for (int k = 0; k < AXES; k++) {
     snprintf(kv, sizeof kv, "%d", vals[k]);
@@ -376,6 +390,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   spec.points = npu_xcalloc(cap + 1, sizeof *spec.points);
   struct search s = {.nr = 0};
   int c[AXES], at[AXES] = {0};
+  bool etp0 = false;
+  for (int i = 0; i < ax[A_ETP].n; i++) etp0 |= ax[A_ETP].v[i] == 0;
   for (size_t n = 0; n < cap; n++) {
     size_t q = n;
     for (int k = AXES - 1; k >= 0; k--) {
@@ -385,7 +401,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     }
     s.candidates++;
     struct wl_plan p;
-    if (!candidate(&job, c, &p, &s)) add_point(&spec, job.path, &sets, &p);
+    if (!candidate(&job, c, etp0, &p, &s)) add_point(&spec, job.path, &sets, &p);
   }
   spec.candidates = spec.npoints;
   npu_buf_printf(out, "plan %s: %s on %d x %s, global batch %d: %d candidate plans\n", path,

@@ -6,8 +6,9 @@
  * parallel layers and the vocab-parallel embedding all split one axis in tp equal parts) x
  * [0,1) experts (routed experts only: EP splits the experts). A training rank (coordinates of
  * the actor's plan on the training pool) holds, of every layer of its pipeline stage, columns
- * [t/tp, (t+1)/tp) of the dense parameters and columns [t/tp, (t+1)/tp) x experts
- * [e/ep, (e+1)/ep) of the routed experts (expert TP = TP, Megatron's default); the embedding
+ * [t/tp, (t+1)/tp) of the dense parameters and columns [u/etp, (u+1)/etp) x experts
+ * [e/ep, (e+1)/ep) of the routed experts, (u, e) its point of the expert grid (plan.h, MoE
+ * parallel folding; u = t with etp = tp, Megatron's default); the embedding
  * sits on the first stage and the output projection on the last. A rollout rank r of an
  * engine holds columns [r/tpr, (r+1)/tpr) of everything, except routed experts with
  * rl.rollout.expert_parallel: experts [r/tpr, (r+1)/tpr), all columns. What a rollout rank
@@ -38,7 +39,7 @@ static double expert_params(const struct wl_model *m, int l)
 
 /* Training ranks' coordinates on the training pool. */
 struct trank {
-  int t, p, e, node;
+  int t, p, e, u, node; /* TP rank, stage, EP index, expert TP rank, server */
 };
 
 /* Pick the holder of a piece for destination q: one on q's server if any, else by q in turn. */
@@ -59,7 +60,7 @@ double rl__reshard_matrix(const struct rl_job *job, double *matrix, double *need
   const struct wl_model *m = &job->model;
   const struct wl_plan *pl = &job->plan;
   int P = job->devices, T = job->train_devices, R = job->rollout_devices;
-  int tp = pl->tp, pp = pl->pp, ep = pl->ep > 0 ? pl->ep : 1, tpr = job->spec.rollout.tp;
+  int tp = pl->tp, pp = pl->pp, ep = pl->ep > 0 ? pl->ep : 1, etp = pl->etp, tpr = job->spec.rollout.tp;
   bool rep = job->spec.rollout.expert_parallel && m->moe.experts;
   int dpn = job->sys.has_node ? job->sys.node.devices : 1;
   memset(matrix, 0, (size_t)P * P * sizeof *matrix);
@@ -85,9 +86,9 @@ double rl__reshard_matrix(const struct rl_job *job, double *matrix, double *need
   for (int g = 0; g < T; g++) {
     struct wl_coord c;
     wl_plan_coord(pl, g, &c);
-    /* experts subdivide dp x cp (Megatron): consecutive ranks of that group form an EP group */
-    int e = (c.c[WL_DIM_CP] + pl->cp * c.c[WL_DIM_DP]) % ep;
-    tr[g] = (struct trank){c.c[WL_DIM_TP], c.c[WL_DIM_PP], e, (job->train_first + g) / dpn};
+    /* the expert grid folds onto tp x cp x dp in that order, etp fastest, then ep (plan.h) */
+    int a = c.c[WL_DIM_TP] + tp * (c.c[WL_DIM_CP] + pl->cp * c.c[WL_DIM_DP]);
+    tr[g] = (struct trank){c.c[WL_DIM_TP], c.c[WL_DIM_PP], a / etp % ep, a % etp, (job->train_first + g) / dpn};
   }
   int *h = npu_xmalloc((size_t)T * sizeof *h);
   double total = 0, need = 0, lmax = 0;
@@ -98,9 +99,9 @@ double rl__reshard_matrix(const struct rl_job *job, double *matrix, double *need
     double d0 = rep ? 0 : c0, d1 = rep ? 1 : c1;   /* routed experts: columns */
     double x0 = rep ? c0 : 0, x1 = rep ? c1 : 1;   /* routed experts: experts */
     for (int p = 0; p < pp; p++) {
-      for (int t = 0; t < tp; t++) {
-        double t0 = (double)t / tp, t1 = (double)(t + 1) / tp;
-        for (int e = -1; e < ep; e++) { /* e = -1: the dense piece, held whatever the EP index */
+      for (int t = 0; t < (tp > etp ? tp : etp); t++) { /* TP rank t's dense piece, expert TP rank t's */
+        for (int e = t < tp ? -1 : 0; e < (t < etp ? ep : 0); e++) { /* -1: dense, whatever the EP index */
+          double t0 = (double)t / (e < 0 ? tp : etp), t1 = (double)(t + 1) / (e < 0 ? tp : etp);
           double bytes = e < 0 ? 2 * dense[p] * ov(c0, c1, t0, t1)
                                : 2 * expert[p] * ov(d0, d1, t0, t1) * ov(x0, x1, (double)e / ep, (double)(e + 1) / ep);
           if (bytes <= 0) continue;
@@ -108,7 +109,7 @@ double rl__reshard_matrix(const struct rl_job *job, double *matrix, double *need
           int nh = 0;
           bool local = false;
           for (int g = 0; g < T; g++) {
-            if (tr[g].p != p || tr[g].t != t || (e >= 0 && tr[g].e != e)) continue;
+            if (tr[g].p != p || (e < 0 ? tr[g].t != t : tr[g].u != t || tr[g].e != e)) continue;
             if (job->train_first + g == q) local = true;
             h[nh++] = g;
           }

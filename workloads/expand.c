@@ -1192,32 +1192,46 @@ static void shared_bwd(struct wl_program *j, const struct shape *s)
 }
 
 /*
- * With tp > 1 the routed experts are split over the TP group too (Megatron-Core's
- * expert_tensor_parallel_size defaults to tp): each rank holds ffn / tp of every local expert,
- * so the all-to-all dispatcher all-gathers the token copies its TP group received before the
+ * The routed experts are split over their expert TP group (plan.etp, Megatron-Core's
+ * expert_tensor_parallel_size, tp by default): each rank holds ffn / etp of every local expert,
+ * so the all-to-all dispatcher all-gathers the token copies its ETP group received before the
  * experts and reduce-scatters their output after (gather_from / reduce_scatter_to_sequence_
- * parallel_region over the TP group, token_permutation / token_unpermutation), k x T x h of
- * the training type in all. Without sequence parallelism every TP rank already holds every
- * token: no gather, an all-reduce after. Megatron does these between the all-to-all and the
- * experts; here they close the dispatch's segment and open the combine's (the same stream time;
- * the gathered count is k x the group's tokens, the routing's mean). wl__expert_cost costs the
- * experts at ffn / tp for the gathered copies. With plan.etp = 1 every TP rank holds whole
- * experts and runs them on its own tokens: no TP collective.
+ * parallel_region over the expert TP group, token_permutation / token_unpermutation), k x the
+ * group's tokens x h of the training type in all: with each rank routing its own tokens (SP, or
+ * tp 1), etp / tp x T. Without sequence parallelism (etp = tp, wl_plan_finish) every TP rank
+ * already holds every token: no gather, an all-reduce of k T h after. Megatron does these
+ * between the all-to-all and the experts; here they close the dispatch's segment and open the
+ * combine's (the same stream time; the gathered count is k x the group's tokens, the routing's
+ * mean). wl__expert_cost costs the experts at ffn / etp for the gathered copies. With etp = tp
+ * the group is the TP group; otherwise (MoE parallel folding, plan.h) the ranks of expert grid
+ * points (0..etp-1, e, g), a collective of its own (WL_GROUP_ETP). With etp 1: none.
  */
-static double moe_tp_bytes(const struct wl_program *j, const struct shape *s)
+static bool moe_own_tokens(const struct wl_program *j)
 {
-  return s->act_bytes * j->model.moe.top_k;
+  return j->plan.sp || j->plan.tp == 1;
 }
 
-/* The dispatch side's TP collective (forward), or the combine side's backward (bwd). */
+static double moe_tp_bytes(const struct wl_program *j, const struct shape *s)
+{
+  double b = s->act_bytes * j->model.moe.top_k;
+  return moe_own_tokens(j) ? b * j->plan.etp / j->plan.tp : b;
+}
+
+static void etpcoll(struct wl_program *j, bool rc, enum ic_op op, double bytes)
+{
+  if (j->plan.etp == j->plan.tp) tpcoll(j, rc, op, bytes);
+  else if (j->plan.etp > 1 && bytes > 0) push(j, WL_CAT_TP, rc, true, add_coll(j, op, bytes, WL_GROUP_ETP));
+}
+
+/* The dispatch side's ETP collective (forward), or the combine side's backward (bwd). */
 static void moe_tp_gather(struct wl_program *j, const struct shape *s, bool rc)
 {
-  if (j->plan.sp && j->plan.etp > 1) tpcoll(j, rc, IC_OP_ALLGATHER, moe_tp_bytes(j, s));
+  if (moe_own_tokens(j) && j->plan.etp > 1) etpcoll(j, rc, IC_OP_ALLGATHER, moe_tp_bytes(j, s));
 }
 
 static void moe_tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
 {
-  if (j->plan.etp > 1) tpcoll(j, rc, j->plan.sp ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, moe_tp_bytes(j, s));
+  if (j->plan.etp > 1) etpcoll(j, rc, moe_own_tokens(j) ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, moe_tp_bytes(j, s));
 }
 
 static void moe_pre_fwd(struct wl_program *j, const struct shape *s, bool rc)
@@ -1543,7 +1557,7 @@ void wl_expand(struct wl_program *j)
   j->stage_params = npu_xcalloc((size_t)pp, sizeof *j->stage_params);
   j->stage_eparams = npu_xcalloc((size_t)pp, sizeof *j->stage_eparams);
   j->layer_params = wl_model_layer_params(&j->model, 0) / j->plan.tp;
-  double shard = wl_plan_shard(&j->plan), edp = shard / j->plan.ep; /* the ZeRO shard group */
+  double shard = wl_plan_shard(&j->plan), edp = wl_plan_edp(&j->plan); /* the ZeRO shard groups */
   for (int st = 0; st < pp; st++) {
     j->stage_params[st] = stage_params(j, st, &j->stage_eparams[st]);
     /* ZeRO >= 1: dense master weights shard over dp x cp (or the shard group), experts over

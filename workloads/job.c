@@ -75,8 +75,9 @@ static int node_limited_check(struct wl_job *job, struct npu_diag *diag)
                         "set run.network = \"formula\"");
   bool ok = ep % G == 0;
   for (int e = 0; ok && e < ep; e++) { /* every rank of group g on one node, each group on its own */
-    int node = wl__ep_rank(p, 0, 0, e) / per, first = wl__ep_rank(p, 0, 0, e / (ep / G) * (ep / G)) / per;
-    ok = node == first && (e < ep / G || node != wl__ep_rank(p, 0, 0, e - ep / G) / per);
+    int node = wl_plan_expert_rank(p, 0, 0, e, 0) / per;
+    int first = wl_plan_expert_rank(p, 0, 0, e / (ep / G) * (ep / G), 0) / per;
+    ok = node == first && (e < ep / G || node != wl_plan_expert_rank(p, 0, 0, e - ep / G, 0) / per);
   }
   if (!ok)
     return npu_cfg_fail(job->cfg, diag, "plan.ep_dispatch", "node-limited dispatch needs the routing's %d groups to "

@@ -159,7 +159,7 @@ struct wl_kernel {
 struct wl_coll {
   enum ic_op op;
   double bytes;        /* nccl-tests convention */
-  int dim;             /* enum wl_dim of the group */
+  int dim;             /* enum wl_dim of the group, or WL_GROUP_ETP */
   double time_s;
   char algo[24];
 };

@@ -40,11 +40,12 @@
  *          heads) and V (heads x v), which the core attention keeps.
  *   [MOE]  Megatron-LM megatron/core/transformer/moe: the router keeps fp32 scores of every
  *          expert; the all-to-all dispatcher gathers the tokens over the TP group before the
- *          experts (expert TP = TP); the grouped MLP keeps its input, the fc1 output and, with
+ *          experts (over the expert TP group, tp by default); the grouped MLP keeps its input, the fc1 output and, with
  *          the probabilities applied in the fused weighted SwiGLU (experts.py,
  *          weighted_bias_swiglu_impl), the probability of each token copy and the fc2 input,
  *          not the expert output; expert parameters shard over EP x expert TP, their gradients
- *          and optimizer states over the expert data-parallel group dp x cp / ep.
+ *          and optimizer states over the expert data-parallel group tp x cp x dp / (etp x ep)
+ *          (MoE parallel folding, wl_plan_edp).
  *   [TE]   NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
  *          layernorm_linear.py: with fp8 a linear layer keeps its input quantised to fp8 for the
  *          weight gradient (1 byte per element; a fused norm keeps its own input in the
@@ -91,7 +92,7 @@ static double gemm_in(const struct wl_plan *p)
 /* Megatron's expert tensor parallelism (--expert-tensor-parallel-size), by default = tp [MOE]. */
 static double expert_tp(const struct wl_plan *p)
 {
-  return p->etp;
+  return p->etp ? p->etp : p->tp;
 }
 
 /* Divisor of the activations TP alone leaves whole: t with sequence parallelism [KOR]. */
@@ -190,7 +191,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
    * dispatched in fp8 [DSV3]), its fp32 probability, and the expert MLP's inner tensors split
    * over expert TP; the shared experts as a dense MLP of shared x moe.ffn. */
   double tokens = s * b, copies = tokens * m->moe.top_k * (m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1);
-  if (p->sp) copies *= expert_tp(p) / p->tp; /* whole experts (etp 1): the rank's own share only */
+  if (p->sp || p->tp == 1) copies *= expert_tp(p) / p->tp; /* own tokens, gathered over expert TP */
   act += 4.0 * tokens * m->moe.experts / whole;
   act += copies * (g * h + 4.0);
   double inner = mlp_inner_bytes(m, p, m->moe.ffn) - (rc_act ? gemm_in(p) * m->moe.ffn : 0);
@@ -437,9 +438,9 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
 
   /* ZeRO [ZERO] over the data-parallel group including CP (Megatron shards the distributed
    * optimizer over dp x cp), or over its shard groups (plan.zero_shard: hybrid sharding);
-   * routed experts over the expert data-parallel group dp x cp / ep (hybrid sharding is refused
+   * routed experts over the expert data-parallel group (wl_plan_edp; hybrid sharding is refused
    * with ep > 1). */
-  double d_dp = wl_plan_shard(p), e_dp = d_dp / p->ep, g_bytes = wl_plan_grad_reduce_bytes(p);
+  double d_dp = wl_plan_shard(p), e_dp = wl_plan_edp(p), g_bytes = wl_plan_grad_reduce_bytes(p);
   double dense = rp.dense, expert = rp.expert;
   memset(out, 0, sizeof *out);
   out->stage = stage;

@@ -58,7 +58,8 @@ static void add_seg(struct table *t, const struct wl_program *p, const struct wl
     if (it->coll) {
       const struct wl_coll *c = &p->colls[it->index];
       char name[40];
-      snprintf(name, sizeof name, "%s %s", it->cat == WL_CAT_CP ? "cp" : "tp", ic_op_name(c->op));
+      snprintf(name, sizeof name, "%s %s", c->dim == WL_GROUP_ETP ? "etp" : it->cat == WL_CAT_CP ? "cp" : "tp",
+               ic_op_name(c->op));
       add(t, name, it->cat, times, c->time_s);
     } else {
       const struct wl_kernel *k = &p->kernels[it->index];

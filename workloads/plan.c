@@ -36,11 +36,12 @@ static const struct npu_param params[] = {
     NPU_PARAM_INT("plan.cp", cp, "1", NPU_PF_POSITIVE, "context-parallel size"),
     NPU_PARAM_INT("plan.pp", pp, "1", NPU_PF_POSITIVE, "pipeline stages"),
     NPU_PARAM_INT("plan.dp", dp, "0", NPU_PF_NONNEG, "data-parallel size; 0: devices / (tp x cp x pp)"),
-    NPU_PARAM_INT("plan.ep", ep, "1", NPU_PF_POSITIVE, "expert-parallel size (MoE; divides dp x cp)"),
+    NPU_PARAM_INT("plan.ep", ep, "1", NPU_PF_POSITIVE,
+        "expert-parallel size (MoE; etp x ep divides a stage's tp x cp x dp ranks, MoE parallel folding)"),
     NPU_PARAM_INT("plan.etp", etp, "0", NPU_PF_NONNEG,
-        "expert tensor-parallel size (MoE, Megatron --expert-tensor-parallel-size): tp (0, the default: experts split "
-        "over the TP group, which gathers its token copies for them) or 1 (whole experts on every TP rank, each "
-        "on its own sequence-parallel tokens)"),
+        "expert tensor-parallel size (MoE, Megatron --expert-tensor-parallel-size; 0: tp): each expert split over "
+        "etp ranks, which gather their token copies for it. The expert grid etp x ep x expert-dp folds onto a "
+        "stage's ranks in order (etp fastest): with etp < tp the EP group spans TP ranks (needs plan.sp)"),
     NPU_PARAM_INT("plan.vpp", vpp, "1", NPU_PF_POSITIVE, "model chunks per pipeline rank (interleaved schedule); 1: none"),
     NPU_PARAM_INT("plan.first_stage_layers", first_layers, "0", NPU_PF_NONNEG,
         "layers of the first pipeline stage, or of its first model chunk with vpp > 1 (Megatron --decoder-first-pipeline-num-layers); 0: an even split"),
@@ -162,6 +163,27 @@ int wl_plan_shard(const struct wl_plan *p)
   return p->zero_shard ? p->zero_shard : p->dp * p->cp;
 }
 
+int wl_plan_edp(const struct wl_plan *p)
+{
+  return p->tp * p->cp * p->dp / ((p->etp ? p->etp : p->tp) * p->ep);
+}
+
+int wl_plan_expert_rank(const struct wl_plan *p, int stage, int et, int e, int g)
+{
+  int a = et + (p->etp ? p->etp : p->tp) * (e + p->ep * g); /* the stage's index in tp-cp-dp order */
+  struct wl_coord c = {{0}};
+  c.c[WL_DIM_TP] = a % p->tp;
+  c.c[WL_DIM_CP] = a / p->tp % p->cp;
+  c.c[WL_DIM_DP] = a / (p->tp * p->cp);
+  c.c[WL_DIM_PP] = stage;
+  return wl_plan_rank(p, &c);
+}
+
+int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp)
+{
+  return (tp + p->tp * (cp + p->cp * dp)) / (p->etp ? p->etp : p->tp) % p->ep;
+}
+
 double wl_plan_a2a_bytes(const struct wl_plan *p, int which)
 {
   return p->fp8_dispatch && (which == 0 || which == 2) ? 1 + 4.0 / 128 : 2;
@@ -277,7 +299,7 @@ int wl_plan_dim(const struct wl_plan *p, enum wl_dim d)
   switch (d) {
   case WL_DIM_TP: return p->tp;
   case WL_DIM_CP: return p->cp;
-  case WL_DIM_EP: return 1; /* experts subdivide dp x cp; not a dimension of the world */
+  case WL_DIM_EP: return 1; /* the expert grid folds onto tp x cp x dp (wl_plan_expert_rank) */
   case WL_DIM_DP: return p->dp;
   case WL_DIM_PP: return p->pp;
   default: NPU_PANIC("bad dimension %d", (int)d);
@@ -441,21 +463,28 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
                           p->zero_shard, n, p->ep);
   }
   if (m->moe.experts) {
-    if ((p->dp * p->cp) % p->ep || m->moe.experts % p->ep)
-      return npu_cfg_fail(cfg, diag, "plan.ep", "ep %d must divide dp x cp = %d and the %d experts", p->ep,
-                          p->dp * p->cp, m->moe.experts);
+    if (m->moe.experts % p->ep)
+      return npu_cfg_fail(cfg, diag, "plan.ep", "ep %d must divide the %d experts", p->ep, m->moe.experts);
+    if (!p->etp) p->etp = p->tp;
+    int n = p->tp * p->cp * p->dp; /* a stage's ranks: the expert grid folds onto them */
+    if (n % (p->etp * p->ep))
+      return npu_cfg_fail(cfg, diag, p->etp != p->tp ? "plan.etp" : "plan.ep",
+                          "expert TP %d x ep %d must divide a stage's tp x cp x dp = %d ranks (MoE parallel "
+                          "folding: the expert grid etp x ep x expert-dp lies on the same ranks)", p->etp, p->ep, n);
+    if (m->moe.ffn % p->etp)
+      return npu_cfg_fail(cfg, diag, "plan.etp", "expert TP %d must divide the experts' MLP size %d", p->etp,
+                          m->moe.ffn);
+    if (p->etp != p->tp && p->tp > 1 && !p->sp)
+      return npu_cfg_fail(cfg, diag, "plan.etp",
+                          "expert TP %d differs from tp %d: the experts then take each TP rank's own tokens, "
+                          "which needs sequence parallelism (plan.sp; Megatron requires it for MoE with TP)",
+                          p->etp, p->tp);
   } else if (p->ep != 1) {
     return npu_cfg_fail(cfg, diag, "plan.ep", "expert parallelism needs an MoE model (model.moe.experts)");
   } else if (p->etp && p->etp != p->tp) {
     return npu_cfg_fail(cfg, diag, "plan.etp", "expert tensor parallelism needs an MoE model (model.moe.experts)");
   }
   if (!p->etp) p->etp = p->tp;
-  if (p->etp != p->tp && p->etp != 1)
-    return npu_cfg_fail(cfg, diag, "plan.etp", "expert TP %d: npusim models 1 or tp (%d)", p->etp, p->tp);
-  if (p->etp == 1 && p->tp > 1 && !p->sp)
-    return npu_cfg_fail(cfg, diag, "plan.etp",
-                        "whole experts on every TP rank need sequence parallelism (plan.sp): without it every TP "
-                        "rank would run the same experts on the same tokens");
   int rcm = parse_rc_modules(cfg, p, m, diag);
   if (rcm) return rcm;
   if (p->fp8_moe_act_input && (p->dtype != WL_DTYPE_FP8 || m->moe.experts <= 1))

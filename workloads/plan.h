@@ -76,6 +76,9 @@ enum wl_fusion {
 
 /* Parallel dimensions, in the order of enum values used by wl_coord. */
 enum wl_dim { WL_DIM_TP, WL_DIM_CP, WL_DIM_EP, WL_DIM_DP, WL_DIM_PP, WL_DIM_COUNT };
+/* A collective's group beyond the world's dimensions: the expert TP group when etp != tp (the
+ * ranks of expert grid points 0..etp-1 of one (e, g), wl_plan_expert_rank). */
+#define WL_GROUP_ETP WL_DIM_COUNT
 
 struct wl_plan {
   int tp, cp, pp, dp, ep;
@@ -98,7 +101,7 @@ struct wl_plan {
   int fp8_recipe;           /* enum wl_fp8_recipe */
   int tp_overlap;           /* enum wl_tp_overlap */
   int ep_overlap;           /* enum wl_ep_overlap */
-  int etp;                  /* expert tensor-parallel size: tp or 1 (0 in the file: tp) */
+  int etp;                  /* expert tensor-parallel size (0 in the file: tp; see wl_plan_edp) */
   int recompute_method;     /* enum wl_recompute_method (recompute full) */
   int recompute_layers;     /* its group (uniform) or layers per chunk (block); 0 in the file: 1 / all */
   char recompute_modules[96]; /* plan.recompute_modules as written */
@@ -166,6 +169,18 @@ bool wl_plan_zero3(const struct wl_plan *p);
  * sharding). With fewer, the shard groups are consecutive in the data-parallel group and their
  * counterparts (the replicas) all-reduce the gradient shards between them. */
 int wl_plan_shard(const struct wl_plan *p);
+/*
+ * MoE parallel folding (Megatron-Core's expert rank generator, order tp-ep-dp-pp with tp = etp):
+ * a stage's tp x cp x dp ranks, taken in tp-cp-dp order (tp fastest) as the index a, also form
+ * the expert grid etp x ep x edp, etp fastest: a = et + etp (e + ep g). With etp = tp the EP
+ * group lies across the data-parallel ranks of a TP rank; with etp < tp it spans TP ranks.
+ * wl_plan_edp: the expert data-parallel size tp cp dp / (etp ep) (needs wl_plan_finish's etp);
+ * wl_plan_expert_rank: the physical rank of grid point (et, e, g) of stage `stage`;
+ * wl_plan_expert_index: the EP index e of the rank at (tp, cp, dp) of a stage.
+ */
+int wl_plan_edp(const struct wl_plan *p);
+int wl_plan_expert_rank(const struct wl_plan *p, int stage, int et, int e, int g);
+int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp);
 /* Bytes per hidden element of MoE all-to-all `which` (0 dispatch, 1 combine, 2 the combine's
  * gradient, 3 the dispatch's gradient): 2 (bf16), or with plan.fp8_dispatch 1 + 4/128 (fp8 with
  * an fp32 scale per 128) for the dispatch and the combine's gradient. */

@@ -39,11 +39,6 @@ int wl__phys_rank(const struct wl_plan *plan, int stage, int tp, int cp, int dp)
   return wl_plan_rank(plan, &c);
 }
 
-int wl__ep_rank(const struct wl_plan *plan, int stage, int tp, int ci)
-{
-  return wl__phys_rank(plan, stage, tp, ci % plan->cp, ci / plan->cp);
-}
-
 int wl__stage_of(const struct wl_program *p, int k, int m)
 {
   int st, ch;
@@ -188,9 +183,9 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
     if (is_mtp) params += wl_model_mtp_rank_params(md, pl->tp);
     if (z3) {
       struct wl_step *g = add_step(st, WL_STEP_GATHER, WL_CAT_DP, half);
-      /* the routed experts gather over their own group (e = dp x cp / ep ranks), posted as part of
+      /* the routed experts gather over their own group (e = wl_plan_edp ranks), posted as part of
        * the DP group's (dpn ranks): per rank the same bytes received, eparams (e - 1) / e */
-      double dpn = (double)pl->dp * pl->cp, e = dpn / pl->ep;
+      double dpn = (double)pl->dp * pl->cp, e = wl_plan_edp(pl);
       g->u.gather.params = params + (eparams > 0 ? eparams * (e - 1) / e * dpn / (dpn - 1) : 0);
       g->u.gather.piece = q;
       g->u.gather.next = q + 1 < np;
@@ -489,7 +484,7 @@ struct wl_program *wl_program_expand(const struct wl_job *job)
   p->pp = job->plan.pp;
   p->mb = job->microbatches;
   p->E = job->model.moe.experts ? job->plan.ep : 1;
-  p->edp = job->plan.dp * job->plan.cp / p->E;
+  p->edp = p->E > 1 ? wl_plan_edp(&job->plan) : job->plan.dp * job->plan.cp;
   p->nranks = p->pp * p->E;
   p->mchunks = p->pp * job->plan.vpp;
   wl_expand(p);

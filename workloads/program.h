@@ -125,7 +125,7 @@ struct wl_program {
   struct wl_plan plan;
   int pp, mb;                   /* pipeline stages, micro-batches per step */
   int E;                        /* EP ranks per stage (1: dense, or ep 1) */
-  int edp;                      /* expert data-parallel size: dp x cp / E */
+  int edp;                      /* expert data-parallel size: tp cp dp / (etp E) (dense: dp cp) */
   int nranks;                   /* replay ranks: pp x E, index stage x E + EP index */
   int mchunks;                  /* model chunks: pp x vpp */
   /* expansion (expand.c) and its costs */

@@ -268,7 +268,7 @@ static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const str
     if (d <= 0) continue;
     const char *name;
     if (it->coll) {
-      static const char *const dims[] = {"TP", "CP", "EP", "DP", "PP"};
+      static const char *const dims[] = {"TP", "CP", "EP", "DP", "PP", "ETP"}; /* + WL_GROUP_ETP */
       const struct wl_coll *c = &j->colls[it->index];
       char buf[64];
       snprintf(buf, sizeof buf, "%s %s%s", dims[c->dim], ic_op_name(c->op),
@@ -679,10 +679,16 @@ static int probe_colls(struct wl__replay *r, struct wl_program *pg)
 {
   for (int i = 0; i < pg->ncolls; i++) {
     const struct wl_coll *c = &pg->colls[i];
-    int n = wl_plan_dim(&pg->plan, (enum wl_dim)c->dim), *ranks = npu_xmalloc((size_t)n * sizeof *ranks);
-    wl_plan_group(&pg->plan, 0, (enum wl_dim)c->dim, ranks);
+    bool etp = c->dim == WL_GROUP_ETP;
+    int n = etp ? pg->plan.etp : wl_plan_dim(&pg->plan, (enum wl_dim)c->dim);
+    int *ranks = npu_xmalloc((size_t)n * sizeof *ranks);
+    if (etp)
+      for (int k = 0; k < n; k++) ranks[k] = wl_plan_expert_rank(&pg->plan, 0, k, 0, 0);
+    else
+      wl_plan_group(&pg->plan, 0, (enum wl_dim)c->dim, ranks);
     struct ic_comm comm;
-    int rc = ic_comm_init(&comm, ranks, n, r->topo, c->dim == WL_DIM_CP ? "plan.cp" : "plan.tp", r->diag);
+    const char *key = etp ? "plan.etp" : c->dim == WL_DIM_CP ? "plan.cp" : "plan.tp";
+    int rc = ic_comm_init(&comm, ranks, n, r->topo, key, r->diag);
     free(ranks);
     if (rc) return rc;
     int id = wl__start_coll(r, &comm, c->op, c->bytes, NULL);

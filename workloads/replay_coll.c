@@ -36,18 +36,19 @@ int wl__start_coll(struct wl__replay *r, const struct ic_comm *c, enum ic_op op,
 /* ------------------------------------------------------------------ communicators */
 
 /*
- * Per (stage, tp) the DP group over dp x cp; with EP, per (stage, tp, edp index) the EP group
- * (dp coordinate = edp x ep + e: EP varies fastest inside DP, as Megatron's tp-cp-ep-dp-pp order
- * has it) and per (stage, ep index, tp) the expert data-parallel group.
+ * Per (stage, tp) the DP group over dp x cp; with EP, the expert grid of MoE parallel folding
+ * (plan.h, wl_plan_expert_rank): per stage the tp cp dp / E EP groups, one per (et, g) at index
+ * et edp + g, and per (stage, ep index, et) the expert data-parallel group over g.
  */
 int wl__build_comms(struct wl__replay *r)
 {
   const struct wl_plan *p = &r->job->plan;
-  int n = p->dp * p->cp, *ranks = npu_xmalloc((size_t)(n > r->E ? n : r->E) * sizeof *ranks), rc = 0;
+  int n = p->dp * p->cp, most = n > r->E ? n : r->E, rc = 0;
+  int *ranks = npu_xmalloc((size_t)(most > r->edp ? most : r->edp) * sizeof *ranks);
   r->dpc = npu_xcalloc((size_t)r->pp * p->tp, sizeof *r->dpc);
   if (r->E > 1) {
-    r->epc = npu_xcalloc((size_t)r->pp * p->tp * r->edp, sizeof *r->epc);
-    r->edpc = npu_xcalloc((size_t)r->pp * r->E * p->tp, sizeof *r->edpc);
+    r->epc = npu_xcalloc((size_t)r->pp * wl__ep_groups(r), sizeof *r->epc);
+    r->edpc = npu_xcalloc((size_t)r->pp * r->E * p->etp, sizeof *r->edpc);
   }
   int sg = wl_plan_shard(p), *sub = npu_xmalloc((size_t)n * sizeof *sub);
   r->nshard = sg < n ? n / sg : 0;
@@ -74,13 +75,17 @@ int wl__build_comms(struct wl__replay *r)
         rc = ic_comm_init(&r->rpc[((size_t)s * p->tp + t) * sg + j], sub, r->nshard, r->topo, "plan.zero_shard",
                           r->diag);
       }
-      for (int g = 0; r->E > 1 && g < r->edp && !rc; g++) {
-        for (int e = 0; e < r->E; e++) ranks[e] = wl__ep_rank(p, s, t, g * r->E + e);
-        rc = ic_comm_init(&r->epc[((size_t)s * p->tp + t) * r->edp + g], ranks, r->E, r->topo, "plan.ep", r->diag);
+    }
+  for (int s = 0; r->E > 1 && s < r->pp && !rc; s++)
+    for (int et = 0; et < p->etp && !rc; et++) {
+      for (int g = 0; g < r->edp && !rc; g++) {
+        for (int e = 0; e < r->E; e++) ranks[e] = wl_plan_expert_rank(p, s, et, e, g);
+        rc = ic_comm_init(&r->epc[(size_t)s * wl__ep_groups(r) + (size_t)et * r->edp + g], ranks, r->E, r->topo,
+                          "plan.ep", r->diag);
       }
-      for (int e = 0; r->E > 1 && r->edp > 1 && e < r->E && !rc; e++) {
-        for (int g = 0; g < r->edp; g++) ranks[g] = wl__ep_rank(p, s, t, g * r->E + e);
-        rc = ic_comm_init(&r->edpc[((size_t)s * r->E + e) * p->tp + t], ranks, r->edp, r->topo, "plan.ep", r->diag);
+      for (int e = 0; r->edp > 1 && e < r->E && !rc; e++) {
+        for (int g = 0; g < r->edp; g++) ranks[g] = wl_plan_expert_rank(p, s, et, e, g);
+        rc = ic_comm_init(&r->edpc[((size_t)s * r->E + e) * p->etp + et], ranks, r->edp, r->topo, "plan.ep", r->diag);
       }
     }
   free(sub);
@@ -93,7 +98,7 @@ void wl__comms_release(struct wl__replay *r)
   const struct wl_plan *p = &r->job->plan;
   size_t g = r->nshard ? (size_t)wl_plan_shard(p) : 0;
   struct ic_comm *sets[] = {r->dpc, r->epc, r->edpc, r->shc, r->rpc};
-  size_t counts[] = {(size_t)r->pp * p->tp, (size_t)r->pp * p->tp * r->edp, (size_t)r->pp * r->E * p->tp,
+  size_t counts[] = {(size_t)r->pp * p->tp, (size_t)r->pp * wl__ep_groups(r), (size_t)r->pp * r->E * p->etp,
                      (size_t)r->pp * p->tp * r->nshard, (size_t)r->pp * p->tp * g};
   for (int s = 0; s < 5; s++) {
     for (size_t i = 0; sets[s] && i < counts[s]; i++)
@@ -108,8 +113,9 @@ void wl__comms_release(struct wl__replay *r)
 /* ------------------------------------------------------------------ joining */
 
 /* Which comm ranks of a shared collective's groups a replay rank joins as: all of them (it
- * stands for the whole group), those of a DP group whose dp coordinate has its EP index (a DP
- * group spans the EP ranks), or only comm rank e (an EP group). */
+ * stands for the whole group), those of a DP group (the DP group of TP rank g, comm rank
+ * c dp + d) that have its EP index (a DP group spans the EP ranks), or only comm rank e (an EP
+ * group). */
 enum join_as { JOIN_ALL, JOIN_DP, JOIN_EP };
 
 /*
@@ -136,10 +142,11 @@ static int join_shared(struct wl__replay *r, struct wl__rank *rk, uint64_t key, 
   }
   struct wl__shared *s = &r->sh.v[h];
   s->joined++;
-  int dp = r->job->plan.dp;
+  const struct wl_plan *p = &r->job->plan;
   for (int g = 0; g < s->n && s->first >= 0; g++)
     for (int i = 0; i < groups[g].size; i++) {
-      bool mine = as == JOIN_ALL || (as == JOIN_EP && i == rk->e) || (as == JOIN_DP && (i % dp) % r->E == rk->e);
+      bool mine = as == JOIN_ALL || (as == JOIN_EP && i == rk->e) ||
+                  (as == JOIN_DP && (r->E == 1 || wl_plan_expert_index(p, g, i / p->dp, i % p->dp) == rk->e));
       if (mine) ic_exec_join(r->x, s->first + g, i, t);
     }
   return h;
@@ -224,7 +231,8 @@ void wl__post_ebucket(struct wl__replay *r, struct wl__rank *rk, double n, doubl
   if (r->edp < 2 || n <= 0) return;
   enum ic_op op = p->zero >= 1 ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE;
   int h = join_shared(r, rk, wl__shared_key(WL__KEY_EBUCKET, (uint64_t)rk->s, (uint64_t)rk->e, (uint64_t)rk->buckets++),
-                      op, n * wl_plan_grad_reduce_bytes(p), &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp, 1, JOIN_ALL, t, NULL);
+                      op, n * wl_plan_grad_reduce_bytes(p), &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->etp],
+                      p->etp, 1, JOIN_ALL, t, NULL);
   wait_later(rk, h, "expert grad bucket", t);
 }
 
@@ -250,7 +258,7 @@ void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t)
   wait_later(rk, h, "param gather", t);
   if (r->edp > 1 && pg->stage_eparams[rk->s] > 0) { /* experts: over their data-parallel group */
     h = join_shared(r, rk, wl__shared_key(WL__KEY_PGATHER, (uint64_t)rk->s, (uint64_t)rk->e, 1), IC_OP_ALLGATHER,
-                    pg->stage_eparams[rk->s] * 2, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->tp], p->tp,
+                    pg->stage_eparams[rk->s] * 2, &r->edpc[((size_t)rk->s * r->E + (size_t)rk->e) * p->etp], p->etp,
                     1, JOIN_ALL, t, NULL);
     wait_later(rk, h, "expert param gather", t);
   }
@@ -377,7 +385,7 @@ int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, i
     if (h < 0) {
       h = wl__shared_add(&r->sh, key);
       r->sh.v[h].members = E;
-      const struct ic_comm *c = &r->epc[(size_t)rk->s * p->tp * r->edp];
+      const struct ic_comm *c = &r->epc[(size_t)rk->s * wl__ep_groups(r)];
       r->sh.v[h].formula_s = p->ep_dispatch == WL_EPD_NODE_LIMITED
                                  ? a2a_node_limited_s(r, c, m, rt->group_tokens, rt->groups, copy, back)
                                  : a2a_formula_s(r, c, m);
@@ -390,6 +398,6 @@ int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, i
       for (int e = 0; e < E; e++) wl__wake_at(r, rk->s * r->E + e, s->last_join + s->formula_s);
     return h;
   }
-  return join_shared(r, rk, key, IC_OP_ALLTOALLV, total / E, &r->epc[(size_t)rk->s * p->tp * r->edp],
-                     p->tp * r->edp, E, JOIN_EP, t, m);
+  return join_shared(r, rk, key, IC_OP_ALLTOALLV, total / E, &r->epc[(size_t)rk->s * wl__ep_groups(r)],
+                     wl__ep_groups(r), E, JOIN_EP, t, m);
 }

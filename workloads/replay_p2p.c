@@ -29,14 +29,14 @@ void wl__p2p_init(struct wl__replay *r)
 {
   r->p2p = npu_xcalloc((size_t)2 * (size_t)(r->mchunks > 1 ? r->mchunks - 1 : 1) * (size_t)r->mb * (size_t)r->E,
                        sizeof *r->p2p);
-  r->pair = npu_xcalloc((size_t)2 * (size_t)r->mchunks * (size_t)r->job->plan.tp * (size_t)r->E, sizeof *r->pair);
+  r->pair = npu_xcalloc((size_t)2 * (size_t)r->mchunks * (size_t)r->job->plan.etp * (size_t)r->E, sizeof *r->pair);
 }
 
 void wl__p2p_release(struct wl__replay *r)
 {
   const struct wl_plan *p = &r->job->plan;
   if (r->pair)
-    for (size_t i = 0; i < (size_t)2 * (size_t)r->mchunks * (size_t)p->tp * (size_t)r->E; i++)
+    for (size_t i = 0; i < (size_t)2 * (size_t)r->mchunks * (size_t)p->etp * (size_t)r->E; i++)
       if (r->pair[i].size) ic_comm_release(&r->pair[i]);
   free(r->pair);
   free(r->p2p);
@@ -52,28 +52,32 @@ static double transfer_s(const struct wl__replay *r, int a, int b, double bytes)
          bytes / (ic_topo_class_bw(r->topo, cl) * ic_topo_link_scale(r->topo, cl, bytes, true));
 }
 
-/* Each EP index has its own transfers (replay rank (s, e) stands for dp coordinate e and its
- * expert data-parallel replicas, whose pipeline neighbours have the same coordinate). */
+/* Each EP index has its own transfers: replay rank (s, e) sends for the ranks of expert grid
+ * points (et, e, 0), et < etp (with etp = tp the TP group at dp coordinate e; a dense plan's
+ * etp is tp), and stands for their expert data-parallel replicas, whose pipeline neighbours
+ * have the same coordinates. */
 struct wl__p2p *wl__p2p_get(struct wl__replay *r, int i, int e)
 {
   struct wl__p2p *p = &r->p2p[(size_t)i * (size_t)r->E + (size_t)e];
   if (p->n != 0 || r->rc) return p;
   const struct wl_job *j = r->job;
   int per = (r->mchunks - 1) * r->mb, dir = i / per, b = i % per / r->mb, mb = i % r->mb;
-  int from = wl__stage_of(r->prog, dir ? b + 1 : b, mb), to = wl__stage_of(r->prog, dir ? b : b + 1, mb), t = j->plan.tp;
-  /* each TP rank sends its share: T h / t (sequence parallel, or Megatron's scatter-gather) */
-  double bytes = (double)j->plan.micro_batch * (j->model.seq_len / j->plan.cp) * j->model.hidden * 2.0 / t;
+  int from = wl__stage_of(r->prog, dir ? b + 1 : b, mb), to = wl__stage_of(r->prog, dir ? b : b + 1, mb);
+  int t = j->plan.etp;
+  /* each TP rank sends its share: T h / tp (sequence parallel, or Megatron's scatter-gather) */
+  double bytes = (double)j->plan.micro_batch * (j->model.seq_len / j->plan.cp) * j->model.hidden * 2.0 / j->plan.tp;
   p->first_id = -1;
   p->send_s = p->recv_s = NAN;
   if (wl__formula(r)) { /* the TP ranks' transfers side by side: as one, alone on its route */
-    p->formula_s = transfer_s(r, wl__ep_rank(&j->plan, from, 0, e), wl__ep_rank(&j->plan, to, 0, e), bytes);
+    p->formula_s = transfer_s(r, wl_plan_expert_rank(&j->plan, from, 0, e, 0), wl_plan_expert_rank(&j->plan, to, 0, e, 0),
+                              bytes);
     p->to_idx = to * r->E + e;
     p->n = -1;
     return p;
   }
   for (int k = 0; k < t; k++) {
     struct ic_comm *c = &r->pair[(((size_t)b * 2 + (size_t)dir) * (size_t)t + (size_t)k) * (size_t)r->E + (size_t)e];
-    int a = wl__ep_rank(&j->plan, from, k, e), z = wl__ep_rank(&j->plan, to, k, e);
+    int a = wl_plan_expert_rank(&j->plan, from, k, e, 0), z = wl_plan_expert_rank(&j->plan, to, k, e, 0);
     if (c->size && (c->ranks[0] != a || c->ranks[1] != z)) ic_comm_release(c); /* DualPipe: the other direction */
     if (!c->size) {
       int ranks[2] = {a, z};

@@ -40,7 +40,11 @@ static void plan_text(const struct wl_plan *p, char *buf, size_t n)
   if (p->grad_reduce) npu_appendf(buf, n, ", gradients reduced in bf16");
   if (p->zero3_impl == WL_Z3_PER_PARAM) npu_appendf(buf, n, ", per-parameter shards (FSDP2)");
   if (p->fusion == WL_FUSION_EAGER) npu_appendf(buf, n, ", eager modules");
-  if (p->etp != p->tp) npu_appendf(buf, n, ", expert TP %d", p->etp);
+  if (p->ep > 1) /* the expert grid (MoE parallel folding, plan.h) */
+    npu_appendf(buf, n, ", EP%d (expert TP %d, expert DP %d%s)", p->ep, p->etp, wl_plan_edp(p),
+                p->etp < p->tp ? ", EP across TP ranks" : "");
+  else if (p->etp != p->tp)
+    npu_appendf(buf, n, ", expert TP %d", p->etp);
   if (p->tp_overlap != WL_TPO_NONE)
     npu_appendf(buf, n, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
   if (p->ep_overlap != WL_EPO_NONE)

@@ -64,9 +64,6 @@ int wl__expert_cost(struct wl_program *p, struct op_cache *cache, double tokens,
 /* The physical rank of (stage, tp, cp, dp) under the plan's rank order. */
 int wl__phys_rank(const struct wl_plan *plan, int stage, int tp, int cp, int dp);
 
-/* The rank of index ci (0 .. cp x dp - 1) of the expert layout of (stage, tp): EP varies fastest,
- * over the dp x cp ranks (cp faster than dp, as in Megatron's tp-cp-ep-dp-pp). */
-int wl__ep_rank(const struct wl_plan *plan, int stage, int tp, int ci);
 
 /* The stage running model chunk k for micro-batch m (DualPipe depends on m). */
 int wl__stage_of(const struct wl_program *p, int k, int m);
@@ -261,8 +258,8 @@ struct wl__replay {
   struct ic_comm *pair;  /* [boundary][dir][tp][EP index]: 2-rank communicators for sends, on demand */
   struct wl__shared_table sh; /* every shared collective of the step */
   struct ic_comm *dpc;   /* per stage x tp: the DP (x CP) group */
-  struct ic_comm *epc;   /* per stage x tp x edp: the EP group */
-  struct ic_comm *edpc;  /* per stage x ep x tp: the expert data-parallel group */
+  struct ic_comm *epc;   /* per stage x etp x edp: the EP group (wl__ep_groups per stage) */
+  struct ic_comm *edpc;  /* per stage x ep x etp: the expert data-parallel group */
   /* hybrid sharding (plan.zero_shard < dp x cp): per stage x tp x k the k-th shard group (g
    * consecutive ranks of the DP group), per stage x tp x j the replica group of the ranks at
    * position j of every shard group; nshard shard groups per DP group, 0 without */
@@ -276,6 +273,12 @@ struct wl__replay {
   int rc;
   struct npu_diag *diag;
 };
+
+/* The EP groups of a stage, all running each all-to-all side by side: etp x edp. */
+static inline int wl__ep_groups(const struct wl__replay *r)
+{
+  return r->job->plan.etp * r->edp;
+}
 
 /* Whether the step's pipeline sends and EP all-to-alls are closed forms (run.network = formula). */
 static inline bool wl__formula(const struct wl__replay *r)

@@ -101,9 +101,30 @@ Test(plan, offload_is_an_axis_that_makes_a_plan_fit)
   cr_expect(strstr(r.out, "     1 tp1 pp1 cp1 ep1 vpp1 mb1 none zero1 off6") != NULL, "%s", r.out);
   char *rows = ts_read(csv);
   cr_assert(rows != NULL);
-  /* the axes' columns first: point, tp, pp, cp, ep, vpp, micro_batch, recompute, zero, offload_layers */
-  cr_expect(strstr(rows, ",zero,offload_layers,status,") && strstr(rows, "\n0,1,1,1,1,1,1,none,1,6,ok,"), "%s", rows);
+  /* the axes' columns first: point, tp, pp, cp, ep, vpp, micro_batch, recompute, zero, offload_layers, etp */
+  cr_expect(strstr(rows, ",zero,offload_layers,etp,status,") && strstr(rows, "\n0,1,1,1,1,1,1,none,1,6,1,ok,"), "%s",
+            rows);
   free(rows);
+  ts_run_free(&r);
+  ts_rmtree(dir);
+  free(dir);
+}
+
+/* Expert TP is an axis: on one 8-NPU server with tp 2, EP 8 exists only folded onto the TP
+ * ranks (etp 1: 1 x 8 = the 8 ranks), not with the experts split over the TP group (etp 0 = tp
+ * 2: 2 x 8 > 8), which the plan checks refuse; an explicit etp equal to tp is not run twice. */
+Test(plan, expert_tp_is_an_axis_and_folds_ep_onto_tp_ranks)
+{
+  char *dir = ts_tmpdir(), csv[1024];
+  snprintf(csv, sizeof csv, "%s/plans.csv", dir);
+  struct run_result r = ts_npusim("plan", NPUSIM_SOURCE_DIR "/tests/workloads/data/tiny_moe.cfg", "-o", csv, "-j",
+                                  "2", "--tp", "2", "--pp", "1", "--vpp", "1", "--micro-batch", "1", "--recompute",
+                                  "none", "--ep", "8", "--etp", "0,1,2", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.out, "3 candidate plans") && strstr(r.out, "refused 1 by plan.ep") &&
+                strstr(r.out, "1 by plan.etp") && strstr(r.out, "1 to run"),
+            "%s", r.out);
+  cr_expect(strstr(r.out, "     1 tp2 pp1 cp1 ep8 vpp1 mb1 none zero1 off0 etp1") != NULL, "%s", r.out);
   ts_run_free(&r);
   ts_rmtree(dir);
   free(dir);

@@ -88,10 +88,9 @@ Test(overlap, plans_the_frameworks_cannot_run_are_refused)
              "use \"megatron\"");
 }
 
-Test(overlap, expert_tp_is_1_or_tp)
+/* Expert TP defaults to tp; other sizes (MoE parallel folding) are test_folding.c's. */
+Test(overlap, expert_tp_defaults_to_tp_and_whole_experts_gather_nothing)
 {
-  load_fails(SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=4", "plan.sp=true", "plan.ep=2", "plan.etp=2"}, 4,
-             "plan.etp", "1 or tp");
   load_fails(SCN "tiny_moe.cfg", (const char *const[]){"plan.tp=2", "plan.ep=2", "plan.etp=1"}, 3, "plan.etp",
              "sequence parallelism");
   load_fails(SCN "tiny.cfg", (const char *const[]){"plan.etp=2"}, 1, "plan.etp", "MoE model");
