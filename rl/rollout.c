@@ -57,7 +57,8 @@ void rl__rollout(const struct sv_infer *x, const struct rl_job *job, const int *
   int graph[SV_GRAPH_MAX];
   int ngraph = sv_graph_sizes(s->rollout.max_num_seqs, graph);
   struct sv_engine_cfg cfg = {s->rollout.max_num_seqs, s->rollout.max_batched_tokens, kv_blocks, RL_BLOCK_TOKENS,
-                              true, true, false, graph, ngraph, engines, SV_ROUTE_FIXED, 0, 0, 0, job->model.window};
+                              true, true, false, graph, ngraph, engines, SV_ROUTE_FIXED, 0, 0, 0,
+                              job->model.dsa.topk ? job->model.dsa.topk : job->model.window};
   struct sv_req_out *out = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *out);
   struct sv_engine_stats es;
   sv_engine_run(&cfg, step_cost, x, req, n, out, true, &es);

@@ -246,7 +246,7 @@ int sv_infer_init(struct sv_infer *x, const struct sv_target *tg, struct op_cach
   x->ep = ep && m->moe.experts > 0;
   x->weight_bytes = sv_weight_bytes(m, tp);
   x->kv_token_bytes = sv_kv_token_bytes(m, tp);
-  for (int l = 0; m->window && l < m->layers; l++) x->local_layers += wl_model_layer_is_local(m, l);
+  for (int l = 0; l < m->layers; l++) x->local_layers += wl_model_layer_keys(m, l) > 0; /* window, sparse */
   x->step_overhead_s = step_overhead_s;
   x->seq_overhead_s = seq_overhead_s;
   struct ctx k = {x, NULL, diag};

@@ -182,7 +182,7 @@ static void pool_run(struct pool *p, const struct sv_job *job, int route, bool r
                               s->chunked_prefill, s->preemption == SV_PREEMPT_RESERVE, s->prefix_caching,
                               job->ngraph ? job->graph_sizes : NULL, job->ngraph, p->replicas, route,
                               s->speculative != SV_SPEC_NONE ? s->spec_tokens : 0, s->spec_acceptance,
-                              (unsigned long)s->seed, job->model.window};
+                              (unsigned long)s->seed, job->model.dsa.topk ? job->model.dsa.topk : job->model.window};
   p->out = npu_xcalloc((size_t)(p->n > 0 ? p->n : 1), sizeof *p->out);
   sv_engine_run(&cfg, step_fn, &p->x, p->req, p->n, p->out, record, &p->st);
 }

@@ -745,8 +745,85 @@ static struct op_call attn_flash_call(const struct wl_program *j, const struct s
   return c;
 }
 
+/*
+ * DeepSeek sparse attention (model.dsa; DeepSeek-V3.2-Exp report, Sec. 2.1): a lightning
+ * indexer scores each query's earlier tokens, I(t,s) = sum_j w(t,j) ReLU(q_I(t,j) . k_I(s))
+ * over its heads of dim, and attention reads each query's topk best keys. Costed as: the
+ * indexer's projections (q_I from the query latent, or the hidden state without one; k_I with
+ * its LayerNorm and the heads' weights w from the hidden state) as GEMMs; its logits as one GEMM
+ * per sequence of s x s/2 x heads dim in fp8 where the cube takes it (the causal half: the FLOPs
+ * of the heads' GEMMs of dim, whose ReLU and weighted sum the real kernel, DeepGEMM's
+ * fp8_mqa_logits, fuses into the epilogue); the selection as two streaming passes over the fp32
+ * scores (a radix select's histogram and selection passes; npusim has no top-k kernel, the
+ * eltwise kernel's sum64 pass stands for each); attention as FlashAttention's band of topk keys
+ * (the keys and FLOPs each query has; a gather of scattered key rows is not modelled). The
+ * indexer is whole on every TP rank, without communication. Backward: the indexer learns from
+ * its KL loss on a detached input (the report's continued pre-training), so only its own GEMMs'
+ * backward; the attention distribution it matches comes from the attention kernel (not costed).
+ */
+static enum npu_dtype dsa_dtype(const struct wl_program *j, const struct shape *s)
+{
+  return j->job->sys.chip.cube.macs_per_cycle[NPU_DT_FP8_E4M3] > 0 ? NPU_DT_FP8_E4M3 : s->dt;
+}
+
+static int dsa_query_in(const struct wl_program *j, const struct shape *s)
+{
+  return wl_model_is_mla(&j->model) && j->model.mla.q_lora_rank ? j->model.mla.q_lora_rank : s->h;
+}
+
+static struct op_call dsa_logits_call(const struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  return wl__grouped_gemm_call(s->b, (int64_t)s->b * s->s, s->s / 2, m->dsa.heads * m->dsa.dim, dsa_dtype(j, s));
+}
+
+static struct op_call dsa_norm_call(const struct wl_program *j, const struct shape *s)
+{
+  struct op_call c;
+  op_call_init(&c, "layer_norm");
+  op_call_dim(&c, "rows", s->T);
+  op_call_dim(&c, "hidden", j->model.dsa.dim);
+  op_call_dtype(&c, "dtype", s->dt);
+  return c;
+}
+
+static struct op_call dsa_select_call(const struct shape *s)
+{
+  return eltwise_call((int64_t)s->b * s->s * (s->s / 2), "sum64", NPU_DT_FP32, NPU_DT_FP32);
+}
+
+static void dsa_fwd(struct wl_program *j, const struct shape *s, bool rc)
+{
+  const struct wl_model *m = &j->model;
+  if (!m->dsa.topk) return;
+  gemm_fwd(j, s, rc, dsa_query_in(j, s), m->dsa.heads * m->dsa.dim);
+  gemm_fwd(j, s, rc, s->h, m->dsa.dim + m->dsa.heads);
+  struct op_call kn = dsa_norm_call(j, s);
+  kern(j, WL_CAT_VEC, rc, &kn);
+  struct op_call lg = dsa_logits_call(j, s), sel = dsa_select_call(s);
+  kern(j, WL_CAT_ATTN, rc, &lg);
+  for (int pass = 0; pass < 2; pass++) kern(j, WL_CAT_ATTN, rc, &sel);
+}
+
+/* The indexer's backward (its KL loss's gradient): the logits GEMM's, the key norm's (BI), the
+ * projections' (BI and W). */
+static void dsa_bwd(struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  if (!m->dsa.topk) return;
+  if (bi(s)) {
+    struct op_call lg = dsa_logits_call(j, s);
+    kern_bwd(j, s, WL_CAT_ATTN, &lg);
+    struct op_call kn = dsa_norm_call(j, s);
+    kern_bwd(j, s, WL_CAT_VEC, &kn);
+  }
+  gemm_bwd(j, s, s->h, m->dsa.dim + m->dsa.heads);
+  gemm_bwd(j, s, dsa_query_in(j, s), m->dsa.heads * m->dsa.dim);
+}
+
 static void attention_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
+  dsa_fwd(j, s, rc);
   if (j->model.attention == WL_ATTN_FLASH) {
     struct op_call c = attn_flash_call(j, s);
     kern(j, WL_CAT_ATTN, rc, &c);
@@ -760,6 +837,7 @@ static void attention_bwd(struct wl_program *j, const struct shape *s)
   if (j->model.attention == WL_ATTN_FLASH) {
     struct op_call c = attn_flash_call(j, s);
     kern_bwd(j, s, WL_CAT_ATTN, &c);
+    dsa_bwd(j, s);
     return;
   }
   /* The batched GEMMs of the backward, written out (both operands are activations: no weight
@@ -873,10 +951,13 @@ static struct op_call mla_flash_call(const struct wl_program *j, const struct sh
   int h = qh / s->t;
   if (qk % 64 || v % 64 || qk > 256 || v > 256) {
     int fh = (int)ceil((double)h * (qk + v) / 256.0);
-    return flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+    struct op_call c = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+    if (s->window) op_call_dim(&c, "window", s->window);
+    return c;
   }
   struct op_call c = flash_call(s->b * j->plan.cp, h, h, s->s, qk, s->dt);
   if (v != qk) op_call_dim(&c, "dim_v", v);
+  if (s->window) op_call_dim(&c, "window", s->window); /* sparse attention's topk (model.dsa) */
   return c;
 }
 
@@ -920,6 +1001,7 @@ static void mla_fwd(struct wl_program *j, const struct shape *s, bool rc)
   mla_q_up(j, s, rc);
   gemm_fwd(j, s, rc, s->h, m->mla.kv_lora_rank + m->mla.qk_rope_head_dim);
   mla_kv_up(j, s, rc);
+  dsa_fwd(j, s, rc);
   struct op_call fa = mla_flash_call(j, s);
   kern(j, WL_CAT_ATTN, rc, &fa);
   cp_exchange(j, s, false);
@@ -937,6 +1019,9 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
   if (bi(s)) {
     struct op_call fa = mla_flash_call(j, s);
     kern_bwd(j, s, WL_CAT_ATTN, &fa);
+  }
+  dsa_bwd(j, s);
+  if (bi(s)) {
     cp_exchange(j, s, true);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * qk);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * (qk + v));
@@ -1540,7 +1625,7 @@ void wl_expand(struct wl_program *j)
   z3_copy(j, emb, true);
   seg_end(j, WL_SEG_EMBED_B);
   /* the layers; a model that mixes local and global layers has the local ones apart */
-  s.window = m->window && !m->global_every ? m->window : 0;
+  s.window = m->window && !m->global_every ? m->window : m->dsa.topk; /* sparse attention: every layer */
   expand_layers(j, &s);
   if (m->window && m->global_every) {
     j->seg_off = WL_SEG_KINDS;

@@ -237,12 +237,13 @@ static double attn_rank_params(const struct wl_model *m, double t, double *mats)
     double ql = m->mla.q_lora_rank, kl = m->mla.kv_lora_rank;
     double whole = (ql > 0 ? h * ql : 0) + h * (kl + m->mla.qk_rope_head_dim);
     double split = (ql > 0 ? ql * q : h * q) + kl * qh * (double)(m->mla.qk_nope_head_dim + vd) + (double)qh * vd * h;
-    *mats = whole + split / t;
-    return *mats + norm_width(m) * (ql + kl);
+    *mats = whole + split / t + wl_model_dsa_params(m, true); /* the indexer: whole on every TP rank */
+    return *mats + norm_width(m) * (ql + kl) + wl_model_dsa_params(m, false) - wl_model_dsa_params(m, true);
   }
   double kv = (double)kvh * qk;
-  *mats = (h * (q + 2 * kv) + q * h) / t;
-  return *mats + (m->bias ? (q + 2 * kv) / t + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
+  *mats = (h * (q + 2 * kv) + q * h) / t + wl_model_dsa_params(m, true);
+  return *mats + (m->bias ? (q + 2 * kv) / t + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0) +
+         wl_model_dsa_params(m, false) - wl_model_dsa_params(m, true);
 }
 
 /* Parameters of layer l on one rank: dense ones (sharded over dp x cp by ZeRO) and routed

@@ -84,6 +84,11 @@ static const struct npu_param params[] = {
     NPU_PARAM_INT("model.mla.qk_rope_head_dim", mla.qk_rope_head_dim, "0", NPU_PF_NONNEG,
         "MLA query/key head dimension with rotary positions (the key's shared by all heads)"),
     NPU_PARAM_INT("model.mla.v_head_dim", mla.v_head_dim, "0", NPU_PF_NONNEG, "MLA value head dimension"),
+    NPU_PARAM_INT("model.dsa.topk", dsa.topk, "0", NPU_PF_NONNEG,
+        "DeepSeek sparse attention (DeepSeek-V3.2): each query attends to the topk earlier tokens its lightning "
+        "indexer selects (FlashAttention's band of topk keys, a multiple of 128); 0: dense attention"),
+    NPU_PARAM_INT("model.dsa.heads", dsa.heads, "64", NPU_PF_POSITIVE, "the lightning indexer's heads"),
+    NPU_PARAM_INT("model.dsa.dim", dsa.dim, "128", NPU_PF_POSITIVE, "the lightning indexer's head dimension"),
     NPU_PARAM_INT("model.moe.experts", moe.experts, "0", NPU_PF_NONNEG, "routed experts per MoE layer; 0: a dense model"),
     NPU_PARAM_INT("model.moe.shared", moe.shared, "0", NPU_PF_NONNEG, "shared experts per MoE layer"),
     NPU_PARAM_INT("model.moe.top_k", moe.top_k, "0", NPU_PF_NONNEG, "experts each token is routed to"),
@@ -231,6 +236,16 @@ int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *di
   } else if (m->global_every) {
     return npu_cfg_fail(cfg, diag, "model.global_every", "global layers among local ones need model.window");
   }
+  if (m->dsa.topk) {
+    if (m->dsa.topk % 128)
+      return npu_cfg_fail(cfg, diag, "model.dsa.topk", "a multiple of 128 tokens (FlashAttention's key blocks), got %d",
+                          m->dsa.topk);
+    if (m->attention != WL_ATTN_FLASH || m->window || m->doc_len)
+      return npu_cfg_fail(cfg, diag, "model.dsa.topk", "sparse attention is costed with FlashAttention's band of topk "
+                          "keys over whole sequences: not with %s", m->attention != WL_ATTN_FLASH
+                          ? "model.attention = standard" : m->window ? "a sliding window (model.window)"
+                          : "packed documents (model.doc_len)");
+  }
   if (m->moe.experts) {
     if (!m->moe.top_k || m->moe.top_k > m->moe.experts)
       return npu_cfg_fail(cfg, diag, "model.moe.top_k", "an MoE model routes each token to 1..%d experts, got %d",
@@ -296,10 +311,15 @@ bool wl_model_layer_is_local(const struct wl_model *m, int l)
   return m->window > 0 && (m->global_every == 0 || (l + 1) % m->global_every != 0);
 }
 
+int wl_model_layer_keys(const struct wl_model *m, int l)
+{
+  return m->dsa.topk ? m->dsa.topk : wl_model_layer_is_local(m, l) ? m->window : 0;
+}
+
 double wl_model_layer_attn_len(const struct wl_model *m, int l)
 {
-  double n = wl_model_attn_len(m), w = m->window;
-  return wl_model_layer_is_local(m, l) && w < n ? 2 * w - w * w / n : n;
+  double n = wl_model_attn_len(m), w = wl_model_layer_keys(m, l);
+  return w > 0 && w < n ? 2 * w - w * w / n : n;
 }
 
 int wl_model_total_layers(const struct wl_model *m)
@@ -332,14 +352,14 @@ static double mlp_params(const struct wl_model *m, double f, bool bias)
   return mats * m->hidden * f + (bias && m->bias ? (mats - 1) * f + m->hidden : 0);
 }
 
-/* Attention parameters; `matmul`: only the weight matrices, else also biases and the norms inside
- * attention (MLA's latent norms, QK norms).
+/* Attention parameters without the sparse attention's indexer; `matmul`: only the weight
+ * matrices, else also biases and the norms inside attention (MLA's latent norms, QK norms).
  * MLA, as DeepSeek-V3's config.json and modeling code (and its report, Sec. 2.1.1) shape it:
  * W_dq h x q_lora, the q latent norm, W_uq q_lora x heads (nope + rope) (or W_q h x heads
  * (nope + rope) without query compression), W_dkv h x (kv_lora + rope) (kv_a_proj_with_mqa:
  * the latent and the shared rotary key), the kv latent norm, W_ukv kv_lora x heads (nope + v),
  * W_o heads v x h. */
-static double attn_params(const struct wl_model *m, bool matmul)
+static double attn_params_dense(const struct wl_model *m, bool matmul)
 {
   double h = m->hidden;
   int qh, kvh, qk, vd;
@@ -355,6 +375,21 @@ static double attn_params(const struct wl_model *m, bool matmul)
   double p = h * (q + 2 * kv) + q * h;
   if (!matmul) p += (m->bias ? q + 2 * kv + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
   return p;
+}
+
+/* DeepSeek-V3.2's lightning indexer (DeepSeek-V3.2-Exp report, Sec. 2.1): W_qI (the query latent, or h without one) x
+ * heads dim, W_kI h x dim with a LayerNorm on the key, W_w h x heads (the heads' weights). */
+double wl_model_dsa_params(const struct wl_model *m, bool matmul)
+{
+  if (!m->dsa.topk) return 0;
+  double h = m->hidden, in = wl_model_is_mla(m) && m->mla.q_lora_rank ? m->mla.q_lora_rank : h;
+  double p = in * m->dsa.heads * (double)m->dsa.dim + h * m->dsa.dim + h * m->dsa.heads;
+  return p + (matmul ? 0 : 2.0 * m->dsa.dim);
+}
+
+static double attn_params(const struct wl_model *m, bool matmul)
+{
+  return attn_params_dense(m, matmul) + wl_model_dsa_params(m, matmul);
 }
 
 /* Norms of a layer: before attention and the MLP, and with the sandwich norm after each too. */

@@ -99,6 +99,13 @@ struct wl_model {
     char load[512];         /* model.kernels.load: a shared object; "" none */
     char sub[WL_NSUBST][48];
   } kernels;
+  /* DeepSeek sparse attention (DeepSeek-V3.2): a lightning indexer of `heads` heads of `dim`
+   * scores each query's earlier tokens and attention reads the topk best; topk 0: dense */
+  struct {
+    int topk;
+    int heads;
+    int dim;
+  } dsa;
 };
 
 /* Tokens one query attends over: the document's (model.doc_len) or the sequence's. */
@@ -133,6 +140,12 @@ void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, 
 bool wl_model_layer_is_moe(const struct wl_model *m, int l);
 /* Whether layer l attends through the sliding window (model.window, model.global_every). */
 bool wl_model_layer_is_local(const struct wl_model *m, int l);
+/* Parameters of one layer's sparse-attention indexer (model.dsa; 0 without); matmul: the weight
+ * matrices only. Replicated on every TP rank. */
+double wl_model_dsa_params(const struct wl_model *m, bool matmul);
+/* The keys each query of layer l reads at most: the sliding window of a local layer, DeepSeek
+ * sparse attention's topk (model.dsa.topk: every layer), or 0 (the whole causal prefix). */
+int wl_model_layer_keys(const struct wl_model *m, int l);
 /* Tokens a query of layer l attends over on average, as FlashAttention's work counts them: the
  * document's (wl_model_attn_len), or in a window 2 W - W^2 / attn_len (the causal band's
  * pairs, W attn_len - W^2 / 2, as half the square of that length). */

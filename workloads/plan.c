@@ -437,6 +437,9 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
   if (m->window && p->cp > 1)
     return npu_cfg_fail(cfg, diag, "plan.cp", "context parallelism over sliding-window layers (model.window) is not "
                         "modelled: each rank's band would need the ring's neighbours only");
+  if (m->dsa.topk && p->cp > 1)
+    return npu_cfg_fail(cfg, diag, "plan.cp", "context parallelism with sparse attention (model.dsa.topk) is not "
+                        "modelled: each query's keys are the indexer's choice over the whole prefix");
   if (m->seq_len % (p->cp * (p->sp ? p->tp : 1)))
     return npu_cfg_fail(cfg, diag, "plan.cp", "sequence %d does not split over cp %d%s", m->seq_len, p->cp,
                         p->sp ? " x tp (sequence parallel)" : "");
