@@ -51,8 +51,8 @@ static const char usage[] =
     "  --zero LIST      (default the scenario's stage)\n"
     "  --offload LIST   layers per model chunk whose activations go to host memory (plan.offload_layers;\n"
     "                   default the scenario's)\n"
-    "  --etp LIST       MoE expert TP sizes, 0 meaning tp (default the scenario's: 1 if it sets\n"
-    "                   plan.etp = 1, else 0); any other etp folds EP onto TP ranks (MoE parallel folding)\n"
+    "  --etp LIST       MoE expert TP sizes, 0 meaning tp (default 0,1: experts split over the TP\n"
+    "                   group, or whole with EP folded onto the TP ranks, MoE parallel folding)\n"
     "  --set K=V        override a scenario key for every plan\n"
     "Exit status 2 for a bad scenario or option.\n";
 
@@ -121,7 +121,8 @@ static void default_axes(struct axis ax[AXES], const bool given[AXES], const str
   if (!given[A_RC]) ax[A_RC] = (struct axis){{0, 1, 2}, 3};
   if (!given[A_ZERO]) ax[A_ZERO] = (struct axis){{job->plan.zero}, 1};
   if (!given[A_OFF]) ax[A_OFF] = (struct axis){{job->plan.offload_layers}, 1};
-  if (!given[A_ETP]) ax[A_ETP] = (struct axis){{job->plan.etp == 1 && job->plan.tp > 1 ? 1 : 0}, 1};
+  if (!given[A_ETP]) /* MoE: experts split over the TP group (0 = tp) and whole (1, EP folded onto TP ranks) */
+    ax[A_ETP] = job->model.moe.experts ? (struct axis){{0, 1}, 2} : (struct axis){{0}, 1};
 }
 
 /* Pruned candidates, by reason. */

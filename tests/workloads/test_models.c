@@ -28,12 +28,17 @@
  *   Mixtral: 46.7B total, 12.9B active (Jiang et al. 2024, "Mixtral of Experts"; Mistral AI).
  *   DeepSeek-V3: 671B total, 37B active (DeepSeek-V3 Technical Report, abstract and Table 1;
  *        the main model without its 14B multi-token prediction module).
+ *   DeepSeek-V3.2-Exp: its Hugging Face card's 685B counts the MTP module as V3's card does; the
+ *        main model is V3's 671B / 37B with the 61 lightning indexers' 0.86B added.
  *   Qwen3: 30.5B / 3.3B and 235B / 22B (Qwen3 Technical Report, Table 2).
  *   Pangu Ultra: 135B (Yin et al. 2025, abstract). Pangu Ultra MoE: 718B total, 39B active
  *        (Tang et al. 2025, abstract); the 39B counts the parameters a token uses without the
  *        input embedding (39.19B; with it 40.37B, +3.5%), so it is compared that way.
  */
 enum { EXACT_GPT = 1, EXACT_COUNT, EXACT_NONE };
+/* DeepSeek-V3.2-Exp's lightning indexer per layer (config.json: 64 heads of 128 from the 1536
+ * query latent; a key of 128 with its LayerNorm and the heads' weights from the 7168 hidden) */
+#define DSV32_INDEXER (1536.0 * 64 * 128 + 7168.0 * 128 + 2 * 128 + 7168.0 * 64)
 static const struct {
   const char *name;
   double published;    /* as printed by the source */
@@ -64,6 +69,8 @@ static const struct {
     {"llama3-405b", 405.9e9, EXACT_COUNT, 405853388800.0, 0, false},
     {"mixtral-8x7b", 46.7e9, EXACT_COUNT, 46702792704.0, 12.9e9, false},
     {"deepseek-v3", 671e9, EXACT_NONE, 0, 37e9, false},
+    /* V3's main model and the 61 lightning indexers, which every token uses */
+    {"deepseek-v3.2", 671e9 + 61 * DSV32_INDEXER, EXACT_NONE, 0, 37e9 + 61 * DSV32_INDEXER, false},
     {"qwen3-30b-a3b", 30.5e9, EXACT_COUNT, 30532122624.0, 3.3e9, false},
     {"qwen3-235b-a22b", 235e9, EXACT_COUNT, 235093634560.0, 22e9, false},
     {"pangu-ultra-135b", 135e9, EXACT_NONE, 0, 0, false},
