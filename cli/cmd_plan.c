@@ -170,6 +170,7 @@ static int candidate(const struct wl_job *job, const int c[AXES], bool etp0, str
   p->sp = p->tp > 1;
   p->etp = c[A_ETP];
   p->first_layers = p->last_layers = 0;
+  p->layout[0] = 0; /* the scenario's pipeline layout is for its own pp x vpp */
   if (p->recompute != WL_RECOMPUTE_FULL) p->recompute_layers = 0, p->recompute_method = WL_RCM_UNIFORM;
   if (p->vpp > 1) p->schedule = WL_SCHED_INTERLEAVED;
   else if (p->schedule == WL_SCHED_INTERLEAVED) p->schedule = WL_SCHED_1F1B;
@@ -208,13 +209,16 @@ static void add_point(struct sw_spec *spec, const char *path, const struct cli_s
            p->vpp, p->micro_batch, rc_names[p->recompute], p->zero, p->offload_layers, p->etp);
   pt->scenario = npu_xstrdup(path);
   pt->display = npu_xstrdup(name);
-  pt->sets = npu_xcalloc((size_t)sets->n + 16, sizeof *pt->sets);
+  pt->sets = npu_xcalloc((size_t)sets->n + 24, sizeof *pt->sets);
   for (int i = 0; i < sets->n; i++) pt->sets[pt->nsets++] = npu_xstrdup(sets->items[i]);
   char kv[96];
 #define SET(...) (snprintf(kv, sizeof kv, __VA_ARGS__), pt->sets[pt->nsets++] = npu_xstrdup(kv))
   SET("plan.tp=%d", p->tp);
   SET("plan.sp=%s", p->sp ? "true" : "false");
   SET("plan.pp=%d", p->pp);
+  SET("plan.layout=\"\"");
+  SET("plan.first_stage_layers=0");
+  SET("plan.last_stage_layers=0");
   SET("plan.cp=%d", p->cp);
   SET("plan.dp=0");
   SET("plan.ep=%d", p->ep);

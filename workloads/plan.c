@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/dtype.h"
@@ -96,6 +97,11 @@ static const struct npu_param params[] = {
     NPU_PARAM_INT("plan.micro_batch", micro_batch, "1", NPU_PF_POSITIVE, "sequences per micro-batch"),
     NPU_PARAM_INT("plan.global_batch", global_batch, NULL, NPU_PF_POSITIVE, "sequences per optimizer step"),
     NPU_PARAM_ENUM("plan.schedule", schedule, "1f1b", sched_names, "pipeline schedule: gpipe, 1f1b, interleaved, zb_h1, dualpipe"),
+    {"plan.layout", NPU_PT_STRING, NPU_PARAM_OFF(layout), NPU_PARAM_SZ(layout), "", 0, 0, 0, NULL,
+     "pipeline layout (Megatron --pipeline-model-parallel-layout): the pp x vpp model chunks in order, separated "
+     "by '|', each a run of E (the embedding: first chunk, first), t (a decoder layer), m (an MTP module: last "
+     "chunk) and L (the head and loss: last chunk, last), X*N repeating X and (...)*N a group, e.g. "
+     "\"E|(tt|)*30L\"; a chunk may hold no layer. \"\": plan.first_stage_layers / last_stage_layers or an even split"},
     {"plan.order", NPU_PT_STRING, NPU_PARAM_OFF(order), NPU_PARAM_SZ(order), "tp-cp-ep-dp-pp", 0, 0, 0, NULL,
      "rank order, fastest-varying dimension first (Megatron's default tp-cp-ep-dp-pp)"},
     NPU_PARAM_BOOL("plan.overlap_grad_reduce", overlap_grad_reduce, "true", "reduce gradient buckets while the backward runs"),
@@ -308,6 +314,7 @@ int wl_plan_dim(const struct wl_plan *p, enum wl_dim d)
 
 int wl_plan_chunk_layers(const struct wl_plan *p, int layers, int chunks, int chunk)
 {
+  if (p->nlayout) return chunk < p->nlayout ? p->layout_layers[chunk] : 0;
   if (!p->first_layers && !p->last_layers) return layers / chunks;
   if (chunk == 0 && p->first_layers) return p->first_layers;
   if (chunk == chunks - 1 && p->last_layers) return p->last_layers;
@@ -325,6 +332,89 @@ int wl_plan_chunk_first_layer(const struct wl_plan *p, int layers, int chunks, i
 int wl_plan_microbatches(const struct wl_plan *p)
 {
   return p->global_batch / (p->micro_batch * p->dp);
+}
+
+/* Expand a layout's repetitions (X*N, (...)*N) into out (n bytes, NUL-terminated); the position
+ * of the first error in *bad. Returns 0, or -1. */
+static int layout_expand(const char *s, const char **end, char *out, size_t n, size_t *len, const char **bad)
+{
+  while (*s && *s != ')') {
+    size_t at = *len;
+    if (*s == '(') {
+      if (layout_expand(s + 1, &s, out, n, len, bad)) return -1;
+      if (*s != ')') return *bad = s, -1;
+      s++;
+    } else if (strchr("Etm L|", *s) && *s != ' ') {
+      if (*len + 1 >= n) return *bad = s, -1;
+      out[(*len)++] = *s++;
+    } else {
+      return *bad = s, -1;
+    }
+    if (*s == '*') {
+      char *e;
+      long k = strtol(s + 1, &e, 10);
+      if (e == s + 1 || k < 1 || k > WL_MAX_CHUNKS * 64) return *bad = s, -1;
+      s = e;
+      size_t unit = *len - at;
+      if (*len + unit * (size_t)(k - 1) >= n) return *bad = s, -1;
+      for (long r = 1; r < k; r++, *len += unit) memcpy(out + *len, out + at, unit);
+    }
+  }
+  out[*len] = 0;
+  *end = s;
+  return 0;
+}
+
+/* plan.layout into p->layout_layers: pp x vpp chunks, every decoder layer once, the embedding
+ * first and the head and loss last, MTP modules in the last chunk. */
+static int layout_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model *m, struct npu_diag *diag)
+{
+  p->nlayout = 0;
+  if (!p->layout[0]) return 0;
+  if (p->first_layers || p->last_layers)
+    return npu_cfg_fail(cfg, diag, "plan.layout", "a layout places every layer: leave plan.first_stage_layers and "
+                        "plan.last_stage_layers 0");
+  static char flat[WL_MAX_CHUNKS * 64];
+  size_t len = 0;
+  const char *end = NULL, *bad = NULL;
+  if (layout_expand(p->layout, &end, flat, sizeof flat, &len, &bad) || *end)
+    return npu_cfg_fail(cfg, diag, "plan.layout", "\"%s\": cannot read it at '%s' (E, t, m, L, '|', X*N, (...)*N)",
+                        p->layout, bad ? bad : end);
+  int chunks = p->pp * p->vpp, k = 0, layers = 0, mtp = 0, n = (int)len;
+  for (int i = 0; i <= n; i++) {
+    char c = flat[i];
+    if (c == '|' || c == 0) {
+      if (k == WL_MAX_CHUNKS) break;
+      p->layout_layers[k++] = (short)layers;
+      layers = 0;
+      continue;
+    }
+    bool first = k == 0, last_char = i + 1 == n;
+    if (c == 'E' && !(first && (i == 0)))
+      return npu_cfg_fail(cfg, diag, "plan.layout", "the embedding (E) opens the first chunk, once");
+    if (c == 'L' && !last_char)
+      return npu_cfg_fail(cfg, diag, "plan.layout", "the head and loss (L) close the last chunk, once");
+    if (c == 't') layers++;
+    if (c == 'm') mtp++;
+    if (c == 'm' && strchr(flat + i, '|'))
+      return npu_cfg_fail(cfg, diag, "plan.layout", "MTP modules (m) sit in the last chunk");
+  }
+  if (flat[0] != 'E' || n < 1 || flat[n - 1] != 'L')
+    return npu_cfg_fail(cfg, diag, "plan.layout", "\"%s\" must open with the embedding (E) and close with the head "
+                        "and loss (L)", p->layout);
+  if (k != chunks)
+    return npu_cfg_fail(cfg, diag, "plan.layout", "%d model chunks in the layout, but pp %d x vpp %d = %d", k, p->pp,
+                        p->vpp, chunks);
+  int total = 0;
+  for (int i = 0; i < k; i++) total += p->layout_layers[i];
+  if (total != m->layers)
+    return npu_cfg_fail(cfg, diag, "plan.layout", "%d decoder layers (t) in the layout, but the model has %d", total,
+                        m->layers);
+  if (mtp != m->mtp_layers)
+    return npu_cfg_fail(cfg, diag, "plan.layout", "%d MTP modules (m) in the layout, but the model has %d "
+                        "(model.mtp_layers)", mtp, m->mtp_layers);
+  p->nlayout = k;
+  return 0;
 }
 
 /* Parse the order string into dims[] (fastest first); returns how many, or -1. */
@@ -410,6 +500,8 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
                         m->heads, m->kv_heads);
   if (m->ffn % p->tp || (m->moe.ffn && m->moe.ffn % p->tp))
     return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the MLP size %d", p->tp, m->ffn);
+  int lrc = layout_finish(cfg, p, m, diag);
+  if (lrc) return lrc;
   if ((p->first_layers || p->last_layers) && p->pp < 2)
     return npu_cfg_fail(cfg, diag, p->first_layers ? "plan.first_stage_layers" : "plan.last_stage_layers",
                         "uneven first or last stages need pp >= 2");
@@ -422,7 +514,7 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
                           "%d layers minus the first (%d) and last (%d) %s' do not split evenly over the other %d %s",
                           m->layers, p->first_layers, p->last_layers, p->vpp > 1 ? "chunks" : "stages", mid,
                           p->vpp > 1 ? "model chunks (pp x vpp)" : "stages");
-  } else if (m->layers % (p->pp * p->vpp)) {
+  } else if (!p->nlayout && m->layers % (p->pp * p->vpp)) {
     return npu_cfg_fail(cfg, diag, p->vpp > 1 ? "plan.vpp" : "plan.pp",
                         "%d layers do not split into pp %d x vpp %d equal chunks (or set plan.first_stage_layers / "
                         "plan.last_stage_layers)", m->layers, p->pp, p->vpp);

@@ -76,6 +76,8 @@ enum wl_fusion {
 
 /* Parallel dimensions, in the order of enum values used by wl_coord. */
 enum wl_dim { WL_DIM_TP, WL_DIM_CP, WL_DIM_EP, WL_DIM_DP, WL_DIM_PP, WL_DIM_COUNT };
+/* Model chunks (pp x vpp) a pipeline layout (plan.layout) may list. */
+#define WL_MAX_CHUNKS 512
 /* A collective's group beyond the world's dimensions: the expert TP group when etp != tp (the
  * ranks of expert grid points 0..etp-1 of one (e, g), wl_plan_expert_rank). */
 #define WL_GROUP_ETP WL_DIM_COUNT
@@ -118,6 +120,9 @@ struct wl_plan {
   int fusion;               /* enum wl_fusion */
   int zero3_impl;           /* enum wl_zero3_impl (plan.zero = 3) */
   int offload_layers;       /* activation offload: the first N layers of each model chunk */
+  char layout[256];         /* plan.layout as written ("" none): Megatron's pipeline layout */
+  int nlayout;              /* its model chunks (wl_plan_finish); 0 without a layout */
+  short layout_layers[WL_MAX_CHUNKS]; /* decoder layers of each model chunk under the layout */
 };
 
 /* How ZeRO-3 holds a piece's parameters (plan.zero3_impl). */
