@@ -225,7 +225,7 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
   /* TP-split experts (expand.c, moe_tp_gather): ffn / etp over the expert TP group's gathered
    * copies (each rank routing its own tokens: SP, or tp 1; else every TP rank has them all) */
   int tp = j->plan.etp;
-  if (j->plan.sp || j->plan.tp == 1) tokens *= tp;
+  if (wl_plan_moe_own_tokens(&j->plan)) tokens *= tp;
   double b = bucket_of(tokens > 1 ? tokens : 1), scale = tokens / b;
   struct wl_expert_cost *e = NULL;
   for (int i = 0; i < j->nexperts && !e; i++)

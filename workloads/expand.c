@@ -949,14 +949,14 @@ static struct op_call mla_flash_call(const struct wl_program *j, const struct sh
   int qh, kvh, qk, v;
   wl_model_attn_shape(&j->model, &qh, &kvh, &qk, &v);
   int h = qh / s->t;
+  struct op_call c;
   if (qk % 64 || v % 64 || qk > 256 || v > 256) {
     int fh = (int)ceil((double)h * (qk + v) / 256.0);
-    struct op_call c = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
-    if (s->window) op_call_dim(&c, "window", s->window);
-    return c;
+    c = flash_call(s->b * j->plan.cp, fh, fh, s->s, 128, s->dt);
+  } else {
+    c = flash_call(s->b * j->plan.cp, h, h, s->s, qk, s->dt);
+    if (v != qk) op_call_dim(&c, "dim_v", v);
   }
-  struct op_call c = flash_call(s->b * j->plan.cp, h, h, s->s, qk, s->dt);
-  if (v != qk) op_call_dim(&c, "dim_v", v);
   if (s->window) op_call_dim(&c, "window", s->window); /* sparse attention's topk (model.dsa) */
   return c;
 }
@@ -1019,15 +1019,13 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
   if (bi(s)) {
     struct op_call fa = mla_flash_call(j, s);
     kern_bwd(j, s, WL_CAT_ATTN, &fa);
-  }
-  dsa_bwd(j, s);
-  if (bi(s)) {
     cp_exchange(j, s, true);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * qk);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * h * (qk + v));
     struct op_call rp = rope_call(s->T, h + 1, m->mla.qk_rope_head_dim, s->dt);
     kern_bwd(j, s, WL_CAT_VEC, &rp);
   }
+  dsa_bwd(j, s);
   gemm_bwd(j, s, m->mla.kv_lora_rank, h * (m->mla.qk_nope_head_dim + v));
   if (bi(s)) {
     struct op_call kvn = rms_norm_call(s->T, m->mla.kv_lora_rank, s->dt, false);
@@ -1291,15 +1289,10 @@ static void shared_bwd(struct wl_program *j, const struct shape *s)
  * the group is the TP group; otherwise (MoE parallel folding, plan.h) the ranks of expert grid
  * points (0..etp-1, e, g), a collective of its own (WL_GROUP_ETP). With etp 1: none.
  */
-static bool moe_own_tokens(const struct wl_program *j)
-{
-  return j->plan.sp || j->plan.tp == 1;
-}
-
 static double moe_tp_bytes(const struct wl_program *j, const struct shape *s)
 {
   double b = s->act_bytes * j->model.moe.top_k;
-  return moe_own_tokens(j) ? b * j->plan.etp / j->plan.tp : b;
+  return wl_plan_moe_own_tokens(&j->plan) ? b * j->plan.etp / j->plan.tp : b;
 }
 
 static void etpcoll(struct wl_program *j, bool rc, enum ic_op op, double bytes)
@@ -1311,12 +1304,12 @@ static void etpcoll(struct wl_program *j, bool rc, enum ic_op op, double bytes)
 /* The dispatch side's ETP collective (forward), or the combine side's backward (bwd). */
 static void moe_tp_gather(struct wl_program *j, const struct shape *s, bool rc)
 {
-  if (moe_own_tokens(j) && j->plan.etp > 1) etpcoll(j, rc, IC_OP_ALLGATHER, moe_tp_bytes(j, s));
+  if (wl_plan_moe_own_tokens(&j->plan) && j->plan.etp > 1) etpcoll(j, rc, IC_OP_ALLGATHER, moe_tp_bytes(j, s));
 }
 
 static void moe_tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
 {
-  if (j->plan.etp > 1) etpcoll(j, rc, moe_own_tokens(j) ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, moe_tp_bytes(j, s));
+  if (j->plan.etp > 1) etpcoll(j, rc, wl_plan_moe_own_tokens(&j->plan) ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, moe_tp_bytes(j, s));
 }
 
 static void moe_pre_fwd(struct wl_program *j, const struct shape *s, bool rc)
@@ -1625,7 +1618,7 @@ void wl_expand(struct wl_program *j)
   z3_copy(j, emb, true);
   seg_end(j, WL_SEG_EMBED_B);
   /* the layers; a model that mixes local and global layers has the local ones apart */
-  s.window = m->window && !m->global_every ? m->window : m->dsa.topk; /* sparse attention: every layer */
+  s.window = m->global_every ? 0 : wl_model_layer_keys(m, 0); /* all local (window) or sparse (dsa) */
   expand_layers(j, &s);
   if (m->window && m->global_every) {
     j->seg_off = WL_SEG_KINDS;

@@ -92,7 +92,7 @@ static double gemm_in(const struct wl_plan *p)
 /* Megatron's expert tensor parallelism (--expert-tensor-parallel-size), by default = tp [MOE]. */
 static double expert_tp(const struct wl_plan *p)
 {
-  return p->etp ? p->etp : p->tp;
+  return wl_plan_etp(p);
 }
 
 /* Divisor of the activations TP alone leaves whole: t with sequence parallelism [KOR]. */
@@ -191,7 +191,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
    * dispatched in fp8 [DSV3]), its fp32 probability, and the expert MLP's inner tensors split
    * over expert TP; the shared experts as a dense MLP of shared x moe.ffn. */
   double tokens = s * b, copies = tokens * m->moe.top_k * (m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1);
-  if (p->sp || p->tp == 1) copies *= expert_tp(p) / p->tp; /* own tokens, gathered over expert TP */
+  if (wl_plan_moe_own_tokens(p)) copies *= expert_tp(p) / p->tp; /* own tokens, gathered over expert TP */
   act += 4.0 * tokens * m->moe.experts / whole;
   act += copies * (g * h + 4.0);
   double inner = mlp_inner_bytes(m, p, m->moe.ffn) - (rc_act ? gemm_in(p) * m->moe.ffn : 0);
@@ -227,7 +227,7 @@ static double norm_width(const struct wl_model *m)
  * Without MLA: Q, K, V and output projections split over TP, biases of the column-parallel
  * QKV split, the output bias and QK norms (head_dim wide) replicated [MLM]. MLA [MLA]: W_dq,
  * W_dkv and the latent norms whole on every TP rank; W_uq (or W_q), W_ukv and W_o split. */
-static double attn_rank_params(const struct wl_model *m, double t, double *mats)
+static double attn_rank_params_dense(const struct wl_model *m, double t, double *mats)
 {
   double h = m->hidden;
   int qh, kvh, qk, vd;
@@ -237,13 +237,20 @@ static double attn_rank_params(const struct wl_model *m, double t, double *mats)
     double ql = m->mla.q_lora_rank, kl = m->mla.kv_lora_rank;
     double whole = (ql > 0 ? h * ql : 0) + h * (kl + m->mla.qk_rope_head_dim);
     double split = (ql > 0 ? ql * q : h * q) + kl * qh * (double)(m->mla.qk_nope_head_dim + vd) + (double)qh * vd * h;
-    *mats = whole + split / t + wl_model_dsa_params(m, true); /* the indexer: whole on every TP rank */
-    return *mats + norm_width(m) * (ql + kl) + wl_model_dsa_params(m, false) - wl_model_dsa_params(m, true);
+    *mats = whole + split / t;
+    return *mats + norm_width(m) * (ql + kl);
   }
   double kv = (double)kvh * qk;
-  *mats = (h * (q + 2 * kv) + q * h) / t + wl_model_dsa_params(m, true);
-  return *mats + (m->bias ? (q + 2 * kv) / t + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0) +
-         wl_model_dsa_params(m, false) - wl_model_dsa_params(m, true);
+  *mats = (h * (q + 2 * kv) + q * h) / t;
+  return *mats + (m->bias ? (q + 2 * kv) / t + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
+}
+
+/* With sparse attention's indexer (model.dsa), whole on every TP rank. */
+static double attn_rank_params(const struct wl_model *m, double t, double *mats)
+{
+  double p = attn_rank_params_dense(m, t, mats);
+  *mats += wl_model_dsa_params(m, true);
+  return p + wl_model_dsa_params(m, false);
 }
 
 /* Parameters of layer l on one rank: dense ones (sharded over dp x cp by ZeRO) and routed

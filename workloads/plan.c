@@ -169,14 +169,24 @@ int wl_plan_shard(const struct wl_plan *p)
   return p->zero_shard ? p->zero_shard : p->dp * p->cp;
 }
 
+int wl_plan_etp(const struct wl_plan *p)
+{
+  return p->etp ? p->etp : p->tp;
+}
+
+bool wl_plan_moe_own_tokens(const struct wl_plan *p)
+{
+  return p->sp || p->tp == 1;
+}
+
 int wl_plan_edp(const struct wl_plan *p)
 {
-  return p->tp * p->cp * p->dp / ((p->etp ? p->etp : p->tp) * p->ep);
+  return p->tp * p->cp * p->dp / (wl_plan_etp(p) * p->ep);
 }
 
 int wl_plan_expert_rank(const struct wl_plan *p, int stage, int et, int e, int g)
 {
-  int a = et + (p->etp ? p->etp : p->tp) * (e + p->ep * g); /* the stage's index in tp-cp-dp order */
+  int a = et + wl_plan_etp(p) * (e + p->ep * g); /* the stage's index in tp-cp-dp order */
   struct wl_coord c = {{0}};
   c.c[WL_DIM_TP] = a % p->tp;
   c.c[WL_DIM_CP] = a / p->tp % p->cp;
@@ -187,7 +197,7 @@ int wl_plan_expert_rank(const struct wl_plan *p, int stage, int et, int e, int g
 
 int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp)
 {
-  return (tp + p->tp * (cp + p->cp * dp)) / (p->etp ? p->etp : p->tp) % p->ep;
+  return (tp + p->tp * (cp + p->cp * dp)) / wl_plan_etp(p) % p->ep;
 }
 
 double wl_plan_a2a_bytes(const struct wl_plan *p, int which)
@@ -344,7 +354,7 @@ static int layout_expand(const char *s, const char **end, char *out, size_t n, s
       if (layout_expand(s + 1, &s, out, n, len, bad)) return -1;
       if (*s != ')') return *bad = s, -1;
       s++;
-    } else if (strchr("Etm L|", *s) && *s != ' ') {
+    } else if (strchr("EtmL|", *s)) {
       if (*len + 1 >= n) return *bad = s, -1;
       out[(*len)++] = *s++;
     } else {
@@ -374,25 +384,30 @@ static int layout_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl
   if (p->first_layers || p->last_layers)
     return npu_cfg_fail(cfg, diag, "plan.layout", "a layout places every layer: leave plan.first_stage_layers and "
                         "plan.last_stage_layers 0");
-  static char flat[WL_MAX_CHUNKS * 64];
+  int chunks = p->pp * p->vpp;
+  if (chunks > WL_MAX_CHUNKS)
+    return npu_cfg_fail(cfg, diag, "plan.layout", "a layout lists at most %d model chunks, not pp %d x vpp %d",
+                        WL_MAX_CHUNKS, p->pp, p->vpp);
+  char flat[WL_MAX_CHUNKS * 64];
   size_t len = 0;
   const char *end = NULL, *bad = NULL;
   if (layout_expand(p->layout, &end, flat, sizeof flat, &len, &bad) || *end)
     return npu_cfg_fail(cfg, diag, "plan.layout", "\"%s\": cannot read it at '%s' (E, t, m, L, '|', X*N, (...)*N)",
                         p->layout, bad ? bad : end);
-  int chunks = p->pp * p->vpp, k = 0, layers = 0, mtp = 0, n = (int)len;
+  int k = 0, layers = 0, mtp = 0, n = (int)len;
   for (int i = 0; i <= n; i++) {
     char c = flat[i];
     if (c == '|' || c == 0) {
-      if (k == WL_MAX_CHUNKS) break;
+      if (k == WL_MAX_CHUNKS)
+        return npu_cfg_fail(cfg, diag, "plan.layout", "more model chunks in the layout than pp %d x vpp %d", p->pp,
+                            p->vpp);
       p->layout_layers[k++] = (short)layers;
       layers = 0;
       continue;
     }
-    bool first = k == 0, last_char = i + 1 == n;
-    if (c == 'E' && !(first && (i == 0)))
+    if (c == 'E' && i != 0)
       return npu_cfg_fail(cfg, diag, "plan.layout", "the embedding (E) opens the first chunk, once");
-    if (c == 'L' && !last_char)
+    if (c == 'L' && i + 1 != n)
       return npu_cfg_fail(cfg, diag, "plan.layout", "the head and loss (L) close the last chunk, once");
     if (c == 't') layers++;
     if (c == 'm') mtp++;

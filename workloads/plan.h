@@ -179,11 +179,17 @@ int wl_plan_shard(const struct wl_plan *p);
  * a stage's tp x cp x dp ranks, taken in tp-cp-dp order (tp fastest) as the index a, also form
  * the expert grid etp x ep x edp, etp fastest: a = et + etp (e + ep g). With etp = tp the EP
  * group lies across the data-parallel ranks of a TP rank; with etp < tp it spans TP ranks.
- * wl_plan_edp: the expert data-parallel size tp cp dp / (etp ep) (needs wl_plan_finish's etp);
+ * wl_plan_etp: the expert TP size (plan.etp, its 0 read as tp before wl_plan_finish resolves it);
+ * wl_plan_edp: the expert data-parallel size tp cp dp / (etp ep);
  * wl_plan_expert_rank: the physical rank of grid point (et, e, g) of stage `stage`;
  * wl_plan_expert_index: the EP index e of the rank at (tp, cp, dp) of a stage.
  */
+int wl_plan_etp(const struct wl_plan *p);
 int wl_plan_edp(const struct wl_plan *p);
+/* Whether each rank routes tokens of its own to the experts (sequence parallelism, or tp 1),
+ * which its expert TP group then gathers: etp / tp of the TP group's; else every TP rank holds
+ * the same tokens (etp = tp, an all-reduce after the experts). */
+bool wl_plan_moe_own_tokens(const struct wl_plan *p);
 int wl_plan_expert_rank(const struct wl_plan *p, int stage, int et, int e, int g);
 int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp);
 /* Bytes per hidden element of MoE all-to-all `which` (0 dispatch, 1 combine, 2 the combine's

@@ -484,7 +484,7 @@ struct wl_program *wl_program_expand(const struct wl_job *job)
   p->pp = job->plan.pp;
   p->mb = job->microbatches;
   p->E = job->model.moe.experts ? job->plan.ep : 1;
-  p->edp = p->E > 1 ? wl_plan_edp(&job->plan) : job->plan.dp * job->plan.cp;
+  p->edp = wl_plan_edp(&job->plan); /* a dense plan's: dp x cp (etp = tp, ep 1) */
   p->nranks = p->pp * p->E;
   p->mchunks = p->pp * job->plan.vpp;
   wl_expand(p);
