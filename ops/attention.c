@@ -55,11 +55,36 @@
  * query blocks up to the one holding its last viewer, masking past the window's edge with the
  * complements of its diagonal variants (a role wholly past it with variant 0).
  *
- * FLOPs (FlashAttention-2 paper): forward 2 x seq^2 x (dim + dim_v) x heads x batch (halved
- * when causal; seq x W - W^2 / 2 query-key pairs in a window), backward 2.5 x forward. The host reference computes softmax(Q K^T / sqrt(dim)) V and
- * its gradients in double.
+ * ALiBi (--alibi, Press et al. 2022; BLOOM, MPT): every score gets its head's linear bias,
+ * S_ij = q_i.k_j / sqrt(dim) + m_h (j - i), with BLOOM's slopes (build_alibi_tensor: for H a
+ * power of two m_h = 2^(-8 (h + 1) / H); else those of the power of two below H, then every
+ * other slope of twice that power). The vector roles keep a ramp 0 .. 127 (fp32) in the UB and
+ * per score tile add one row vector over the whole tile: m_h (c + o) for its columns c, the
+ * block offset o a scalar (ADDS, MULS on one 128-lane vector, then one ADD of the tile with that
+ * vector broadcast down the rows). The part of the bias that varies only with the row, -m_h r
+ * for the role's row r, cancels in the softmax: the forward leaves it out of the running max
+ * and subtracts it from the LSE it saves (the scores stay small near the diagonal); the
+ * backward folds it, and the block offset, into the LSE row vector before P = exp(S - LSE).
+ * One tile-wide vector add per score tile, forward and backward, no extra GM traffic.
  *
- * Size: one operator over ~2,000 lines: the forward and backward share the tiling, the split-core
+ * Attention sinks (--sinks, gpt-oss's sdpa): a learned logit per query head, sinks [heads]
+ * fp32, joins each row's softmax as an extra column that carries no value. The forward starts
+ * the online softmax with it, running max m = sink_h (in the shifted scale of ALiBi: plus m_h
+ * r) and sum 1, so its final max, sum and the LSE it saves include exp(sink_h - m) and O is
+ * normalised by that sum; the [H] sinks are loaded into the UB once per core, and a block's
+ * row vector is a Brcb of its head's group of eight and one copy. The backward recomputes P
+ * from that LSE, dS as before; the preprocessing kernel that computes D_i = rowsum(dO_i o O_i)
+ * also reduces its rows' -exp(sink_h - LSE_i) D_i and adds the sum into dsink [heads] fp32
+ * (zeroed by a fill kernel first, then atomic adds from the vector cores, as dQ's fp32
+ * accumulator takes the cube's). Both options compose with GQA, masks, windows, head dims up to
+ * 256 and the fp8 forward.
+ *
+ * FLOPs (FlashAttention-2 paper): forward 2 x seq^2 x (dim + dim_v) x heads x batch (halved
+ * when causal; seq x W - W^2 / 2 query-key pairs in a window), backward 2.5 x forward: the
+ * matmul FLOPs, unchanged by ALiBi and sinks (their vector work is not counted). The host
+ * reference computes softmax(Q K^T / sqrt(dim) + bias, sinks) V and its gradients in double.
+ *
+ * Size: one operator over ~2,250 lines: the forward and backward share the tiling, the split-core
  * hand-over through GM, the coupled-core variant of the same dataflow and the head-dimension chunks.
  */
 #include <float.h>
@@ -93,6 +118,10 @@ static const struct op_param params[] = {
     {"dtype", OP_P_DTYPE, "bf16", "q, k, v, o type: bf16 or fp16; fp8_e4m3 (forward, fp8 cubes: q, k, v and P in "
      "fp8, o in bf16)", NULL},
     {"pass", OP_P_CHOICE, "fwd", "fwd or bwd", passes},
+    {"alibi", OP_P_BOOL, "false", "ALiBi (BLOOM, MPT): each score gets its head's linear bias m_h (j - i), BLOOM's "
+     "slopes", NULL},
+    {"sinks", OP_P_BOOL, "false", "attention sinks (gpt-oss): a learned logit per query head joins each row's softmax "
+     "denominator (fp32 [heads]; its gradient in the backward)", NULL},
 };
 
 /* Unified-buffer map of one vector role (byte offsets). */
@@ -108,6 +137,9 @@ struct ub_map {
   uint32_t ninf;     /* one block of -inf */
   uint32_t size;     /* bytes of one role */
   int nbuf;          /* 2: double buffered */
+  uint32_t ramp;     /* ALiBi: 0 .. 127 in fp32 */
+  uint32_t cb;       /* ALiBi: the tile's column bias (128 fp32); bwd: then the LSE's shift (64 fp32) */
+  uint32_t sk;       /* sinks: the [H] sink logits */
 };
 
 struct attn {
@@ -145,6 +177,8 @@ struct attn {
   /* GM */
   uint64_t q, k, v, o, lse, mask, dout, dq, dk, dv, dd, dq32;
   uint64_t ws, ws_bytes;         /* per-unit workspace */
+  bool alibi, sinks;             /* ALiBi biases; a sink logit per query head */
+  uint64_t ramp, sink, dsink;    /* GM: ALiBi's ramp 0 .. 127 (fp32); sinks, their gradient [H] fp32 */
 };
 
 /* One launch unit's emission state (the launch's unit context, core_unit_ctx). */
@@ -309,12 +343,107 @@ static void apply_mask(struct core_tp *t, const struct ub_map *m, uint64_t s, ui
   core_vec(t, &v);
 }
 
+/* ALiBi's slope of query head h of H (BLOOM's build_alibi_tensor): with n the largest power of
+ * two <= H, 2^(-8 (h + 1) / n) for h < n, then 2^(-4 (2 (h - n) + 1) / n), every other slope of
+ * 2n heads. The kernel holds it in fp32 (slope_of). */
+static double alibi_slope(uint32_t H, uint32_t h)
+{
+  uint32_t n = 1;
+  while (2 * n <= H) n *= 2;
+  return h < n ? exp2(-8.0 * (h + 1) / n) : exp2(-4.0 * (2.0 * (h - n) + 1) / n);
+}
+
+static float slope_of(const struct attn *a, uint32_t h)
+{
+  return (float)alibi_slope(a->H, h);
+}
+
+/* One repeat over the first n <= 64 fp32 lanes (a per-row vector). */
+static struct core_vec vop_n(enum core_vec_op op, uint64_t dst, uint64_t s0, uint64_t s1, uint32_t n)
+{
+  struct core_vec v = vop(op, dst, s0, s1, 1);
+  if (n < 64) v.mask[0] = (1ull << n) - 1;
+  return v;
+}
+
+/* ALiBi's column part over a rows x cols fp32 score tile at s (cols 32 or a multiple of 64): the
+ * vector cb = slope x (ramp + off) over the columns (off, the block's offset, a scalar), then
+ * s[r][c] += cb[c], cb broadcast down the rows (source 1's repeat stride 0). */
+static void alibi_cols(struct core_tp *t, uint64_t ramp, uint64_t cb, uint64_t s, uint32_t rows, uint32_t cols,
+                       double off, float slope)
+{
+  uint16_t reps = (uint16_t)((cols + 63) / 64);
+  struct core_vec v;
+  if (off != 0) {
+    v = vop(CORE_VEC_ADDS, cb, ramp, 0, reps);
+    v.scalar = off;
+    core_vec(t, &v);
+    ramp = cb;
+  }
+  v = vop(CORE_VEC_MULS, cb, ramp, 0, reps);
+  v.scalar = slope;
+  core_vec(t, &v);
+  for (uint32_t c = 0; c < cols; c += 64) {
+    v = vop(CORE_VEC_ADD, s + c * 4, s + c * 4, cb + c * 4, (uint16_t)rows);
+    v.dst_rep = v.src0_rep = (uint16_t)(cols * 4 / 32);
+    v.src1_rep = 0;
+    if (cols - c < 64) v.mask[0] = (1ull << (cols - c)) - 1;
+    core_vec(t, &v);
+  }
+}
+
+/* Bytes of the [H] sinks in the UB. */
+static uint32_t sk_bytes(const struct attn *a)
+{
+  return (a->H + 7) / 8 * 32;
+}
+
+/* Head h's sink logit broadcast into a 32-byte block: the eight sinks of its group of eight at
+ * sk (the sinks in the UB) each into a block at bc (Brcb, 256 bytes); returns h's block, from
+ * which an op with block and repeat strides 0 fills every lane. */
+static uint64_t sink_bcast(struct core_tp *t, uint64_t bc, uint64_t sk, uint32_t h)
+{
+  brcb(t, bc, sk + h / 8 * 32, 8);
+  return bc + h % 8 * 32;
+}
+
+/* A vector role's start with ALiBi or sinks: ALiBi's ramp and the sinks into the UB at ramp and
+ * sk (UINT64_MAX: not this kernel's), MTE2 -> V event ev. */
+static void opts_load(struct core_tp *t, const struct attn *a, uint64_t ramp, uint64_t sk, int ev)
+{
+  bool with_ramp = a->alibi && ramp != UINT64_MAX, with_sinks = a->sinks && sk != UINT64_MAX;
+  if (!with_ramp && !with_sinks) return;
+  if (with_ramp) {
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->ramp, 1, 128, 0);
+    struct core_tile u = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, ramp, 1, 128, 0);
+    core_copy(t, &u, &g);
+  }
+  if (with_sinks) {
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->sink, 1, a->H, 0);
+    struct core_tile u = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, sk, 1, a->H, 0);
+    core_copy(t, &u, &g);
+  }
+  core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+  core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
+}
+
 /* Lays out a role's UB from its regions; returns false when it does not fit. */
 static uint32_t take(uint32_t *at, uint32_t bytes)
 {
   uint32_t r = *at;
   *at += (bytes + 255u) / 256u * 256u;
   return r;
+}
+
+/* UB regions of the options (ub_fwd, ub_bwd): ALiBi's ramp and column bias (the backward's row
+ * shift after it); the sinks. */
+static void take_opts(struct ub_map *m, const struct attn *a, bool sinks, uint32_t *at)
+{
+  if (a->alibi) {
+    m->ramp = take(at, 128 * 4);
+    m->cb = take(at, 128 * 4 + (a->bwd ? 256 : 0));
+  }
+  if (a->sinks && sinks) m->sk = take(at, sk_bytes(a));
 }
 
 /* Causal mask variants of a vector role's `rows` rows against a block of `keys` keys: the
@@ -668,6 +797,7 @@ static void fwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
     struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, m->mask, 1, fwd_mask_bytes(a), 0);
     core_copy(t, &um, &gm);
   }
+  opts_load(t, a, m->ramp, m->sk, 6 + (int)r);
 }
 
 static void fwd_aiv_end(struct core_tp *t, const struct attn *a, uint32_t r)
@@ -676,13 +806,33 @@ static void fwd_aiv_end(struct core_tp *t, const struct attn *a, uint32_t r)
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, (int)r);
 }
 
-static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r)
+/* The forward's ALiBi row shift m_h r of a role's rows r into per-row vector slot. */
+static void row_shift(struct core_tp *t, const struct attn *a, const struct ub_map *m, uint32_t slot, uint32_t h)
+{
+  struct core_vec v = vop(CORE_VEC_MULS, VEC(m, slot), m->ramp, 0, 1);
+  v.scalar = slope_of(a, h);
+  core_vec(t, &v);
+}
+
+static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r, uint32_t h)
 {
   const struct ub_map *m = &a->fub[r];
-  struct core_vec v = vop(CORE_VEC_DUP, VEC(m, V_M), 0, 0, 1);
-  v.scalar = -FLT_MAX; /* finite: a first block wholly masked for a row leaves it finite (no NaN) */
+  struct core_vec v;
+  if (a->sinks) { /* m = sink_h (+ m_h r with ALiBi: see fwd_aiv_softmax), l = 1: the softmax's first column */
+    uint64_t sb = sink_bcast(t, m->brcb, m->sk, h);
+    if (a->alibi) row_shift(t, a, m, V_T, h);
+    v = a->alibi ? vop(CORE_VEC_ADD, VEC(m, V_M), VEC(m, V_T), sb, 1) : vop(CORE_VEC_COPY, VEC(m, V_M), sb, 0, 1);
+    if (a->alibi)
+      v.src1_blk = v.src1_rep = 0;
+    else
+      v.src0_blk = v.src0_rep = 0;
+  } else {
+    v = vop(CORE_VEC_DUP, VEC(m, V_M), 0, 0, 1);
+    v.scalar = -FLT_MAX; /* finite: a first block wholly masked for a row leaves it finite (no NaN) */
+  }
   core_vec(t, &v);
   v = vop(CORE_VEC_DUP, VEC(m, V_L), 0, 0, 1);
+  v.scalar = a->sinks ? 1.0 : 0.0;
   core_vec(t, &v);
   for (uint32_t d = 0; d < vchunks(a); d++) { /* a chunk at a time: at most 255 repeats */
     v = vop(CORE_VEC_DUP, m->o + HALF * d * DC * 4, 0, 0, (uint16_t)(HALF * vchunk_w(a, d) / 64));
@@ -692,8 +842,8 @@ static void fwd_aiv_init(struct core_tp *t, const struct attn *a, uint32_t r)
 
 /* Online softmax of S_j for role r's rows (query block i): the j-th block processed, key block
  * jb; P_j to the workspace. */
-static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t i, uint32_t j,
-                            uint32_t jb)
+static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint32_t r, uint32_t h, uint32_t i,
+                            uint32_t j, uint32_t jb)
 {
   const struct ub_map *m = &a->fub[r];
   uint32_t alpha = V_A0 + j % a->ns, us = j % (uint32_t)m->nbuf;
@@ -714,6 +864,8 @@ static void fwd_aiv_softmax(struct core_tp *t, const struct attn *a, int u, uint
   }
   int64_t row0 = (int64_t)i * a->br + r * HALF, o = row0 - (int64_t)jb * a->bc, ow = o - a->W;
   uint32_t vb = fwd_mask_var_bytes(a), v0 = fwd_var0(a);
+  if (a->alibi) /* + m_h (j - row0); the row shift -m_h r is left to the LSE (fwd_aiv_finish) */
+    alibi_cols(t, m->ramp, m->cb, S, HALF, a->bc, (double)-o, slope_of(a, h));
   if (a->causal && o < (int64_t)a->bc - 1) /* keys after a query: -inf */
     apply_mask(t, m, S, m->mask + (var_of(o, HALF, a->bc) - v0) * vb, HALF, a->bc);
   if (a->W && ow > -(int64_t)HALF) /* keys before the window: -inf (complements; all when ow >= bc) */
@@ -836,6 +988,11 @@ static void fwd_aiv_finish(struct core_tp *t, const struct attn *a, uint32_t r, 
   core_vec(t, &v);
   v = vop(CORE_VEC_ADD, VEC(m, V_LSE), VEC(m, V_LSE), VEC(m, V_M), 1);
   core_vec(t, &v);
+  if (a->alibi) { /* the scores were m_h r above the true ones (V_R is free once broadcast) */
+    row_shift(t, a, m, V_R, h);
+    v = vop(CORE_VEC_SUB, VEC(m, V_LSE), VEC(m, V_LSE), VEC(m, V_R), 1);
+    core_vec(t, &v);
+  }
   uint32_t ob = oj_held(a) ? m->oj : m->pb;
   for (uint32_t d = 0; d < vchunks(a); d++)
     cast_to(t, a->odt, ob + HALF * d * DC * es(a->odt), m->o + HALF * d * DC * 4, HALF, vchunk_w(a, d));
@@ -900,7 +1057,7 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
   fwd_load_q(t, a, bb, h, i);
   for (uint32_t r = 0; r < a->halves; r++) {
     sel_aiv(t, r);
-    fwd_aiv_init(t, a, r);
+    fwd_aiv_init(t, a, r, h);
   }
   for (uint32_t j = 0; j < n + a->look; j++) { /* j: the order of processing; key block kv_block(j) */
     core_select(t, CORE_SUB_AIC);
@@ -912,7 +1069,7 @@ static void fwd_block(struct core_tp *t, void *ctx, uint64_t b)
     bool acc = j >= a->look, last = j - a->look == n - 1;
     for (uint32_t r = 0; r < a->halves; r++) {
       sel_aiv(t, r);
-      if (j < n) fwd_aiv_softmax(t, a, u, r, i, j, kv_block(a, i, j));
+      if (j < n) fwd_aiv_softmax(t, a, u, r, h, i, j, kv_block(a, i, j));
       if (acc && vchunks(a) == 1) fwd_accumulate(t, a, u, r, j - a->look, last, 0);
     }
     for (uint32_t d = 0; acc && vchunks(a) > 1 && d < vchunks(a); d++)
@@ -1260,6 +1417,7 @@ static void bwd_aiv_begin(struct core_tp *t, const struct attn *a, uint32_t r)
     struct core_tile um = ops_tile(MEM_UB, CORE_ND, NPU_DT_UINT8, rb + m->mask, 1, bwd_masks_bytes(a), 0);
     core_copy(t, &um, &gm);
   }
+  opts_load(t, a, rb + m->ramp, UINT64_MAX, 6 + (int)r);
 }
 
 static void bwd_aiv_end(struct core_tp *t, const struct attn *a, uint32_t r)
@@ -1301,6 +1459,19 @@ static void bwd_aiv_step(struct core_tp *t, const struct attn *a, int u, uint32_
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, ev);
   if (a->onchip) core_wait_flag(t, CORE_PIPE_FIX, CORE_PIPE_V, ev);
+  if (a->alibi) { /* S + m_h c, LSE + m_h (row0 + r - col0): P = exp(S + m_h (j - i) - LSE) */
+    float sl = slope_of(a, h);
+    uint64_t sh = rb + m->cb + 512;
+    alibi_cols(t, rb + m->ramp, rb + m->cb, S, a->hb, a->kb, 0, sl);
+    struct core_vec av = vop_n(CORE_VEC_ADDS, sh, rb + m->ramp, 0, a->hb);
+    av.scalar = (double)row0 - (double)j * a->kb;
+    core_vec(t, &av);
+    av = vop_n(CORE_VEC_MULS, sh, sh, 0, a->hb);
+    av.scalar = sl;
+    core_vec(t, &av);
+    av = vop_n(CORE_VEC_ADD, L, L, sh, a->hb);
+    core_vec(t, &av);
+  }
   if (a->causal && j * a->kb + a->kb > row0 + 1) { /* keys after some query: the diagonal or all */
     int64_t o = (int64_t)row0 - (int64_t)j * a->kb; /* the mask variant of this offset (masks()) */
     apply_mask(t, m, S, rb + m->mask + var_of(o, a->hb, a->kb) * (a->hb * a->kb / 8), a->hb, a->kb);
@@ -1438,7 +1609,7 @@ static uint32_t pre_rows(const struct attn *a)
   return a->Dv > 128 ? 32 : HALF;
 }
 
-enum { PRE_DO, PRE_O, PRE_FDO, PRE_FO, PRE_ACC, PRE_D, PRE_END };
+enum { PRE_DO, PRE_O, PRE_FDO, PRE_FO, PRE_ACC, PRE_D, PRE_L, PRE_T, PRE_PS, PRE_SK, PRE_BC, PRE_END };
 
 static uint32_t pre_ub(const struct attn *a, int which)
 {
@@ -1450,15 +1621,23 @@ static uint32_t pre_ub(const struct attn *a, int which)
   at[PRE_FO] = at[PRE_FDO] + w * 4;
   at[PRE_ACC] = at[PRE_FO] + w * 4;
   at[PRE_D] = at[PRE_ACC] + pre_rows(a) * 256;
-  at[PRE_END] = at[PRE_D] + 256;
+  /* sinks: the LSE rows, exp(sink - LSE) D, its sum, the sinks; their head's broadcast */
+  uint32_t sk = a->sinks ? 256 : 0;
+  at[PRE_L] = at[PRE_D] + 256;
+  at[PRE_T] = at[PRE_L] + sk;
+  at[PRE_PS] = at[PRE_T] + sk;
+  at[PRE_SK] = at[PRE_PS] + sk;
+  at[PRE_BC] = at[PRE_SK] + (a->sinks ? (sk_bytes(a) + 255) / 256 * 256 : 0);
+  at[PRE_END] = at[PRE_BC] + sk;
   return at[which];
 }
 
 static void pre_begin(struct core_tp *t, void *ctx)
 {
-  (void)ctx;
+  const struct attn *a = ctx;
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+  opts_load(t, a, UINT64_MAX, pre_ub(a, PRE_SK), 1);
 }
 
 static void pre_end(struct core_tp *t, void *ctx)
@@ -1482,6 +1661,11 @@ static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
     struct core_tile l = ops_tile(MEM_UB, CORE_ND, a->dt, pre_ub(a, which ? PRE_O : PRE_DO), pr, a->Dv, 0);
     core_copy(t, &l, &g);
   }
+  if (a->sinks) { /* the rows' LSE */
+    struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->lse + lse_at(a, bb, h, row0), 1, pr, 0);
+    struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, pre_ub(a, PRE_L), 1, pr, 0);
+    core_copy(t, &l, &g);
+  }
   core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
   core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, 0);
   uint16_t reps = (uint16_t)(pr * a->Dv / 64);
@@ -1489,6 +1673,13 @@ static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
     struct core_vec v = vop(CORE_VEC_CAST, which ? fo : fdo, pre_ub(a, which ? PRE_O : PRE_DO), 0, reps);
     v.dtype = (uint8_t)a->dt;
     v.src0_rep = (uint16_t)(64 * es(a->dt) / 32);
+    core_vec(t, &v);
+  }
+  uint32_t st = pre_ub(a, PRE_T), ps = pre_ub(a, PRE_PS);
+  if (a->sinks) { /* sink_h - LSE_i, before the LSE buffer is free for the next block's load */
+    uint64_t sb = sink_bcast(t, pre_ub(a, PRE_BC), pre_ub(a, PRE_SK), h);
+    struct core_vec v = vop_n(CORE_VEC_SUB, st, sb, pre_ub(a, PRE_L), pr);
+    v.src0_blk = v.src0_rep = 0;
     core_vec(t, &v);
   }
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, 0);
@@ -1505,11 +1696,27 @@ static void pre_block(struct core_tp *t, void *ctx, uint64_t b)
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
   v = vop(CORE_VEC_REDUCE_SUM, dd, src, 0, (uint16_t)pr);
   core_vec(t, &v);
+  if (a->sinks) { /* -sum_i exp(sink_h - LSE_i) D_i over the block's rows */
+    v = vop_n(CORE_VEC_EXP, st, st, 0, pr);
+    core_vec(t, &v);
+    v = vop_n(CORE_VEC_MUL, st, st, dd, pr);
+    core_vec(t, &v);
+    v = vop_n(CORE_VEC_REDUCE_SUM, ps, st, 0, pr);
+    core_vec(t, &v);
+    v = vop_n(CORE_VEC_NEG, ps, ps, 0, 1);
+    core_vec(t, &v);
+  }
   core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
   core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
   struct core_tile l = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, dd, 1, pr, 0);
   struct core_tile g = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->dd + lse_at(a, bb, h, row0), 1, pr, 0);
   core_copy(t, &g, &l);
+  if (a->sinks) { /* dsink_h += the block's sum (zeroed before the kernel) */
+    struct core_copy add = {.src = ops_tile(MEM_UB, CORE_ND, NPU_DT_FP32, ps, 1, 1, 0),
+                            .dst = ops_tile(MEM_GM, CORE_ND, NPU_DT_FP32, a->dsink + (uint64_t)h * 4, 1, 1, 0),
+                            .scale = 1.0f, .fb_scale = UINT64_MAX, .atomic_add = true};
+    core_copy_ex(t, &add);
+  }
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
 }
 
@@ -1535,6 +1742,7 @@ static uint32_t ub_fwd(struct ub_map *m, const struct attn *a, int nbuf, bool ti
   m->mask = take(&at, fwd_mask_bytes(a));
   m->brcb = take(&at, HALF * 32);
   m->ninf = take(&at, 32);
+  take_opts(m, a, true, &at);
   return m->size = at;
 }
 
@@ -1549,6 +1757,7 @@ static uint32_t ub_bwd(struct ub_map *m, const struct attn *a, int nbuf)
   m->mask = take(&at, bwd_masks_bytes(a));
   m->brcb = take(&at, a->hb * 32);
   m->ninf = take(&at, 32);
+  take_opts(m, a, false, &at); /* the backward's roles need no sinks */
   return m->size = at;
 }
 
@@ -1580,6 +1789,7 @@ static bool fwd_tiling(struct attn *a, const struct arch_chip *chip, uint32_t ha
   if (fwd_l1_bytes(a) > l1) return false;
   a->tight = false;
   if ((uint64_t)ub_fwd(&a->ub, a, 2, false) * roles <= ub || (uint64_t)ub_fwd(&a->ub, a, 1, false) * roles <= ub) return true;
+  if (a->bc > 64 && 64 * 4 > a->bc * es(a->dt)) return false; /* the HALF x 64 fp32 scratch exceeds fp8's P */
   a->tight = true;
   return (uint64_t)ub_fwd(&a->ub, a, 1, true) * roles <= ub;
 }
@@ -1591,6 +1801,7 @@ static struct ub_map shifted(const struct ub_map *m, uint32_t by)
   struct ub_map s = *m;
   for (int k = 0; k < 2; k++) s.buf[k] += by;
   s.pb += by, s.ds += by, s.o += by, s.oj += by, s.t += by, s.vec += by, s.mask += by, s.brcb += by, s.ninf += by;
+  s.ramp += by, s.cb += by, s.sk += by;
   return s;
 }
 
@@ -1643,6 +1854,8 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   uint64_t w = op_u(d, args, "window");
   a->dt = op_dtype(d, args, "dtype");
   a->bwd = op_u(d, args, "pass") == 1;
+  a->alibi = op_u(d, args, "alibi");
+  a->sinks = op_u(d, args, "sinks");
   a->coupled = chip->org != ARCH_ORG_SPLIT;
   a->onchip = a->coupled && chip->dma.path_bytes_per_cycle[ARCH_PATH_L0C_TO_UB] > 0 &&
               chip->dma.path_bytes_per_cycle[ARCH_PATH_UB_TO_L1] > 0;
@@ -1750,8 +1963,8 @@ static struct op_tensor *masks(struct op_exec *x, const struct attn *a)
   return op_tensor_bytes(x, "mask", a->W ? 2 * n : n, m);
 }
 
-static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, double *O,
-                          double *L);
+static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, const double *SK,
+                          double *O, double *L);
 
 static void setup(void *p, struct op_exec *x)
 {
@@ -1768,6 +1981,18 @@ static void setup(void *p, struct op_exec *x)
   a->o = o->addr;
   a->lse = lse->addr;
   a->mask = masks(x, a)->addr;
+  if (a->alibi) {
+    float ramp[128];
+    for (int n = 0; n < 128; n++) ramp[n] = (float)n;
+    a->ramp = op_tensor_bytes(x, "alibi_ramp", sizeof ramp, ramp)->addr;
+  }
+  struct op_tensor *sk = NULL;
+  if (a->sinks) { /* learned logits in a realistic range: uniform in [-1, 2) */
+    sk = op_tensor(x, "sinks", NPU_DT_FP32, a->H, OP_INIT_UNIFORM);
+    for (uint32_t n = 0; sk->host && n < a->H; n++)
+      fmt_encode(NPU_DT_FP32, sk->host, n, 1.5 * fmt_decode(NPU_DT_FP32, sk->host, n) + 0.5);
+    a->sink = sk->addr;
+  }
   struct op_tensor *ws = op_tensor_bytes(x, "workspace", a->ws_bytes * (uint64_t)a->cores, NULL);
   ws->scratch = true;
   a->ws = ws->addr;
@@ -1782,14 +2007,15 @@ static void setup(void *p, struct op_exec *x)
   /* the backward's inputs: dO, and O and LSE as the forward leaves them (computed on the host) */
   a->dout = op_tensor(x, "do", a->dt, on, OP_INIT_UNIFORM)->addr;
   if (op_functional(x)) {
-    double *Q = op_decode(q), *K = op_decode(k), *V = op_decode(v);
+    double *Q = op_decode(q), *K = op_decode(k), *V = op_decode(v), *SK = sk ? op_decode(sk) : NULL;
     double *RO = npu_xmalloc(on * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
-    reference_fwd(a, Q, K, V, RO, RL);
+    reference_fwd(a, Q, K, V, SK, RO, RL);
     for (uint64_t n = 0; n < on; n++) fmt_encode(a->dt, o->host, n, RO[n]);
     for (uint64_t n = 0; n < ln; n++) fmt_encode(NPU_DT_FP32, lse->host, n, RL[n]);
     free(Q);
     free(K);
     free(V);
+    free(SK);
     free(RO);
     free(RL);
   }
@@ -1799,6 +2025,10 @@ static void setup(void *p, struct op_exec *x)
   a->dd = op_tensor(x, "d", NPU_DT_FP32, ln, OP_INIT_SCRATCH)->addr; /* rowsum(dO o O), between the kernels */
   a->dq32 = op_tensor(x, "dq32", NPU_DT_FP32, qn, OP_INIT_NONE)->addr;
   ops_fill(x, a->dq32, NPU_DT_FP32, qn, 0.0);
+  if (a->sinks) { /* the sinks' gradient: atomic adds of the preprocessing kernel's blocks */
+    a->dsink = op_tensor(x, "dsink", NPU_DT_FP32, a->H, OP_INIT_NONE)->addr;
+    ops_fill(x, a->dsink, NPU_DT_FP32, a->H, 0.0);
+  }
   const struct arch_chip *chip = op_chip(x);
   uint64_t pre_blocks = (uint64_t)a->B * a->H * (a->S / pre_rows(a));
   int vcores = chip->aiv_count < (int)pre_blocks ? chip->aiv_count : (int)pre_blocks;
@@ -1823,9 +2053,16 @@ static double flops(const void *p)
   return a->bwd ? 2.5 * f : f;
 }
 
-/* softmax(Q K^T / sqrt(D)) V per (batch, head) in double; fills O and LSE. */
-static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, double *O,
-                          double *L)
+/* ALiBi's bias of query i and key j of head h (0 without ALiBi). */
+static double ref_bias(const struct attn *a, uint32_t h, uint32_t i, uint32_t j)
+{
+  return a->alibi ? alibi_slope(a->H, h) * ((double)j - (double)i) : 0;
+}
+
+/* softmax(Q K^T / sqrt(D) + ALiBi's bias, the sink SK[h] an extra column when SK) V per (batch,
+ * head) in double; fills O and LSE. */
+static void reference_fwd(const struct attn *a, const double *Q, const double *K, const double *V, const double *SK,
+                          double *O, double *L)
 {
   double *s = npu_xmalloc(a->S * sizeof *s);
   for (uint32_t b = 0; b < a->B; b++)
@@ -1839,9 +2076,11 @@ static void reference_fwd(const struct attn *a, const double *Q, const double *K
           const double *k = K + bsnd(a, b, j, kvh, a->KVH, a->D);
           double dot = 0;
           for (uint32_t d = 0; d < a->D; d++) dot += q[d] * k[d];
-          s[j] = dot / sqrt((double)a->D);
+          s[j] = dot / sqrt((double)a->D) + ref_bias(a, h, i, j);
           if (s[j] > m) m = s[j];
         }
+        if (SK && SK[h] > m) m = SK[h];
+        if (SK) l = exp(SK[h] - m); /* the sink's column: in the sum, no value */
         double *o = O + bsnd(a, b, i, h, a->H, a->Dv);
         memset(o, 0, a->Dv * sizeof *o);
         for (uint32_t j = j0; j < n; j++) {
@@ -1857,15 +2096,18 @@ static void reference_fwd(const struct attn *a, const double *Q, const double *K
   free(s);
 }
 
-/* Gradients in double from the inputs the kernel had (O as stored, the LSE of the forward). */
+/* Gradients in double from the inputs the kernel had (O as stored, the LSE of the forward); with
+ * sinks SK, their gradient dSK[h] = -sum over the head's rows of exp(SK[h] - LSE_i) D_i. */
 static void reference_bwd(const struct attn *a, const double *Q, const double *K, const double *V, const double *O,
-                          const double *dO, const double *L, double *dQ, double *dK, double *dV)
+                          const double *dO, const double *L, const double *SK, double *dQ, double *dK, double *dV,
+                          double *dSK)
 {
   uint64_t qn = (uint64_t)a->B * a->S * a->H * a->D, kn = (uint64_t)a->B * a->S * a->KVH * a->D;
   uint64_t vn = (uint64_t)a->B * a->S * a->KVH * a->Dv;
   memset(dQ, 0, qn * sizeof *dQ);
   memset(dK, 0, kn * sizeof *dK);
   memset(dV, 0, vn * sizeof *dV);
+  if (SK) memset(dSK, 0, a->H * sizeof *dSK);
   double sc = 1.0 / sqrt((double)a->D);
   for (uint32_t b = 0; b < a->B; b++)
     for (uint32_t h = 0; h < a->H; h++) {
@@ -1875,6 +2117,7 @@ static void reference_bwd(const struct attn *a, const double *Q, const double *K
         const double *go = dO + bsnd(a, b, i, h, a->H, a->Dv);
         double Di = 0, Li = L[((uint64_t)b * a->H + h) * a->S + i];
         for (uint32_t d = 0; d < a->Dv; d++) Di += go[d] * o[d];
+        if (SK) dSK[h] -= exp(SK[h] - Li) * Di;
         double *gq = dQ + bsnd(a, b, i, h, a->H, a->D);
         uint32_t n = a->causal ? i + 1 : a->S, j0 = a->W && i + 1 > a->W ? i + 1 - a->W : 0;
         for (uint32_t j = j0; j < n; j++) {
@@ -1882,7 +2125,7 @@ static void reference_bwd(const struct attn *a, const double *Q, const double *K
           double s = 0, dp = 0;
           for (uint32_t d = 0; d < a->D; d++) s += q[d] * k[d];
           for (uint32_t d = 0; d < a->Dv; d++) dp += go[d] * v[d];
-          double pr = exp(s * sc - Li), ds = pr * (dp - Di) * sc;
+          double pr = exp(s * sc + ref_bias(a, h, i, j) - Li), ds = pr * (dp - Di) * sc;
           double *gk = dK + bsnd(a, b, j, kvh, a->KVH, a->D), *gv = dV + bsnd(a, b, j, kvh, a->KVH, a->Dv);
           for (uint32_t d = 0; d < a->D; d++) {
             gq[d] += ds * k[d];
@@ -1921,9 +2164,10 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   double *Q = op_decode(op_find_tensor(x, "q")), *K = op_decode(op_find_tensor(x, "k"));
   double *V = op_decode(op_find_tensor(x, "v")), *O = op_decode(op_find_tensor(x, "o"));
   double *L = op_decode(op_find_tensor(x, "lse"));
+  double *SK = a->sinks ? op_decode(op_find_tensor(x, "sinks")) : NULL;
   if (!a->bwd) {
     double *RO = npu_xmalloc(on * sizeof *RO), *RL = npu_xmalloc(ln * sizeof *RL);
-    reference_fwd(a, Q, K, V, RO, RL);
+    reference_fwd(a, Q, K, V, SK, RO, RL);
     double eo = op_compare(O, RO, on, 4 * eps, 0), el = op_compare(L, RL, ln, 1e-4, 1e-5);
     *max_err = eo > el ? eo : el;
     snprintf(summary, n, "O worst %.3g, LSE worst %.3g of tolerance (O atol %.3g; LSE atol 1e-4)", eo, el, 4 * eps);
@@ -1934,13 +2178,21 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
     double *gq = op_decode(op_find_tensor(x, "dq")), *gk = op_decode(op_find_tensor(x, "dk"));
     double *gv = op_decode(op_find_tensor(x, "dv"));
     double *rq = npu_xmalloc(qn * sizeof *rq), *rk = npu_xmalloc(kn * sizeof *rk), *rv = npu_xmalloc(vn * sizeof *rv);
-    reference_bwd(a, Q, K, V, O, dO, L, rq, rk, rv);
+    double *rs = npu_xmalloc(a->H * sizeof *rs);
+    reference_bwd(a, Q, K, V, O, dO, L, SK, rq, rk, rv, rs);
     double tq = 8 * eps * max_abs(rq, qn), tk = 8 * eps * max_abs(rk, kn), tv = 8 * eps * max_abs(rv, vn);
     double eq = op_compare(gq, rq, qn, tq, 0), ek = op_compare(gk, rk, kn, tk, 0), ev = op_compare(gv, rv, vn, tv, 0);
     *max_err = eq > ek ? eq : ek;
     if (ev > *max_err) *max_err = ev;
-    snprintf(summary, n, "dQ %.3g, dK %.3g, dV %.3g of tolerance (8 unit roundoffs x the largest element: %.3g, %.3g, %.3g)",
-             eq, ek, ev, tq, tk, tv);
+    int at = snprintf(summary, n, "dQ %.3g, dK %.3g, dV %.3g of tolerance (8 unit roundoffs x the largest element: %.3g, "
+                      "%.3g, %.3g)", eq, ek, ev, tq, tk, tv);
+    if (a->sinks) { /* fp32 throughout: 1e-4 of the largest */
+      double *gs = op_decode(op_find_tensor(x, "dsink")), ts = 1e-4 * max_abs(rs, a->H);
+      double es_ = op_compare(gs, rs, a->H, ts, 1e-4);
+      if (es_ > *max_err) *max_err = es_;
+      if (at >= 0 && (size_t)at < n) snprintf(summary + at, n - (size_t)at, ", dsink %.3g (atol %.3g, rtol 1e-4)", es_, ts);
+      free(gs);
+    }
     free(dO);
     free(gq);
     free(gk);
@@ -1948,7 +2200,9 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
     free(rq);
     free(rk);
     free(rv);
+    free(rs);
   }
+  free(SK);
   free(Q);
   free(K);
   free(V);

@@ -1,4 +1,4 @@
-/* list_vector.h - the vector-core operators (norms, activations, losses, optimizer, quant). */
+/* list_vector.h - the vector-core operators (norms, activations, convolutions, losses, optimizer, quant). */
 #ifndef NPUSIM_OPS_LIST_VECTOR_H
 #define NPUSIM_OPS_LIST_VECTOR_H
 
@@ -8,6 +8,7 @@
   XX(op_softmax)            \
   XX(op_swiglu)             \
   XX(op_rope)               \
+  XX(op_causal_conv1d)      \
   XX(op_cross_entropy)      \
   XX(op_adamw)              \
   XX(op_quantize)           \

@@ -4,7 +4,9 @@
  * type, the LSE within 1e-4; dQ, dK, dV within 8 unit roundoffs of the tensor's largest
  * element), on split cores (GM hand-over between cube and vector cores) and coupled cores (the
  * on-chip hand-over, and the GM one when the chip lacks UB -> L1), at both fidelities; shapes
- * that do not fit; and timing properties that follow from the FLOP counts.
+ * that do not fit; and timing properties that follow from the FLOP counts. ALiBi and attention
+ * sinks (the sinks' gradient too) against the same reference, BLOOM's slopes against the LSE, and
+ * what the options cost.
  */
 #include "tests/ops/opsupport.h"
 
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "formats/formats.h"
 
 static struct arch_system b2, a100, a100_gm, h100, h100_smem, h100_32, h100_l0c, h100_p_l1;
 
@@ -391,4 +394,150 @@ Test(attention, bad_shapes_are_errors)
   ts_load_system(&small, "ascend-910b2", (const char *const[]){"chip.l1.size=64KiB", NULL});
   cr_expect_eq(ts_op_err(&small.chip, "flash_attention", ARGS("heads=2", "seq=256"), msg), NPU_ENOFIT);
   cr_expect(strstr(msg, "L1") != NULL, "%s", msg);
+}
+
+/* ALiBi (--alibi): every score gets its head's linear bias m_h (j - i), forward (the online
+ * softmax) and backward (P recomputed), against the reference: on split cores (128 x 64 backward
+ * tiles) and the H100's coupled cores (128-row forward blocks with P from registers, 64 x 128
+ * backward), causal and full, GQA, head counts that are not a power of two (BLOOM's extra
+ * slopes), a window, fp16, a wide head; and the fp8 forward on the H100. */
+Test(attention, alibi_matches_the_reference)
+{
+  const char *const *cases[] = {ARGS("heads=4", "kv_heads=2", "seq=384", "alibi=true"),
+                                ARGS("heads=6", "kv_heads=2", "seq=256", "causal=false", "dtype=fp16", "alibi=true"),
+                                ARGS("heads=4", "kv_heads=1", "seq=640", "dim=64", "window=256", "alibi=true"),
+                                ARGS("heads=2", "seq=384", "dim=256", "alibi=true"),
+                                ARGS("heads=4", "kv_heads=2", "seq=384", "pass=bwd", "alibi=true"),
+                                ARGS("heads=6", "kv_heads=3", "seq=256", "causal=false", "pass=bwd", "dtype=fp16", "alibi=true"),
+                                ARGS("heads=4", "kv_heads=2", "seq=640", "window=256", "pass=bwd", "alibi=true"),
+                                ARGS("heads=2", "seq=384", "dim=256", "pass=bwd", "alibi=true")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("heads=4", "kv_heads=2", "seq=384", "dtype=fp8_e4m3", "alibi=true"));
+}
+
+/* The slopes are BLOOM's (build_alibi_tensor), typed in here rather than taken from the kernel:
+ * for 6 heads those of 4, 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3 (every other slope of 8). The
+ * LSE the forward saves, log sum_j exp(q_i.k_j / sqrt(dim) + m_h (j - i)), from the captured
+ * inputs in double. */
+Test(attention, alibi_uses_bloom_slopes)
+{
+  static const double slopes[6] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  const struct op_desc *d = op_find("flash_attention");
+  const char *const *kv = ARGS("heads=6", "kv_heads=3", "seq=256", "dim=64", "alibi=true");
+  int n = 0;
+  while (kv[n]) n++;
+  struct op_args a;
+  struct npu_diag diag;
+  cr_assert_eq(op_args_parse(d, &a, kv, n, &diag), 0, "%s", diag.msg);
+  struct op_capture cap = {0};
+  struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = true, .seed = 7, .capture = &cap};
+  struct op_result r;
+  cr_assert_eq(op_run(d, &a, &b2.chip, &o, &r, &diag), 0, "%s", diag.msg);
+  const struct op_captured *q = NULL, *k = NULL, *lse = NULL;
+  for (int i = 0; i < cap.n; i++) {
+    if (!strcmp(cap.t[i].name, "q")) q = &cap.t[i];
+    if (!strcmp(cap.t[i].name, "k")) k = &cap.t[i];
+    if (!strcmp(cap.t[i].name, "lse")) lse = &cap.t[i];
+  }
+  cr_assert(q && k && lse);
+  double worst = 0;
+  for (uint32_t h = 0; h < 6; h++)
+    for (uint32_t i = 0; i < 256; i++) {
+      double s[256], m = -INFINITY, l = 0;
+      for (uint32_t j = 0; j <= i; j++) {
+        double dot = 0;
+        for (uint32_t c = 0; c < 64; c++)
+          dot += fmt_decode(NPU_DT_BF16, q->before, ((uint64_t)i * 6 + h) * 64 + c) *
+                 fmt_decode(NPU_DT_BF16, k->before, ((uint64_t)j * 3 + h / 2) * 64 + c);
+        s[j] = dot / 8 + slopes[h] * ((double)j - (double)i);
+        if (s[j] > m) m = s[j];
+      }
+      for (uint32_t j = 0; j <= i; j++) l += exp(s[j] - m);
+      double got = fmt_decode(NPU_DT_FP32, lse->after, (uint64_t)h * 256 + i), e = fabs(got - (m + log(l)));
+      if (e > worst) worst = e;
+    }
+  op_capture_release(&cap);
+  cr_expect_lt(worst, 1e-4, "LSE against BLOOM's slopes: worst %.3g", worst);
+}
+
+/* Attention sinks (--sinks, gpt-oss): a logit per query head in each row's softmax denominator;
+ * O and the LSE against the reference, the backward's dQ, dK, dV from that LSE and the sinks'
+ * gradient dsink = -sum_i exp(sink_h - LSE_i) D_i (atomic adds over the preprocessing kernel's
+ * blocks, several per head and batch): split and coupled cores, causal and full, GQA, a window,
+ * fp16, two batches, with ALiBi; and the fp8 forward on the H100. */
+Test(attention, sinks_match_the_reference)
+{
+  const char *const *cases[] = {ARGS("heads=4", "kv_heads=2", "seq=384", "sinks=true"),
+                                ARGS("batch=2", "heads=2", "seq=256", "causal=false", "dtype=fp16", "sinks=true"),
+                                ARGS("heads=4", "kv_heads=1", "seq=640", "dim=64", "window=256", "sinks=true"),
+                                ARGS("heads=4", "kv_heads=2", "seq=384", "sinks=true", "alibi=true"),
+                                ARGS("heads=4", "kv_heads=2", "seq=384", "pass=bwd", "sinks=true"),
+                                ARGS("batch=2", "heads=2", "seq=256", "causal=false", "pass=bwd", "dtype=fp16", "sinks=true"),
+                                ARGS("heads=4", "kv_heads=2", "seq=640", "window=256", "pass=bwd", "sinks=true"),
+                                ARGS("heads=2", "seq=384", "dim=256", "pass=bwd", "sinks=true", "alibi=true")};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+    ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true, cases[i]);
+  }
+  ts_op(&h100.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, true,
+        ARGS("heads=4", "kv_heads=2", "seq=384", "dtype=fp8_e4m3", "sinks=true", "alibi=true"));
+}
+
+/* ... at event fidelity (one SimGrid engine per test): the same program, every flag of the
+ * options' loads set and awaited, against the reference; the analytic time within 15% of the
+ * event one (8 heads of 1,024 rows, both options). */
+static void options_at_event_fidelity(const struct arch_chip *chip, const char *pass)
+{
+  const char *const *kv = ARGS("heads=8", "kv_heads=2", "seq=1024", "alibi=true", "sinks=true", pass);
+  struct op_result e = ts_op(chip, "flash_attention", CORE_FIDELITY_EVENT, true, kv);
+  struct op_result a = ts_op(chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false, kv);
+  double te = e.total.time_s - e.total.launch_s, ta = a.total.time_s - a.total.launch_s;
+  cr_expect(fabs(ta - te) < 0.15 * te, "%s %s: analytic %.2f us, event %.2f us (bodies)", chip->name, pass, ta * 1e6,
+            te * 1e6);
+}
+
+Test(attention, alibi_and_sinks_forward_on_split_cores_at_event_fidelity)
+{
+  options_at_event_fidelity(&b2.chip, "pass=fwd");
+}
+
+Test(attention, alibi_and_sinks_backward_on_split_cores_at_event_fidelity)
+{
+  options_at_event_fidelity(&b2.chip, "pass=bwd");
+}
+
+Test(attention, alibi_and_sinks_forward_on_coupled_cores_at_event_fidelity)
+{
+  options_at_event_fidelity(&h100.chip, "pass=fwd");
+}
+
+Test(attention, alibi_and_sinks_backward_on_coupled_cores_at_event_fidelity)
+{
+  options_at_event_fidelity(&h100.chip, "pass=bwd");
+}
+
+/* Each option does real vector work, one tile add per score tile (ALiBi) or a reduction and an
+ * extra zeroing kernel (the sinks' gradient), so it costs more than without, but within a few
+ * percent at a realistic size (seq 4096, 32 heads of 128, bf16, causal) on the 910B2, whose
+ * vector cores have room beside the cube core; the matmul FLOPs are the same. */
+Test(attention, alibi_and_sinks_cost_more_but_within_a_few_percent)
+{
+  for (int bwd = 0; bwd < 2; bwd++) {
+    const char *pass = bwd ? "pass=bwd" : "pass=fwd";
+    struct op_result base = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                  ARGS("heads=32", "seq=4096", pass));
+    static const char *const opts[] = {"alibi=true", "sinks=true"};
+    for (int k = 0; k < 2; k++) {
+      struct op_result r = ts_op(&b2.chip, "flash_attention", CORE_FIDELITY_ANALYTIC, false,
+                                 ARGS("heads=32", "seq=4096", pass, opts[k]));
+      double ratio = r.total.time_s / base.total.time_s;
+      printf("flash_attention %s %s on %s: %.6f x the time without\n", pass, opts[k], b2.chip.name, ratio);
+      cr_expect_float_eq(r.flops, base.flops, 1e-9 * base.flops, "%s %s: the same matmul FLOPs", pass, opts[k]);
+      cr_expect(ratio > 1.0 && ratio < 1.03, "%s %s: %.6f x the time without", pass, opts[k], ratio);
+    }
+  }
 }

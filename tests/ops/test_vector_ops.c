@@ -1,6 +1,6 @@
 /*
  * test_vector_ops.c - the vector-core operators (ops/norm.c, softmax.c, swiglu.c, rope.c,
- * cross_entropy.c, adamw.c, quant.c): functional results against each operator's
+ * causal_conv1d.c, cross_entropy.c, adamw.c, quant.c): functional results against each operator's
  * double-precision reference within the tolerance its check() states (small and edge shapes:
  * rows that do not fill the last tile, row lengths that are not a multiple of 64, rows cut into
  * several UB chunks, every storage type), one event-fidelity functional run per family, tilings
@@ -248,6 +248,69 @@ Test(vector_rope, llama_rope_is_hbm_bound)
   double s = hbm_share(&b2.chip, &r, 2.0 * 8192 * 32 * 128 * 2);
   cr_assert(s > 0.7 && s < 1.3, "achieved %.3f of HBM", s);
   cr_assert(streaming_bound(r.total.bottleneck), "%s", r.total.bottleneck);
+}
+
+/* ------------------------------------------------------------------ causal_conv1d */
+
+TestSuite(vector_conv, .init = setup, .timeout = 60);
+
+/* Every dtype, with and without silu and bias, widths 1 to 16, tiles shorter than the halo (the
+ * second tile's halo reaches into the sequence's start), several channel tiles, batches. */
+Test(vector_conv, every_dtype_width_and_tile_edge)
+{
+  ts_op(&b2.chip, "causal_conv1d", AN, true, ARGS("seq=100", "channels=300"));
+  ts_op(&b2.chip, "causal_conv1d", AN, true, ARGS("seq=37", "channels=1000", "width=3", "dtype=fp16", "bias=true"));
+  ts_op(&b2.chip, "causal_conv1d", AN, true, ARGS("batch=2", "seq=64", "channels=64", "silu=false", "dtype=fp32"));
+  ts_op(&b2.chip, "causal_conv1d", AN, true, ARGS("seq=20", "channels=5000", "tile_tokens=2", "bias=true"));
+  ts_op(&b2.chip, "causal_conv1d", AN, true, ARGS("batch=3", "seq=7", "channels=4096", "width=16"));
+  ts_op(&b2.chip, "causal_conv1d", AN, true, ARGS("seq=9", "channels=200", "width=1", "tile_channels=64"));
+  ts_op(&c950.chip, "causal_conv1d", AN, true, ARGS("batch=2", "seq=50", "channels=2100"));
+}
+
+Test(vector_conv, event_fidelity_functional)
+{
+  ts_op(&b2.chip, "causal_conv1d", EV, true, ARGS("batch=2", "seq=40", "channels=1100", "bias=true"));
+}
+
+Test(vector_conv, bad_shapes)
+{
+  expect_error(&b2.chip, "causal_conv1d", ARGS("seq=64", "channels=64", "width=17"), NPU_EINVAL,
+               "command line: --width: at most 16 taps, got 17");
+  expect_error(&b2.chip, "causal_conv1d", ARGS("seq=64", "channels=300", "tile_channels=100"), NPU_EINVAL,
+               "command line: --tile_channels: a tile narrower than channels must be a multiple of 64, got 100");
+  expect_error(&b2.chip, "causal_conv1d", ARGS("seq=64", "channels=64", "dtype=int8"), NPU_EUNSUPPORTED,
+               "command line: --dtype: int8 is not supported here (fp16, bf16 or fp32)");
+  expect_error(&b2.chip, "causal_conv1d", ARGS("seq=64", "channels=4096", "tile_channels=4096", "tile_tokens=64"),
+               NPU_ENOFIT, "command line: --tile_tokens: tiling 64 tokens x 4096 channels does not fit: UB needs "
+               "4916224 bytes, has 196608");
+}
+
+/* Qwen3-Next's conv per TP-2 rank (4096 channels, width 4): vector-bound (four taps, silu's exp
+ * and division per element) at a third of HBM or more, reading x about once (the halo rows of
+ * each 9-token tile again, the weights once per core and channel tile). */
+Test(vector_conv, qwen3_next_conv_reads_x_about_once)
+{
+  struct op_result r = ts_op(&b2.chip, "causal_conv1d", AN, false, ARGS("seq=4096", "channels=4096"));
+  double x = 4096.0 * 4096 * 2;
+  cr_assert(hbm_share(&b2.chip, &r, 2 * x) > 0.3, "achieved %.3f of HBM", hbm_share(&b2.chip, &r, 2 * x));
+  cr_assert((double)r.total.gm_read_bytes < 1.4 * x, "read %.4g bytes of x's %.4g", (double)r.total.gm_read_bytes, x);
+  cr_assert_str_eq(r.total.bottleneck, "vec_bound");
+}
+
+/* The backward is a declared proxy: two forward calls (input and weight gradients). */
+Test(vector_conv, backward_is_two_forward_calls)
+{
+  const struct op_desc *d = op_find("causal_conv1d");
+  cr_assert_eq(d->bwd.kind, OP_BWD_PROXY);
+  struct op_call c, out[OP_MAX_BWD_CALLS];
+  enum op_grad g[OP_MAX_BWD_CALLS];
+  op_call_init(&c, "causal_conv1d");
+  op_call_dim(&c, "seq", 4096);
+  op_call_dim(&c, "channels", 4096);
+  cr_assert(op_call_ok(&c));
+  cr_assert_eq(op_call_backward(&c, out, g), 2);
+  cr_assert(op_call_equal(&out[0], &c) && op_call_equal(&out[1], &c));
+  cr_assert(g[0] == OP_GRAD_INPUT && g[1] == OP_GRAD_WEIGHT);
 }
 
 /* ------------------------------------------------------------------ adamw */
