@@ -1933,18 +1933,24 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   return 0;
 }
 
+/* A class scaled into 0 .. CLASSES - 1 when there are n > CLASSES of them (n: the largest class
+ * + 1: the key blocks of the last query block, forward; the query blocks of the first key block,
+ * backward; whole sequences without a causal mask too). */
+static int scaled_class(uint32_t c, uint32_t n)
+{
+  return n <= CLASSES ? (int)c : (int)((uint64_t)c * CLASSES / n);
+}
+
 static int fwd_class_b(void *ctx, uint64_t b)
 {
   const struct attn *a = ctx;
-  uint32_t n = a->causal ? a->qblocks : 1, c = (uint32_t)fwd_class(ctx, b);
-  return n <= CLASSES ? (int)c : (int)((uint64_t)c * CLASSES / n);
+  return scaled_class((uint32_t)fwd_class(ctx, b), kv_blocks(a, a->qblocks - 1));
 }
 
 static int bwd_class_b(void *ctx, uint64_t b)
 {
   const struct attn *a = ctx;
-  uint32_t n = a->causal ? a->qblocks : 1, c = (uint32_t)bwd_class(ctx, b);
-  return n <= CLASSES ? (int)c : (int)((uint64_t)c * CLASSES / n);
+  return scaled_class((uint32_t)bwd_class(ctx, b), bwd_nq(a, 0));
 }
 
 /* The causal masks (var_bits): the forward's HALF x bc variants from fwd_var0, the backward's
