@@ -208,6 +208,8 @@ static int check_spec(struct rl_job *job, struct npu_diag *diag)
     return npu_cfg_fail(job->cfg, diag, "model.attention", "RL inference costs prefill with the FlashAttention "
                         "kernel: it needs model.attention = \"flash\", no MLA, a head dimension of a multiple of 64 "
                         "up to 256");
+  const char *gk, *gap = wl_model_inference_gap(&job->model, &gk);
+  if (gap) return npu_cfg_fail(job->cfg, diag, gk, "%s", gap);
   return 0;
 }
 

@@ -62,6 +62,8 @@ static int check_layout(struct sv_job *job, struct npu_diag *diag)
     return npu_cfg_fail(job->cfg, diag, "model.attention", "serving costs prefill with the FlashAttention kernel and "
                         "decode with the paged-attention kernel: they need model.attention = \"flash\", no MLA, a head "
                         "dimension of a multiple of 64 up to 256 (this model: %d)", d);
+  const char *gk, *gap = wl_model_inference_gap(m, &gk);
+  if (gap) return npu_cfg_fail(job->cfg, diag, gk, "%s", gap);
   if (s->expert_parallel && !m->moe.experts)
     return npu_cfg_fail(job->cfg, diag, "serve.expert_parallel", "expert parallelism needs an MoE model");
   if (s->prefill_tp && !s->prefill_replicas)

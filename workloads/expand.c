@@ -395,6 +395,7 @@ struct shape {
   int t, h, a, g, d, f, V, s, b;
   enum npu_dtype dt; /* the training type */
   double act_bytes; /* T x h activations in the training type */
+  bool linear;      /* the segments of linear-attention (gated delta-rule) layers (model.linear) */
 };
 
 static struct shape shape_of(const struct wl_program *j)
@@ -742,6 +743,8 @@ static struct op_call attn_flash_call(const struct wl_program *j, const struct s
   int docs = j->model.seq_len / wl_model_attn_len(&j->model);
   struct op_call c = flash_call((int64_t)s->b * j->plan.cp * docs, s->a / s->t, s->g / s->t, s->s / docs, s->d, s->dt);
   if (s->window) op_call_dim(&c, "window", s->window); /* a local layer (no CP, no documents) */
+  if (j->model.pos == WL_POS_ALIBI) op_call_bool(&c, "alibi", true);
+  if (j->model.sinks) op_call_bool(&c, "sinks", true);
   return c;
 }
 
@@ -1044,10 +1047,119 @@ static void mla_bwd(struct wl_program *j, const struct shape *s)
   }
 }
 
+/* ------------------------------------------------------------------ linear attention */
+
+/*
+ * A gated delta-rule layer (model.linear: Qwen3-Next's Qwen3NextGatedDeltaNet, as Hugging Face
+ * and Megatron-LM write it over flash-linear-attention's kernels), heads split over TP: the
+ * norm; in_proj_qkvz and in_proj_ba as one column-parallel GEMM (h -> q, k, v, z, b, a); the
+ * depthwise causal convolution of q, k and v with SiLU (causal_conv1d); beta = sigmoid(b) and
+ * g = -exp(A_log) softplus(a + dt_bias), two elementwise passes over the rank's tokens x heads
+ * into fp32 (the eltwise kernel's silu pass, an exponential and a division per element, stands
+ * for each); the L2 norm of each query and key head (fla's l2norm kernel: an RMSNorm's traffic
+ * over rows of k_dim); the chunked gated delta rule (gated_delta); the gated RMSNorm over v_dim
+ * with silu(z) (rms_norm, then swiglu's silu(z) x y); out_proj (row-parallel) and its reduce.
+ * Backward: each call's own rule. No context parallelism (wl_plan_finish refuses it).
+ */
+static struct op_call gated_delta_call(const struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  struct op_call c;
+  op_call_init(&c, "gated_delta");
+  op_call_dim(&c, "batch", s->b);
+  op_call_dim(&c, "seq", s->s);
+  op_call_dim(&c, "heads", m->linear.heads / s->t);
+  op_call_dim(&c, "k_heads", m->linear.k_heads / s->t);
+  op_call_dim(&c, "dk", m->linear.k_dim);
+  op_call_dim(&c, "dv", m->linear.v_dim);
+  op_call_dim(&c, "chunk", m->linear.chunk);
+  op_call_dtype(&c, "dtype", s->dt);
+  op_call_choice(&c, "pass", "fwd");
+  return c;
+}
+
+/* The vector calls of a linear-attention layer between its projections, in order: before the
+ * gated delta rule (nbefore of them) and after it. */
+static int linear_vec_calls(const struct wl_program *j, const struct shape *s, struct op_call *c, int *nbefore)
+{
+  const struct wl_model *m = &j->model;
+  int64_t hv = m->linear.heads / s->t, hk = m->linear.k_heads / s->t;
+  op_call_init(&c[0], "causal_conv1d");
+  op_call_dim(&c[0], "batch", s->b);
+  op_call_dim(&c[0], "seq", s->s);
+  op_call_dim(&c[0], "channels", wl_model_linear_conv_channels(m) / s->t);
+  op_call_dim(&c[0], "width", m->linear.conv);
+  op_call_dtype(&c[0], "dtype", s->dt);
+  c[1] = eltwise_call((int64_t)s->T * hv, "silu", s->dt, NPU_DT_FP32); /* beta */
+  c[2] = c[1];                                                          /* g */
+  c[3] = rms_norm_call((int64_t)s->T * 2 * hk, m->linear.k_dim, s->dt, false);
+  *nbefore = 4;
+  c[4] = rms_norm_call((int64_t)s->T * hv, m->linear.v_dim, s->dt, false);
+  c[5] = wl__swiglu_call(s->T, hv * m->linear.v_dim, s->dt);
+  return 6;
+}
+
+static void linear_attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
+{
+  const struct wl_model *m = &j->model;
+  struct op_call v[6], gd = gated_delta_call(j, s);
+  int nb, n = linear_vec_calls(j, s, v, &nb);
+  norm(j, s, rc, true);
+  sp_gather(j, s, rc);
+  gemm_fwd(j, s, rc, s->h, wl_model_linear_in_cols(m) / s->t);
+  for (int i = 0; i < nb; i++) kern(j, WL_CAT_VEC, rc, &v[i]);
+  kern(j, WL_CAT_ATTN, rc, &gd);
+  for (int i = nb; i < n; i++) kern(j, WL_CAT_VEC, rc, &v[i]);
+  gemm_fwd(j, s, rc, m->linear.heads * m->linear.v_dim / s->t, s->h);
+  tp_reduce(j, s, rc);
+  if (m->sandwich_norm) norm(j, s, rc, false);
+  dropout(j, s, rc, s->Tn, s->h, WL_CAT_VEC);
+}
+
+static void linear_attn_bwd(struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  struct op_call v[6], gd = gated_delta_call(j, s);
+  int nb, n = linear_vec_calls(j, s, v, &nb);
+  if (bi(s)) {
+    dropout_bwd(j, s, s->Tn, s->h, WL_CAT_VEC);
+    if (m->sandwich_norm) norm_bwd(j, s, false);
+    sp_gather(j, s, false);
+  }
+  gemm_bwd(j, s, m->linear.heads * m->linear.v_dim / s->t, s->h);
+  if (bi(s)) {
+    for (int i = n - 1; i >= nb; i--) kern_bwd(j, s, WL_CAT_VEC, &v[i]);
+    kern_bwd(j, s, WL_CAT_ATTN, &gd);
+    for (int i = nb - 1; i >= 0; i--) kern_bwd(j, s, WL_CAT_VEC, &v[i]);
+  }
+  gemm_bwd(j, s, s->h, wl_model_linear_in_cols(m) / s->t);
+  if (bi(s)) {
+    tp_reduce(j, s, false);
+    norm_bwd(j, s, true);
+  }
+}
+
+/* Gated attention (model.attn_gate): the query projection's second half, sigmoid(gate) x the
+ * attention output, costed by swiglu's silu(gate) x output over the rank's T x a d / t. */
+static struct op_call attn_gate_call(const struct shape *s)
+{
+  return wl__swiglu_call(s->T, (int64_t)s->a * s->d / s->t, s->dt);
+}
+
+/* Columns of the rank's query, key and value projection (the gate's too with model.attn_gate). */
+static int64_t qkv_cols(const struct wl_program *j, const struct shape *s)
+{
+  return (int64_t)((j->model.attn_gate ? 2 : 1) * s->a + 2 * s->g) * s->d / s->t;
+}
+
 /* The attention block's forward: norm, QKV, RoPE, attention (with the CP exchange), output
  * projection; rc: as recomputation inside the backward. */
 static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
+  if (s->linear) {
+    linear_attn_fwd(j, s, rc);
+    return;
+  }
   if (wl_model_is_mla(&j->model)) {
     norm(j, s, rc, true);
     sp_gather(j, s, rc);
@@ -1059,11 +1171,15 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   }
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
-  gemm_fwd(j, s, rc, s->h, (s->a + 2 * s->g) * s->d / s->t);
+  gemm_fwd(j, s, rc, s->h, (int)qkv_cols(j, s));
   rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
   cp_merges(j, s, rc, j->plan.cp, (int64_t)s->T * (s->a / s->t) * s->d);
+  if (j->model.attn_gate) {
+    struct op_call g = attn_gate_call(s);
+    kern(j, WL_CAT_VEC, rc, &g);
+  }
   if (eager(j)) ew_emit(j, s, rc, &ew_copy, false, (int64_t)s->T * (s->a / s->t) * s->d, s->T); /* to [T, a d] */
   gemm_fwd(j, s, rc, s->a * s->d / s->t, s->h);
   tp_reduce(j, s, rc);
@@ -1143,6 +1259,10 @@ static void mlp_bwd(struct wl_program *j, const struct shape *s)
 /* The attention block's backward. */
 static void attn_bwd(struct wl_program *j, const struct shape *s)
 {
+  if (s->linear) {
+    linear_attn_bwd(j, s);
+    return;
+  }
   if (bi(s)) {
     dropout_bwd(j, s, s->Tn, s->h, WL_CAT_VEC);
     if (j->model.sandwich_norm) norm_bwd(j, s, false);
@@ -1159,13 +1279,17 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
   gemm_bwd(j, s, s->a * s->d / s->t, s->h);
   if (bi(s)) {
     if (eager(j)) ew_emit(j, s, false, &ew_copy, true, (int64_t)s->T * (s->a / s->t) * s->d, s->T);
+    if (j->model.attn_gate) {
+      struct op_call g = attn_gate_call(s);
+      kern_bwd(j, s, WL_CAT_VEC, &g);
+    }
     attention_bwd(j, s);
     cp_exchange(j, s, true);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)s->T * (s->a / s->t) * s->d);
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)2 * s->T * (s->g / s->t) * s->d);
     rope(j, s, false, true);
   }
-  gemm_bwd(j, s, s->h, (s->a + 2 * s->g) * s->d / s->t);
+  gemm_bwd(j, s, s->h, (int)qkv_cols(j, s));
   if (bi(s)) {
     tp_reduce(j, s, false);
     norm_bwd(j, s, true);
@@ -1440,17 +1564,156 @@ static void z3_copy(struct wl_program *j, double n, bool grad)
   kern(j, WL_CAT_VEC, false, &c);
 }
 
-/* One rank's parameters of the model's first dense (moe: MoE) layer: what a layer segment of that
- * kind gathers (every layer of a kind holds the same); 0 when the model has none. */
+/* One rank's parameters of the model's first dense (moe: MoE) layer of the kind being expanded
+ * (wl_model_layer_is_variant): what a layer segment of that kind gathers (every layer of a kind
+ * holds the same); 0 when the model has none. */
 static double kind_params(const struct wl_program *j, bool moe)
 {
-  for (int l = 0; l < j->model.layers; l++)
-    if (wl_model_layer_is_moe(&j->model, l) == moe) {
+  const struct wl_model *m = &j->model;
+  bool variant = j->seg_off != 0; /* the segments of the second layer kind (wl_expand) */
+  for (int l = 0; l < m->layers; l++)
+    if (wl_model_layer_is_moe(m, l) == moe && (!wl_model_has_variants(m) || wl_model_layer_is_variant(m, l) == variant)) {
       double d, e;
       wl_layer_rank_params(j, l, &d, &e);
       return d + e;
     }
   return 0;
+}
+
+/* ------------------------------------------------------------------ vision encoder */
+
+/*
+ * The vision encoder in front of the language model (model.vision), in the first model chunk's
+ * embedding segments, over the micro-batch's images x patches tokens, split over the TP group
+ * as Megatron's LLaVA runs it (column- and row-parallel linears, an all-reduce after each block;
+ * no sequence parallelism): the patch embedding (patch_dim -> hidden, whole on every rank);
+ * per layer the norm, QKV, FlashAttention over each image's tokens (bidirectional, costed at
+ * the next multiple of 128 tokens: the kernel's key blocks, where a varlen kernel masks the
+ * last), the output projection, the norm and the MLP; the final norm; the projector (merge x
+ * hidden -> H, GeLU, H -> H). Backward in reverse; a frozen encoder runs forward only, and the
+ * projector's first GEMM then has no input gradient.
+ */
+static struct shape vision_shape(const struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  struct shape v = *s;
+  v.b = s->b * m->vision.images;
+  v.s = (m->vision.patches + 127) / 128 * 128;
+  v.T = v.b * m->vision.patches;
+  v.Tn = v.T;
+  v.h = m->vision.hidden;
+  v.a = v.g = m->vision.heads;
+  v.d = v.h / v.a;
+  v.f = m->vision.ffn;
+  v.fp8 = false;
+  v.window = 0;
+  v.linear = false;
+  v.act_bytes = (double)v.T * v.h * 2;
+  return v;
+}
+
+static struct op_call vision_norm_call(const struct wl_program *j, const struct shape *v)
+{
+  if (j->model.vision.norm == WL_NORM_RMS) return rms_norm_call(v->T, v->h, v->dt, false);
+  struct op_call c;
+  op_call_init(&c, "layer_norm");
+  op_call_dim(&c, "rows", v->T);
+  op_call_dim(&c, "hidden", v->h);
+  op_call_dtype(&c, "dtype", v->dt);
+  return c;
+}
+
+/* The encoder's activation: SwiGLU, or GeLU costed as activation() costs it (the SwiGLU kernel
+ * of half the width, forward; twice the rows, backward). */
+static struct op_call vision_act_call(const struct wl_program *j, const struct shape *v, bool bwd)
+{
+  if (j->model.vision.act == WL_ACT_SWIGLU) return wl__swiglu_call(v->T, v->f / v->t, v->dt);
+  return wl__swiglu_call(bwd ? 2 * v->T : v->T, v->f / v->t / 2, v->dt);
+}
+
+static struct op_call vision_attn_call(const struct shape *v)
+{
+  struct op_call c = flash_call(v->b, v->a / v->t, v->a / v->t, v->s, v->d, v->dt);
+  op_call_bool(&c, "causal", false);
+  return c;
+}
+
+static void vision_allreduce(struct wl_program *j, const struct shape *v)
+{
+  tpcoll(j, false, IC_OP_ALLREDUCE, v->act_bytes);
+}
+
+/* The projector's shape: the merged tokens, merge x hidden wide in, the model's hidden out. */
+static struct shape projector_shape(const struct wl_program *j, const struct shape *v)
+{
+  struct shape p = *v;
+  p.T = v->T / j->model.vision.merge;
+  p.Tn = p.T;
+  p.h = j->model.hidden;
+  p.act_bytes = (double)p.T * p.h * 2;
+  return p;
+}
+
+static void vision_fwd(struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  if (!m->vision.layers) return;
+  struct shape v = vision_shape(j, s), pr = projector_shape(j, &v);
+  int up = (m->vision.act == WL_ACT_SWIGLU ? 2 : 1) * v.f / v.t;
+  gemm_fwd(j, &v, false, m->vision.patch_dim, v.h);
+  struct op_call nc = vision_norm_call(j, &v), at = vision_attn_call(&v), ac = vision_act_call(j, &v, false);
+  for (int l = 0; l < m->vision.layers; l++) {
+    kern(j, WL_CAT_VEC, false, &nc);
+    gemm_fwd(j, &v, false, v.h, 3 * v.h / v.t);
+    kern(j, WL_CAT_ATTN, false, &at);
+    gemm_fwd(j, &v, false, v.h / v.t, v.h);
+    vision_allreduce(j, &v);
+    kern(j, WL_CAT_VEC, false, &nc);
+    gemm_fwd(j, &v, false, v.h, up);
+    kern(j, WL_CAT_VEC, false, &ac);
+    gemm_fwd(j, &v, false, v.f / v.t, v.h);
+    vision_allreduce(j, &v);
+  }
+  kern(j, WL_CAT_VEC, false, &nc);
+  struct op_call g = wl__swiglu_call(pr.T, pr.h / pr.t / 2, pr.dt); /* GeLU, as vision_act_call */
+  gemm_fwd(j, &pr, false, m->vision.merge * v.h, pr.h / pr.t);
+  kern(j, WL_CAT_VEC, false, &g);
+  gemm_fwd(j, &pr, false, pr.h / pr.t, pr.h);
+  vision_allreduce(j, &pr);
+}
+
+static void vision_bwd(struct wl_program *j, const struct shape *s)
+{
+  const struct wl_model *m = &j->model;
+  if (!m->vision.layers) return;
+  struct shape v = vision_shape(j, s), pr = projector_shape(j, &v);
+  int up = (m->vision.act == WL_ACT_SWIGLU ? 2 : 1) * v.f / v.t;
+  gemm_bwd(j, &pr, pr.h / pr.t, pr.h);
+  struct op_call g = wl__swiglu_call(2 * pr.T, pr.h / pr.t / 2, pr.dt);
+  kern(j, WL_CAT_VEC, false, &g);
+  struct shape w = pr;
+  if (m->vision.frozen) w.mode = EM_W; /* no gradient into the frozen encoder */
+  gemm_bwd(j, &w, m->vision.merge * v.h, pr.h / pr.t);
+  if (m->vision.frozen) return;
+  vision_allreduce(j, &pr);
+  struct op_call nc = vision_norm_call(j, &v), at = vision_attn_call(&v), ac = vision_act_call(j, &v, true);
+  kern_bwd(j, &v, WL_CAT_VEC, &nc);
+  for (int l = 0; l < m->vision.layers; l++) {
+    gemm_bwd(j, &v, v.f / v.t, v.h);
+    if (m->vision.act == WL_ACT_SWIGLU) kern_bwd(j, &v, WL_CAT_VEC, &ac);
+    else kern(j, WL_CAT_VEC, false, &ac);
+    gemm_bwd(j, &v, v.h, up);
+    vision_allreduce(j, &v);
+    kern_bwd(j, &v, WL_CAT_VEC, &nc);
+    gemm_bwd(j, &v, v.h / v.t, v.h);
+    kern_bwd(j, &v, WL_CAT_ATTN, &at);
+    gemm_bwd(j, &v, v.h, 3 * v.h / v.t);
+    vision_allreduce(j, &v);
+    kern_bwd(j, &v, WL_CAT_VEC, &nc);
+  }
+  w = v;
+  w.mode = EM_W; /* the pixels need no gradient */
+  gemm_bwd(j, &w, m->vision.patch_dim, v.h);
 }
 
 /* ------------------------------------------------------------------ parameters */
@@ -1472,7 +1735,8 @@ double wl_embed_rank_params(const struct wl_program *j)
 {
   const struct wl_model *m = &j->model;
   double pos = m->pos == WL_POS_LEARNED ? (double)m->seq_len * m->hidden : 0;
-  return ((double)m->vocab * m->hidden + pos) / j->plan.tp;
+  /* with a vision encoder, what the step trains of it and its projector (split over TP) */
+  return ((double)m->vocab * m->hidden + pos + wl_model_vision_params(m, true, false)) / j->plan.tp;
 }
 
 double wl_head_rank_params(const struct wl_program *j)
@@ -1606,6 +1870,7 @@ void wl_expand(struct wl_program *j)
   double emb = wl_embed_rank_params(j);
   seg_begin(j, WL_SEG_EMBED_F);
   z3_copy(j, emb, false);
+  vision_fwd(j, &s);
   embed(j, &s);
   tp_reduce(j, &s, false);
   dropout(j, &s, false, s.Tn, s.h, WL_CAT_VEC);
@@ -1615,18 +1880,24 @@ void wl_expand(struct wl_program *j)
   dropout_bwd(j, &s, s.Tn, s.h, WL_CAT_VEC);
   sp_gather(j, &s, false);
   embed(j, &s);
+  vision_bwd(j, &s);
   z3_copy(j, emb, true);
   seg_end(j, WL_SEG_EMBED_B);
   /* the layers; a model that mixes local and global layers has the local ones apart */
+  /* the layers; a model that mixes two kinds of layers (local and global, linear and softmax
+   * attention) has the second kind apart */
   s.window = m->global_every ? 0 : wl_model_layer_keys(m, 0); /* all local (window) or sparse (dsa) */
+  s.linear = m->linear.heads && !m->linear.full_every;        /* all linear */
   expand_layers(j, &s);
-  if (m->window && m->global_every) {
+  if (wl_model_has_variants(m)) {
     j->seg_off = WL_SEG_KINDS;
     s.window = m->window;
+    s.linear = m->linear.heads > 0;
     expand_layers(j, &s);
     j->seg_off = 0;
   }
   s.window = 0;
+  s.linear = false;
   fbw_segs(j, &s, WL_SEG_HEAD_F, head_fwd, head_bwd, wl_head_rank_params(j));
   if (j->model.mtp_layers) fbw_segs(j, &s, WL_SEG_MTP_F, mtp_fwd, mtp_bwd, wl_model_mtp_rank_params(m, j->plan.tp));
   /* the optimizer: AdamW over the rank's shard of fp32 master weights (ZeRO >= 1: / dp) */

@@ -112,6 +112,63 @@ static double mlp_inner_bytes(const struct wl_model *m, const struct wl_plan *p,
   return ACT_BYTES * (m->act == WL_ACT_SWIGLU ? 2 : 1) * f + gemm_in(p) * f;
 }
 
+/* Bytes per token of a linear-attention layer's own tensors, summed over the TP group
+ * (model.linear; flash-linear-attention's chunk_gated_delta_rule keeps q and k L2-normalised
+ * with their fp32 inverse norms, v, g, beta and the chunks' (I + A)^-1 in the training type,
+ * one row of chunk per token and head; causal_conv1d keeps its input; the gated norm its input
+ * and z; out_proj its input): the convolution's input and output (q, k, v), z, b and a, g and
+ * beta in fp32, the inverse norms, the chunk matrices, the gated norm's input and its output
+ * (the GEMM input). */
+static double linear_acts(const struct wl_model *m, const struct wl_plan *p)
+{
+  double hv = m->linear.heads, hk = m->linear.k_heads, vw = hv * m->linear.v_dim;
+  double conv = wl_model_linear_conv_channels(m);
+  return ACT_BYTES * (2 * conv + vw + 2 * hv + hv * m->linear.chunk + vw) + 4.0 * (2 * hv + 2 * hk) + gemm_in(p) * vw;
+}
+
+/* The MLP's (a dense layer's) or the MoE block's inner activations of layer l over `tokens` of
+ * the rank's sequence, with the recompute modules given. */
+static double mlp_acts(const struct wl_model *m, const struct wl_plan *p, int l, double tokens, bool rc_mlp,
+                       bool rc_act, bool rc_shared)
+{
+  double t = p->tp, h = m->hidden, whole = whole_div(p), g = gemm_in(p);
+  if (!wl_model_layer_is_moe(m, l)) return rc_mlp ? 0 : tokens * mlp_inner_bytes(m, p, m->ffn) / t;
+
+  /* MoE layer [MOE]: the router's fp32 scores of every expert on the rank's tokens; per token
+   * copy routed to an expert (top_k per token, x capacity factor when padded to capacity;
+   * gathered over the TP group, so not divided by t): the expert's input (fp8 with fp8,
+   * dispatched in fp8 [DSV3]), its fp32 probability, and the expert MLP's inner tensors split
+   * over expert TP; the shared experts as a dense MLP of shared x moe.ffn. */
+  double act = 0, copies = tokens * m->moe.top_k * (m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1);
+  if (wl_plan_moe_own_tokens(p)) copies *= expert_tp(p) / p->tp; /* own tokens, gathered over expert TP */
+  act += 4.0 * tokens * m->moe.experts / whole;
+  act += copies * (g * h + 4.0);
+  double inner = mlp_inner_bytes(m, p, m->moe.ffn) - (rc_act ? gemm_in(p) * m->moe.ffn : 0);
+  if (p->fp8_moe_act_input) /* the activation's input (the first projection's output) in fp8 [DSV3] */
+    inner -= (ACT_BYTES - FP8_BYTES) * (m->act == WL_ACT_SWIGLU ? 2 : 1) * m->moe.ffn;
+  act += copies * inner / expert_tp(p);
+  if (!rc_shared) act += tokens * m->moe.shared * mlp_inner_bytes(m, p, m->moe.ffn) / t;
+  return act;
+}
+
+/* Activations of one micro-batch's vision encoder and projector (model.vision), on the first
+ * stage: per encoder token the pixels the patch embedding keeps, and per layer the inputs of the
+ * two norms, of QKV and of the MLP (whole on every TP rank: no sequence parallelism), Q, K, V,
+ * the attention output, its fp32 log-sum-exp per head and the MLP's inner tensors (split over
+ * TP); the projector's input and its GeLU's input and output per merged token. A frozen encoder
+ * keeps only the projector's. */
+static double vision_acts(const struct wl_model *m, const struct wl_plan *p)
+{
+  if (!m->vision.layers) return 0;
+  double t = p->tp, vh = m->vision.hidden, f = m->vision.ffn, H = m->hidden;
+  double tokens = (double)p->micro_batch * m->vision.images * m->vision.patches, merged = tokens / m->vision.merge;
+  double act = merged * (ACT_BYTES * m->vision.merge * vh + 2 * ACT_BYTES * H / t);
+  if (m->vision.frozen) return act;
+  double inner = (m->vision.act == WL_ACT_SWIGLU ? 3 : 2) * ACT_BYTES * f;
+  double layer = 4 * ACT_BYTES * vh + (4 * ACT_BYTES * vh + 4.0 * m->vision.heads + inner) / t;
+  return act + tokens * (ACT_BYTES * m->vision.patch_dim + m->vision.layers * layer);
+}
+
 double wl_memory_layer_activations(const struct wl_model *m, const struct wl_plan *p, int l)
 {
   double s = (double)m->seq_len / p->cp, b = p->micro_batch, h = m->hidden, t = p->tp;
@@ -157,8 +214,13 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   /* MLA latents [MLA]: each latent (the norm's input) and its normalised copy (the up
    * projection's GEMM input), on the rank's sequence shard with SP, whole without. */
   if (mla) act += (ACT_BYTES + (rc_up ? 0 : g)) * s * b * ((double)m->mla.q_lora_rank + m->mla.kv_lora_rank) / whole;
-  /* QK norm: the query and key before the norm. */
+  if (wl_model_layer_is_linear(m, l)) {
+    act += linear_acts(m, p) * s * b / t;
+    return act + mlp_acts(m, p, l, s * b, rc_mlp, rc_act, rc_shared);
+  }
+  /* QK norm: the query and key before the norm. Gated attention: the gate (sigmoid's input). */
   if (m->qk_norm) act += ACT_BYTES * s * b * (q + k) / t;
+  if (m->attn_gate) act += ACT_BYTES * s * b * q / t;
   /* [KOR 4.1] Q and K for QK^T (4 sbh), V (2 sbh), with GQA: Q is s b q wide, K and V s b kv
    * each, so their 4 sbh share scales by kv_heads / heads; under MLA Q and K are heads x qk
    * wide and V heads x v [MLA]. Megatron's unfused attention saves K and V after repeating them
@@ -183,23 +245,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
        * [FA2]; selective recompute of the core attention drops it too. */
       act += 4.0 * s * b * a / t;
   }
-  if (!moe) return act + (rc_mlp ? 0 : s * b * mlp_inner_bytes(m, p, m->ffn) / t);
-
-  /* MoE layer [MOE]: the router's fp32 scores of every expert on the rank's tokens; per token
-   * copy routed to an expert (top_k per token, x capacity factor when padded to capacity;
-   * gathered over the TP group, so not divided by t): the expert's input (fp8 with fp8,
-   * dispatched in fp8 [DSV3]), its fp32 probability, and the expert MLP's inner tensors split
-   * over expert TP; the shared experts as a dense MLP of shared x moe.ffn. */
-  double tokens = s * b, copies = tokens * m->moe.top_k * (m->moe.capacity_factor > 0 ? m->moe.capacity_factor : 1);
-  if (wl_plan_moe_own_tokens(p)) copies *= expert_tp(p) / p->tp; /* own tokens, gathered over expert TP */
-  act += 4.0 * tokens * m->moe.experts / whole;
-  act += copies * (g * h + 4.0);
-  double inner = mlp_inner_bytes(m, p, m->moe.ffn) - (rc_act ? gemm_in(p) * m->moe.ffn : 0);
-  if (p->fp8_moe_act_input) /* the activation's input (the first projection's output) in fp8 [DSV3] */
-    inner -= (ACT_BYTES - FP8_BYTES) * (m->act == WL_ACT_SWIGLU ? 2 : 1) * m->moe.ffn;
-  act += copies * inner / expert_tp(p);
-  if (!rc_shared) act += tokens * m->moe.shared * mlp_inner_bytes(m, p, m->moe.ffn) / t;
-  return act;
+  return act + mlp_acts(m, p, l, s * b, rc_mlp, rc_act, rc_shared);
 }
 
 /* Matrices of an MLP of inner size f on one TP rank (what fp8 GEMMs run on). */
@@ -241,8 +287,20 @@ static double attn_rank_params_dense(const struct wl_model *m, double t, double 
     return *mats + norm_width(m) * (ql + kl);
   }
   double kv = (double)kvh * qk;
-  *mats = (h * (q + 2 * kv) + q * h) / t;
-  return *mats + (m->bias ? (q + 2 * kv) / t + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
+  *mats = (h * ((m->attn_gate ? 2 : 1) * q + 2 * kv) + q * h) / t;
+  return *mats + (m->bias ? (q + 2 * kv) / t + h : m->qkv_bias ? (q + 2 * kv) / t : 0) +
+         (m->qk_norm ? 2 * norm_width(m) * qk : 0) + (m->sinks ? qh / t : 0);
+}
+
+/* A linear-attention layer's parameters on one rank (model.linear): its projections, the
+ * convolution's weights, A_log and dt_bias split by heads over TP, the gated norm's weight
+ * (v_dim) replicated. */
+static double linear_rank_params(const struct wl_model *m, double t, double *mats)
+{
+  double h = m->hidden, hv = (double)m->linear.heads * m->linear.v_dim;
+  *mats = (h * wl_model_linear_in_cols(m) + hv * h) / t;
+  return *mats + ((double)wl_model_linear_conv_channels(m) * m->linear.conv + 2.0 * m->linear.heads) / t +
+         m->linear.v_dim;
 }
 
 /* With sparse attention's indexer (model.dsa), whole on every TP rank. */
@@ -265,7 +323,8 @@ struct rank_params {
 static void layer_rank_params(const struct wl_model *m, const struct wl_plan *p, int l, struct rank_params *r)
 {
   double t = p->tp, h = m->hidden, mats;
-  r->dense = attn_rank_params(m, t, &mats) + (m->sandwich_norm ? 4 : 2) * norm_width(m) * h;
+  r->dense = (wl_model_layer_is_linear(m, l) ? linear_rank_params(m, t, &mats) : attn_rank_params(m, t, &mats)) +
+             (m->sandwich_norm ? 4 : 2) * norm_width(m) * h;
   r->dense_mats = mats;
   r->expert = r->expert_mats = 0;
   if (!wl_model_layer_is_moe(m, l)) {
@@ -369,6 +428,7 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   double s = (double)m->seq_len / p->cp, b = p->micro_batch, sbh = s * b * h;
 
   struct rank_params rp = {0, 0, 0, 0};
+  double frozen = 0; /* parameters held without gradients or optimizer states */
   double layer_max = 0, off_max = 0;
   bool has_embedding = false;
   for (int i = 0; i < nheld; i++)
@@ -394,6 +454,12 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
     if (vs == 0) {
       /* Word embedding split over the vocabulary [MLM]; learned positions replicated. */
       rp.dense += vocab * h / t + (m->pos == WL_POS_LEARNED ? (double)m->seq_len * h : 0);
+      /* A vision encoder and its projector (model.vision), split over TP: what the step trains
+       * as dense parameters, a frozen encoder as weights alone; their activations. */
+      double vtrain = wl_model_vision_params(m, true, false);
+      rp.dense += vtrain / t;
+      frozen += (wl_model_vision_params(m, false, false) - vtrain) / t;
+      held[i].act += vision_acts(m, p);
       /* The embedding dropout mask, s b h, sharded with SP [KOR 4.3]. */
       held[i].act += m->dropout > 0 ? MASK_BYTES * sbh / whole : 0;
     }
@@ -453,7 +519,7 @@ void wl_memory_stage(const struct wl_model *m, const struct wl_plan *p, int stag
   memset(out, 0, sizeof *out);
   out->stage = stage;
   out->inflight = (int)(inflight + 0.5);
-  out->weights_bytes = W_BYTES * (p->zero >= 3 ? dense / d_dp + expert / e_dp : dense + expert);
+  out->weights_bytes = W_BYTES * (p->zero >= 3 ? (dense + frozen) / d_dp + expert / e_dp : dense + frozen + expert);
   /* fp8: the weights stay in the training precision (the fp32 master copy is the optimizer's);
    * each linear layer caches its fp8 weight, rowwise and columnwise, for the step [TE]
    * (sharded as the weights are under ZeRO-3). */

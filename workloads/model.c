@@ -28,7 +28,7 @@ static const char *const subst_names[] = {
 
 static const char *const norm_names[] = {"rmsnorm", "layernorm", NULL};
 static const char *const act_names[] = {"swiglu", "gelu", NULL};
-static const char *const pos_names[] = {"rope", "learned", NULL};
+static const char *const pos_names[] = {"rope", "learned", "alibi", NULL};
 static const char *const attn_names[] = {"flash", "standard", NULL};
 static const char *const score_names[] = {"softmax", "sigmoid", NULL};
 
@@ -49,7 +49,8 @@ static const struct npu_param params[] = {
     NPU_PARAM_INT("model.seq_len", seq_len, NULL, NPU_PF_POSITIVE, "training sequence length, tokens"),
     NPU_PARAM_ENUM("model.norm", norm, "rmsnorm", norm_names, "normalisation: rmsnorm or layernorm"),
     NPU_PARAM_ENUM("model.activation", act, "swiglu", act_names, "MLP activation: swiglu (gated, 3 matrices) or gelu (2)"),
-    NPU_PARAM_ENUM("model.position", pos, "rope", pos_names, "position encoding: rope or learned absolute embeddings"),
+    NPU_PARAM_ENUM("model.position", pos, "rope", pos_names, "position encoding: rope, learned absolute embeddings, or alibi (a per-head linear bias on the attention "
+         "scores, BLOOM and MPT)"),
     NPU_PARAM_ENUM("model.attention", attention, "flash", attn_names,
          "attention kernels: flash (FlashAttention) or standard (QK^T, softmax, PV as separate kernels)"),
     NPU_PARAM_BOOL("model.tied_embeddings", tied_embeddings, "false", "input embedding and output projection share weights"),
@@ -89,6 +90,52 @@ static const struct npu_param params[] = {
         "indexer selects (FlashAttention's band of topk keys, a multiple of 128); 0: dense attention"),
     NPU_PARAM_INT("model.dsa.heads", dsa.heads, "64", NPU_PF_POSITIVE, "the lightning indexer's heads"),
     NPU_PARAM_INT("model.dsa.dim", dsa.dim, "128", NPU_PF_POSITIVE, "the lightning indexer's head dimension"),
+    NPU_PARAM_INT("model.linear.heads", linear.heads, "0", NPU_PF_NONNEG,
+        "hybrid linear attention (Gated DeltaNet, Qwen3-Next linear_num_value_heads): value heads of the gated "
+        "delta-rule layers; 0: softmax attention in every layer"),
+    NPU_PARAM_INT("model.linear.k_heads", linear.k_heads, "0", NPU_PF_NONNEG,
+        "query/key heads of a linear-attention layer, each shared by heads / k_heads value heads "
+        "(linear_num_key_heads); 0: as model.linear.heads"),
+    NPU_PARAM_INT("model.linear.k_dim", linear.k_dim, "128", NPU_PF_POSITIVE,
+        "query/key head dimension of a linear-attention layer (linear_key_head_dim)"),
+    NPU_PARAM_INT("model.linear.v_dim", linear.v_dim, "128", NPU_PF_POSITIVE,
+        "value head dimension of a linear-attention layer (linear_value_head_dim)"),
+    NPU_PARAM_INT("model.linear.conv", linear.conv, "4", NPU_PF_POSITIVE,
+        "width of the depthwise causal convolution over q, k and v (linear_conv_kernel_dim)"),
+    NPU_PARAM_INT("model.linear.chunk", linear.chunk, "64", NPU_PF_POSITIVE,
+        "tokens per chunk of the chunked gated delta rule (flash-linear-attention's 64)"),
+    NPU_PARAM_INT("model.linear.full_every", linear.full_every, "0", NPU_PF_NONNEG,
+        "with model.linear.heads, layer l (from 0) uses softmax attention when (l + 1) % full_every = 0, the "
+        "gated delta rule otherwise (Qwen3-Next full_attention_interval: 4); 0: every layer linear"),
+    NPU_PARAM_BOOL("model.attn_gate", attn_gate, "false",
+        "gated attention (Qwen3-Next attn_output_gate): the query projection also gives a gate of the attention "
+        "output's width, applied as sigmoid(gate) x output before the output projection"),
+    NPU_PARAM_BOOL("model.sinks", sinks, "false",
+        "attention sinks (gpt-oss): a learned logit per head and layer joins each softmax's denominator, with no "
+        "value (FlashAttention's sinks option)"),
+    NPU_PARAM_BOOL("model.qkv_bias", qkv_bias, "false",
+        "biases on the query, key and value projections only (Qwen2, Megatron --add-qkv-bias); model.bias puts "
+        "them on every linear layer"),
+    NPU_PARAM_INT("model.vision.layers", vision.layers, "0", NPU_PF_NONNEG,
+        "a vision encoder (ViT) in front of the language model: its transformer layers; 0: none (docs/TRAINING.md)"),
+    NPU_PARAM_INT("model.vision.hidden", vision.hidden, "0", NPU_PF_NONNEG, "the vision encoder's hidden size"),
+    NPU_PARAM_INT("model.vision.heads", vision.heads, "0", NPU_PF_NONNEG, "the vision encoder's attention heads"),
+    NPU_PARAM_INT("model.vision.ffn", vision.ffn, "0", NPU_PF_NONNEG, "the vision encoder's MLP inner size"),
+    NPU_PARAM_INT("model.vision.patches", vision.patches, "0", NPU_PF_NONNEG,
+        "tokens per image through the encoder (patches, and a class token where the encoder has one: CLIP "
+        "ViT-L/14 at 336 pixels, 577); a sample's images vary in practice: give the mean"),
+    NPU_PARAM_INT("model.vision.images", vision.images, "1", NPU_PF_POSITIVE, "images per training sample"),
+    NPU_PARAM_INT("model.vision.patch_dim", vision.patch_dim, "588", NPU_PF_POSITIVE,
+        "pixels per patch the patch embedding reads (channels x patch size^2: 3 x 14 x 14)"),
+    NPU_PARAM_INT("model.vision.merge", vision.merge, "1", NPU_PF_POSITIVE,
+        "encoder tokens concatenated into one language-model token by the projector (Qwen2-VL's 2 x 2 merge: 4)"),
+    NPU_PARAM_BOOL("model.vision.frozen", vision.frozen, "false",
+        "the encoder is not trained (LLaVA's recipe): forward only, no gradients or optimizer states; the projector "
+        "is trained"),
+    NPU_PARAM_ENUM("model.vision.activation", vision.act, "gelu", act_names,
+        "the encoder's MLP activation: gelu (CLIP, SigLIP) or swiglu"),
+    NPU_PARAM_ENUM("model.vision.norm", vision.norm, "layernorm", norm_names,
+        "the encoder's normalisation: layernorm (CLIP, SigLIP) or rmsnorm"),
     NPU_PARAM_INT("model.moe.experts", moe.experts, "0", NPU_PF_NONNEG, "routed experts per MoE layer; 0: a dense model"),
     NPU_PARAM_INT("model.moe.shared", moe.shared, "0", NPU_PF_NONNEG, "shared experts per MoE layer"),
     NPU_PARAM_INT("model.moe.top_k", moe.top_k, "0", NPU_PF_NONNEG, "experts each token is routed to"),
@@ -156,6 +203,52 @@ static int mla_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *
   if (m->qk_norm)
     return npu_cfg_fail(cfg, diag, "model.qk_norm", "MLA normalises its latents, not the heads: no model.qk_norm");
   m->kv_heads = m->heads;
+  return 0;
+}
+
+/* model.linear: the gated delta rule's shapes and what it is not combined with. */
+static int linear_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag)
+{
+  if (!m->linear.heads) {
+    if (m->linear.k_heads || m->linear.full_every)
+      return npu_cfg_fail(cfg, diag, "model.linear.heads", "linear-attention keys are set but model.linear.heads is 0");
+    return 0;
+  }
+  if (!m->linear.k_heads) m->linear.k_heads = m->linear.heads;
+  if (m->linear.heads % m->linear.k_heads)
+    return npu_cfg_fail(cfg, diag, "model.linear.k_heads", "%d value heads do not share %d query/key heads evenly",
+                        m->linear.heads, m->linear.k_heads);
+  if (m->seq_len % m->linear.chunk)
+    return npu_cfg_fail(cfg, diag, "model.linear.chunk", "the sequence of %d tokens is not a whole number of chunks "
+                        "of %d", m->seq_len, m->linear.chunk);
+  if (m->window || m->dsa.topk || m->doc_len || m->attention != WL_ATTN_FLASH)
+    return npu_cfg_fail(cfg, diag, "model.linear.heads", "linear-attention layers are modelled beside FlashAttention "
+                        "layers over whole sequences: not with %s", m->window ? "a sliding window (model.window)"
+                        : m->dsa.topk ? "sparse attention (model.dsa.topk)" : m->doc_len
+                        ? "packed documents (model.doc_len)" : "model.attention = standard");
+  return 0;
+}
+
+/* model.vision: the encoder's shapes, and its tokens within the sequence. */
+static int vision_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *diag)
+{
+  if (!m->vision.layers) {
+    if (m->vision.hidden || m->vision.heads || m->vision.ffn || m->vision.patches)
+      return npu_cfg_fail(cfg, diag, "model.vision.layers", "vision keys are set but model.vision.layers is 0");
+    return 0;
+  }
+  const char *miss = !m->vision.hidden ? "model.vision.hidden" : !m->vision.heads ? "model.vision.heads"
+                     : !m->vision.ffn ? "model.vision.ffn" : !m->vision.patches ? "model.vision.patches" : NULL;
+  if (miss) return npu_cfg_fail(cfg, diag, miss, "a vision encoder needs its hidden size, heads, MLP size and patches");
+  if (m->vision.hidden % m->vision.heads || (m->vision.hidden / m->vision.heads) % 64)
+    return npu_cfg_fail(cfg, diag, "model.vision.heads", "hidden %d over %d heads: the head dimension must be a "
+                        "multiple of 64 (FlashAttention)", m->vision.hidden, m->vision.heads);
+  if (m->vision.patches % m->vision.merge)
+    return npu_cfg_fail(cfg, diag, "model.vision.merge", "%d patches do not merge %d at a time", m->vision.patches,
+                        m->vision.merge);
+  if ((double)m->vision.images * m->vision.patches / m->vision.merge > m->seq_len)
+    return npu_cfg_fail(cfg, diag, "model.vision.images", "%d images of %d tokens (merged %d to 1) exceed the "
+                        "sequence of %d", m->vision.images, m->vision.patches, m->vision.merge, m->seq_len);
   return 0;
 }
 
@@ -246,6 +339,21 @@ int wl_model_finish(struct npu_cfg *cfg, struct wl_model *m, struct npu_diag *di
                           ? "model.attention = standard" : m->window ? "a sliding window (model.window)"
                           : "packed documents (model.doc_len)");
   }
+  rc = linear_finish(cfg, m, diag);
+  if (rc) return rc;
+  if (m->qkv_bias && (m->bias || wl_model_is_mla(m)))
+    return npu_cfg_fail(cfg, diag, "model.qkv_bias", "%s", m->bias ? "model.bias already puts biases on every linear "
+                        "layer" : "MLA layers are modelled without biases");
+  /* ALiBi with standard attention is the QK^T batched GEMM's accumulated input (Megatron-DeepSpeed's
+   * baddbmm onto the bias, BLOOM): a row of bias per head read, not costed */
+  if ((m->sinks && (wl_model_is_mla(m) || m->attention != WL_ATTN_FLASH)) || (m->pos == WL_POS_ALIBI && wl_model_is_mla(m)))
+    return npu_cfg_fail(cfg, diag, m->sinks ? "model.sinks" : "model.position", "%s is costed inside the "
+                        "FlashAttention kernel of GQA/MHA layers: not with %s", m->sinks ? "an attention sink" : "ALiBi",
+                        wl_model_is_mla(m) ? "MLA" : "model.attention = standard");
+  if (m->attn_gate && wl_model_is_mla(m))
+    return npu_cfg_fail(cfg, diag, "model.attn_gate", "a gated attention output is modelled for GQA/MHA, not MLA");
+  rc = vision_finish(cfg, m, diag);
+  if (rc) return rc;
   if (m->moe.experts) {
     if (!m->moe.top_k || m->moe.top_k > m->moe.experts)
       return npu_cfg_fail(cfg, diag, "model.moe.top_k", "an MoE model routes each token to 1..%d experts, got %d",
@@ -311,6 +419,53 @@ bool wl_model_layer_is_local(const struct wl_model *m, int l)
   return m->window > 0 && (m->global_every == 0 || (l + 1) % m->global_every != 0);
 }
 
+bool wl_model_layer_is_linear(const struct wl_model *m, int l)
+{
+  if (l >= m->layers) l = m->layers - 1; /* an MTP module's layer: the last layer's kind */
+  return m->linear.heads > 0 && (m->linear.full_every == 0 || (l + 1) % m->linear.full_every != 0);
+}
+
+bool wl_model_has_variants(const struct wl_model *m)
+{
+  return (m->window && m->global_every) || (m->linear.heads && m->linear.full_every);
+}
+
+bool wl_model_layer_is_variant(const struct wl_model *m, int l)
+{
+  return wl_model_has_variants(m) && (wl_model_layer_is_local(m, l) || wl_model_layer_is_linear(m, l));
+}
+
+const char *wl_model_inference_gap(const struct wl_model *m, const char **key)
+{
+  if (m->linear.heads) {
+    *key = "model.linear.heads";
+    return "inference of linear-attention layers (a recurrent state per sequence, not a KV cache) is not modelled";
+  }
+  if (m->attn_gate) {
+    *key = "model.attn_gate";
+    return "inference with a gated attention output is not modelled";
+  }
+  if (m->vision.layers) {
+    *key = "model.vision.layers";
+    return "inference with a vision encoder (its prefill of the images) is not modelled";
+  }
+  if (m->sinks || m->pos == WL_POS_ALIBI) {
+    *key = m->sinks ? "model.sinks" : "model.position";
+    return "the paged-attention decode kernel has no attention sinks or ALiBi";
+  }
+  return NULL;
+}
+
+int wl_model_linear_conv_channels(const struct wl_model *m)
+{
+  return 2 * m->linear.k_heads * m->linear.k_dim + m->linear.heads * m->linear.v_dim;
+}
+
+int wl_model_linear_in_cols(const struct wl_model *m)
+{
+  return wl_model_linear_conv_channels(m) + m->linear.heads * m->linear.v_dim + 2 * m->linear.heads;
+}
+
 int wl_model_layer_keys(const struct wl_model *m, int l)
 {
   return m->dsa.topk ? m->dsa.topk : wl_model_layer_is_local(m, l) ? m->window : 0;
@@ -372,8 +527,22 @@ static double attn_params_dense(const struct wl_model *m, bool matmul)
     return p;
   }
   double q = (double)qh * qk, kv = (double)kvh * qk;
-  double p = h * (q + 2 * kv) + q * h;
-  if (!matmul) p += (m->bias ? q + 2 * kv + h : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0);
+  double p = h * ((m->attn_gate ? 2 : 1) * q + 2 * kv) + q * h;
+  if (!matmul)
+    p += (m->bias ? q + 2 * kv + h : m->qkv_bias ? q + 2 * kv : 0) + (m->qk_norm ? 2 * norm_width(m) * qk : 0) +
+         (m->sinks ? qh : 0);
+  return p;
+}
+
+/* A linear-attention layer (model.linear; Qwen3-Next's Qwen3NextGatedDeltaNet): in_proj_qkvz
+ * and in_proj_ba (h -> wl_model_linear_in_cols), out_proj (heads v_dim -> h); besides the
+ * matrices the convolution's weights (channels x conv, no bias), A_log and dt_bias (one per
+ * head each) and the gated norm's weight (v_dim). */
+static double linear_params(const struct wl_model *m, bool matmul)
+{
+  double h = m->hidden, hv = (double)m->linear.heads * m->linear.v_dim;
+  double p = h * wl_model_linear_in_cols(m) + hv * h;
+  if (!matmul) p += (double)wl_model_linear_conv_channels(m) * m->linear.conv + 2.0 * m->linear.heads + m->linear.v_dim;
   return p;
 }
 
@@ -402,7 +571,8 @@ static double layer_norm_params(const struct wl_model *m)
  * matrices (what model FLOPs count; the router is one). */
 static double layer_params(const struct wl_model *m, int l, bool active, bool matmul)
 {
-  double p = attn_params(m, matmul) + (matmul ? 0 : layer_norm_params(m));
+  double p = (wl_model_layer_is_linear(m, l) ? linear_params(m, matmul) : attn_params(m, matmul)) +
+             (matmul ? 0 : layer_norm_params(m));
   if (!wl_model_layer_is_moe(m, l)) return p + mlp_params(m, m->ffn, !matmul);
   double experts = active ? m->moe.top_k : m->moe.experts;
   return p + (experts + m->moe.shared) * mlp_params(m, m->moe.ffn, !matmul) + (double)m->hidden * m->moe.experts;
@@ -420,9 +590,42 @@ double wl_model_embedding_params(const struct wl_model *m)
   return e + norm_params(m);
 }
 
+/* The vision encoder (CLIP's and SigLIP's shapes, with biases on every linear layer and norm):
+ * the patch embedding (patch_dim x hidden and a bias), learned positions (patches x hidden),
+ * per layer Q, K, V and output (4 hidden^2) and the MLP, two norms, a final norm. */
+static double vision_encoder_params(const struct wl_model *m, bool matmul)
+{
+  double vh = m->vision.hidden, f = m->vision.ffn;
+  bool swiglu = m->vision.act == WL_ACT_SWIGLU;
+  double nw = m->vision.norm == WL_NORM_LAYER ? 2 : 1;
+  double layer = 4 * vh * vh + (swiglu ? 3 : 2) * vh * f;
+  if (!matmul) layer += 4 * vh + (swiglu ? 2 * f : f) + vh + 2 * nw * vh;
+  double enc = m->vision.patch_dim * vh + m->vision.layers * layer;
+  return enc + (matmul ? 0 : vh + (double)m->vision.patches * vh + nw * vh);
+}
+
+/* The projector: merge x hidden -> H and H -> H, with biases. */
+static double vision_projector_params(const struct wl_model *m, bool matmul)
+{
+  double H = m->hidden;
+  return (double)m->vision.merge * m->vision.hidden * H + H * H + (matmul ? 0 : 2 * H);
+}
+
+double wl_model_vision_params(const struct wl_model *m, bool trainable, bool matmul)
+{
+  if (!m->vision.layers) return 0;
+  double proj = vision_projector_params(m, matmul);
+  return trainable && m->vision.frozen ? proj : proj + vision_encoder_params(m, matmul);
+}
+
+double wl_model_vision_ratio(const struct wl_model *m)
+{
+  return m->vision.layers ? (double)m->vision.images * m->vision.patches / m->seq_len : 0;
+}
+
 double wl_model_params(const struct wl_model *m)
 {
-  double p = wl_model_embedding_params(m);
+  double p = wl_model_embedding_params(m) + wl_model_vision_params(m, false, false);
   for (int l = 0; l < m->layers; l++) p += layer_params(m, l, false, false);
   return p;
 }
@@ -441,9 +644,22 @@ double wl_model_mtp_params(const struct wl_model *m)
 
 double wl_model_active_params(const struct wl_model *m)
 {
-  double p = wl_model_embedding_params(m);
+  double p = wl_model_embedding_params(m) + wl_model_vision_params(m, false, false);
   for (int l = 0; l < m->layers; l++) p += layer_params(m, l, true, false);
   return p;
+}
+
+/* Model FLOPs of the vision encoder and projector per language-model token: per encoder token
+ * 2 x its matrices and, per layer, the bidirectional attention's 4 x patches x hidden (QK^T and
+ * PV), x 3 with the backward or x 1 when frozen; the projector per merged token 6 x its
+ * matrices, 4 when frozen (no input gradient). */
+static double vision_flops(const struct wl_model *m)
+{
+  if (!m->vision.layers) return 0;
+  double r = wl_model_vision_ratio(m), proj = vision_projector_params(m, true), enc = vision_encoder_params(m, true);
+  double times = m->vision.frozen ? 1 : 3;
+  double attn = 4.0 * m->vision.patches * m->vision.hidden * m->vision.layers;
+  return r * times * (2 * enc + attn) + r / m->vision.merge * (m->vision.frozen ? 4 : 6) * proj;
 }
 
 double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half)
@@ -455,9 +671,15 @@ double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half)
   wl_model_attn_shape(m, &qh, NULL, &qk, &vd);
   /* per token, layer and query head: QK^T 2 seq qk, PV 2 seq v; backward twice the forward (a
    * local layer's band as its pairs: wl_model_layer_attn_len) */
-  double len = 0;
-  for (int l = 0; l < wl_model_total_layers(m); l++) len += wl_model_layer_attn_len(m, l);
+  double len = 0, linear = 0;
+  for (int l = 0; l < wl_model_total_layers(m); l++) {
+    if (!wl_model_layer_is_linear(m, l)) len += wl_model_layer_attn_len(m, l);
+    else linear++;
+  }
   double attn = 6.0 * len * qh * (double)(qk + vd);
   if (causal_half) attn /= 2;
-  return tokens * (6 * mat + attn);
+  /* a linear-attention layer: the recurrent form's products per token and value head, k^T S,
+   * the rank-one update k u^T and S^T q (2 k_dim v_dim each), x 3 with the backward */
+  attn += 18.0 * linear * m->linear.heads * (double)m->linear.k_dim * m->linear.v_dim;
+  return tokens * (6 * mat + attn + vision_flops(m));
 }

@@ -19,7 +19,9 @@
 
 enum wl_norm { WL_NORM_RMS, WL_NORM_LAYER };
 enum wl_act { WL_ACT_SWIGLU, WL_ACT_GELU };
-enum wl_pos { WL_POS_ROPE, WL_POS_LEARNED };
+/* rope; learned absolute embeddings (GPT-3); alibi: a per-head linear bias on the attention
+ * scores, m_h (j - i) (Press et al. 2022; BLOOM, MPT), no position embedding */
+enum wl_pos { WL_POS_ROPE, WL_POS_LEARNED, WL_POS_ALIBI };
 /* flash: FlashAttention kernels (no s x s matrix in memory); standard: QK^T and PV as batched
  * GEMMs with the softmax in between (Megatron before FlashAttention). */
 enum wl_attn { WL_ATTN_FLASH, WL_ATTN_STANDARD };
@@ -106,6 +108,45 @@ struct wl_model {
     int heads;
     int dim;
   } dsa;
+  /* Hybrid linear attention (Gated DeltaNet layers, Qwen3-Next), on when heads > 0: a layer is
+   * a gated delta-rule layer unless (l + 1) % full_every == 0 (then softmax attention; 0: every
+   * layer linear). Projections x -> q, k (k_heads x k_dim each), v, z (heads x v_dim each) and
+   * b, a (heads each); a depthwise causal convolution of width conv over q, k, v with SiLU; the
+   * chunked gated delta rule (chunk tokens per chunk) over the heads; a gated RMSNorm of v_dim
+   * with silu(z); the output projection heads x v_dim -> h. */
+  struct {
+    int heads;
+    int k_heads;
+    int k_dim;
+    int v_dim;
+    int conv;
+    int chunk;
+    int full_every;
+  } linear;
+  bool attn_gate;           /* softmax attention's output gated per element by sigmoid(x W_g) (Qwen3-Next:
+                               the query projection twice as wide) */
+  bool qkv_bias;            /* biases on the query, key and value projections only (Qwen2) */
+  bool sinks;               /* a learned logit per head in each softmax's denominator (gpt-oss) */
+  /* A vision encoder in front of the language model (a ViT: CLIP, SigLIP, InternViT), on when
+   * layers > 0: each sample carries `images` images of `patches` tokens (class token included),
+   * embedded from patch_dim pixels each, through `layers` pre-norm transformer layers (full
+   * bidirectional attention per image, linear layers with biases); a projector (merge patches
+   * concatenated, a two-layer MLP with GeLU to the model's hidden size) gives images x patches /
+   * merge of the sequence's seq_len tokens. frozen: the encoder is not trained (forward only;
+   * the projector still is). act, norm: enum wl_act, enum wl_norm. */
+  struct {
+    int layers;
+    int hidden;
+    int heads;
+    int ffn;
+    int patches;
+    int images;
+    int patch_dim;
+    int merge;
+    bool frozen;
+    int act;
+    int norm;
+  } vision;
 };
 
 /* Tokens one query attends over: the document's (model.doc_len) or the sequence's. */
@@ -140,6 +181,21 @@ void wl_model_attn_shape(const struct wl_model *m, int *q_heads, int *kv_heads, 
 bool wl_model_layer_is_moe(const struct wl_model *m, int l);
 /* Whether layer l attends through the sliding window (model.window, model.global_every). */
 bool wl_model_layer_is_local(const struct wl_model *m, int l);
+/* Whether layer l is a linear-attention (gated delta-rule) layer (model.linear). */
+bool wl_model_layer_is_linear(const struct wl_model *m, int l);
+/* Whether layer l is of the model's second layer kind, whose steps are expanded apart: a local
+ * layer among global ones (model.window with global_every) or a linear-attention layer among
+ * softmax-attention ones (model.linear with full_every). */
+bool wl_model_layer_is_variant(const struct wl_model *m, int l);
+/* Whether the model mixes two layer kinds (wl_model_layer_is_variant). */
+bool wl_model_has_variants(const struct wl_model *m);
+/* Channels of a linear-attention layer's causal convolution (q, k and v: 2 k_heads k_dim +
+ * heads v_dim) and the widths of its input projection (q, k, v, z, b, a). */
+int wl_model_linear_conv_channels(const struct wl_model *m);
+int wl_model_linear_in_cols(const struct wl_model *m);
+/* What the inference engines (serve/, rl/ rollouts) cannot cost in m: NULL, or a sentence, with
+ * the key at fault in *key. */
+const char *wl_model_inference_gap(const struct wl_model *m, const char **key);
 /* Parameters of one layer's sparse-attention indexer (model.dsa; 0 without); matmul: the weight
  * matrices only. Replicated on every TP rank. */
 double wl_model_dsa_params(const struct wl_model *m, bool matmul);
@@ -150,6 +206,13 @@ int wl_model_layer_keys(const struct wl_model *m, int l);
  * document's (wl_model_attn_len), or in a window 2 W - W^2 / attn_len (the causal band's
  * pairs, W attn_len - W^2 / 2, as half the square of that length). */
 double wl_model_layer_attn_len(const struct wl_model *m, int l);
+/* Parameters of the vision encoder (model.vision) and its projector: all of them (trainable
+ * false) or only those the step trains (the projector alone when the encoder is frozen); matmul:
+ * the weight matrices only. 0 without one. */
+double wl_model_vision_params(const struct wl_model *m, bool trainable, bool matmul);
+/* Vision tokens (patches through the encoder) per language-model token: images x patches /
+ * seq_len; 0 without an encoder. */
+double wl_model_vision_ratio(const struct wl_model *m);
 /* Transformer layers the step runs: the model's and one per MTP module (layer layers + d is
  * module d's). */
 int wl_model_total_layers(const struct wl_model *m);
@@ -183,6 +246,8 @@ double wl_model_active_params(const struct wl_model *m);
  * For GPT-3-shaped dense models this is Korthikanti et al.'s
  * 72 B s l h^2 (1 + s / 6h + V / 12lh) when causal_half is false. MTP modules count as their
  * layers, projections and output heads (as Megatron's num_floating_point_operations counts them).
+ * A linear-attention layer (model.linear) has no softmax attention term but its recurrence's:
+ * 18 k_dim v_dim per token and value head (k^T S, k u^T and S^T q, 2 k_dim v_dim each, x 3).
  */
 double wl_model_flops(const struct wl_model *m, double tokens, bool causal_half);
 

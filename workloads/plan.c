@@ -513,6 +513,9 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
   if (m->heads % p->tp || m->kv_heads % p->tp)
     return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the %d heads and %d key/value heads", p->tp,
                         m->heads, m->kv_heads);
+  if (m->linear.heads && m->linear.k_heads % p->tp)
+    return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the %d query/key heads of the linear-attention "
+                        "layers (model.linear.k_heads)", p->tp, m->linear.k_heads);
   if (m->ffn % p->tp || (m->moe.ffn && m->moe.ffn % p->tp))
     return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the MLP size %d", p->tp, m->ffn);
   int lrc = layout_finish(cfg, p, m, diag);
@@ -547,6 +550,15 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
   if (m->dsa.topk && p->cp > 1)
     return npu_cfg_fail(cfg, diag, "plan.cp", "context parallelism with sparse attention (model.dsa.topk) is not "
                         "modelled: each query's keys are the indexer's choice over the whole prefix");
+  if (m->vision.layers && p->cp > 1)
+    return npu_cfg_fail(cfg, diag, "plan.cp", "context parallelism with a vision encoder (model.vision) is not "
+                        "modelled: the encoder's images would split over the CP ranks");
+  if (m->vision.layers && (m->vision.heads % p->tp || m->vision.ffn % p->tp || m->hidden % p->tp))
+    return npu_cfg_fail(cfg, diag, "plan.tp", "tp %d must divide the vision encoder's %d heads and MLP size %d",
+                        p->tp, m->vision.heads, m->vision.ffn);
+  if (m->linear.heads && p->cp > 1)
+    return npu_cfg_fail(cfg, diag, "plan.cp", "context parallelism over linear-attention layers (model.linear) is not "
+                        "modelled: the gated delta rule's state would pass from rank to rank along the sequence");
   if (m->seq_len % (p->cp * (p->sp ? p->tp : 1)))
     return npu_cfg_fail(cfg, diag, "plan.cp", "sequence %d does not split over cp %d%s", m->seq_len, p->cp,
                         p->sp ? " x tp (sequence parallel)" : "");

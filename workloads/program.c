@@ -135,12 +135,11 @@ static void reload_step(const struct wl_program *p, struct wl_prog_stage *st, in
   s->u.reload.next = lp > 0 ? wl_memory_layer_activations(&p->model, &p->plan, layer - 1) : 0;
 }
 
-/* The segments of `layer`: its local variants when the model mixes local and global layers
- * and it is local (model.window, global_every). */
+/* The segments of `layer`: the second kind's when the model mixes two kinds of layers and it
+ * is of that kind (local among global, linear among softmax attention: wl_model_layer_is_variant). */
 static const struct wl_seg *layer_segs(const struct wl_program *p, int layer)
 {
-  const struct wl_model *m = &p->model;
-  return m->window && m->global_every && wl_model_layer_is_local(m, layer) ? p->seg + WL_SEG_KINDS : p->seg;
+  return wl_model_layer_is_variant(&p->model, layer) ? p->seg + WL_SEG_KINDS : p->seg;
 }
 
 /* The BI segment of `layer`: seg, or keep when a partial full recompute leaves the layer out. */

@@ -141,8 +141,8 @@ struct wl_program {
   int dp_sys;                   /* > 0: slow_sys[dp_sys - 1] is the chip a data-parallel collective
                                    leaves to compute beside it (node.ccl cores, its HBM traffic) */
   double dp_loss;               /* the step's compute-weighted dp_loss (for the routed experts) */
-  /* [k]: the segment of kind k; [WL_SEG_KINDS + k]: a layer kind's variant in the local layers
-   * of a model that mixes sliding-window and global attention (model.window, global_every) */
+  /* [k]: the segment of kind k; [WL_SEG_KINDS + k]: its variant in the layers of a model's second
+   * kind (wl_model_layer_is_variant: local among global, linear among softmax attention) */
   struct wl_seg seg[2 * WL_SEG_KINDS];
   int seg_off;                  /* expansion: where seg_begin and seg_end write (0, WL_SEG_KINDS) */
   struct wl_expert_cost *experts; /* costed expert buckets (see wl__expert_cost) */

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/err.h"
+#include "workloads/program.h"
+
 void tw_load(struct tw *w, const char *model, int devices, const char *const *sets)
 {
   struct npu_diag d;
@@ -47,4 +50,28 @@ void tw_job_load(struct wl_job *job, const char *file, const char *const *sets, 
   int rc = wl_job_load(job, file, sets, n, &d);
   npu_diag_format(&d, msg, sizeof msg);
   cr_assert_eq(rc, 0, "%s", msg);
+}
+
+void tw_job_refused(const char *file, const char *const *sets, int n, const char *key, const char *words)
+{
+  struct wl_job job;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  int rc = wl_job_load(&job, file, sets, n, &d);
+  cr_expect_eq(rc, NPU_ECONFIG, "%s refused", key);
+  cr_expect_str_eq(d.key, key);
+  cr_expect(strstr(d.msg, words) != NULL, "'%s' in: %s", words, d.msg);
+  wl_job_release(&job);
+}
+
+int tw_count_op(const struct wl_program *p, int k, const char *op, struct op_call *first)
+{
+  int n = 0;
+  const struct wl_seg *sg = &p->seg[k];
+  for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (it->coll || strcmp(p->kernels[it->index].op, op)) continue;
+    if (!n++ && first) *first = p->kernels[it->index].call;
+  }
+  return n;
 }

@@ -37,18 +37,6 @@ Test(sparse, the_indexer_adds_its_parameters_to_every_layer, .timeout = 30)
   tw_fini(&v32);
 }
 
-static int count_op(const struct wl_program *p, enum wl_seg_kind k, const char *op, struct op_call *first)
-{
-  int n = 0;
-  const struct wl_seg *sg = &p->seg[k];
-  for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
-    const struct wl_item *it = &p->items[i];
-    if (it->coll || strcmp(p->kernels[it->index].op, op)) continue;
-    if (!n++ && first) *first = p->kernels[it->index].call;
-  }
-  return n;
-}
-
 /* tiny (8 heads of 128, 1024 tokens) with topk 256 and an indexer of 4 heads of 64: the layer's
  * forward has the indexer's logits GEMM (1 sequence: 1024 x 512 x 256, bf16 on the 910B2, which
  * has no fp8 cube), its two selection passes over 1024 x 512 fp32 scores, and FlashAttention with
@@ -60,25 +48,25 @@ Test(sparse, the_step_runs_the_indexer_and_attends_a_band_of_topk_keys, .timeout
               3);
   struct wl_program *p = wl_program_expand(&job);
   struct op_call c;
-  cr_assert_eq(count_op(p, WL_SEG_LAYER_F, "grouped_gemm", &c), 1, "one logits GEMM");
+  cr_assert_eq(tw_count_op(p, WL_SEG_LAYER_F, "grouped_gemm", &c), 1, "one logits GEMM");
   cr_expect_eq(op_call_u(&c, "groups"), 1);
   cr_expect_eq(op_call_u(&c, "m"), 1024);
   cr_expect_eq(op_call_u(&c, "n"), 512, "the causal half");
   cr_expect_eq(op_call_u(&c, "k"), 4 * 64, "heads x dim");
   cr_expect_eq(op_call_u(&c, "dtype"), NPU_DT_BF16);
-  cr_assert_eq(count_op(p, WL_SEG_LAYER_F, "eltwise", &c), 2, "two selection passes");
+  cr_assert_eq(tw_count_op(p, WL_SEG_LAYER_F, "eltwise", &c), 2, "two selection passes");
   cr_expect_eq(op_call_u(&c, "n"), 1024 * 512);
-  cr_assert_eq(count_op(p, WL_SEG_LAYER_F, "flash_attention", &c), 1);
+  cr_assert_eq(tw_count_op(p, WL_SEG_LAYER_F, "flash_attention", &c), 1);
   cr_expect_eq(op_call_u(&c, "window"), 256);
-  cr_expect_gt(count_op(p, WL_SEG_LAYER_BI, "grouped_gemm", NULL), 0, "the indexer learns");
-  cr_expect_eq(count_op(p, WL_SEG_LAYER_BI, "flash_attention", NULL), 1);
+  cr_expect_gt(tw_count_op(p, WL_SEG_LAYER_BI, "grouped_gemm", NULL), 0, "the indexer learns");
+  cr_expect_eq(tw_count_op(p, WL_SEG_LAYER_BI, "flash_attention", NULL), 1);
   wl_program_destroy(p);
   wl_job_release(&job);
 
   /* on an H100 the logits GEMM runs in fp8 */
   tw_job_load(&job, SCN "tiny.cfg", (const char *const[]){"preset=dgx-h100", "model.dsa.topk=256"}, 2);
   p = wl_program_expand(&job);
-  cr_assert_eq(count_op(p, WL_SEG_LAYER_F, "grouped_gemm", &c), 1);
+  cr_assert_eq(tw_count_op(p, WL_SEG_LAYER_F, "grouped_gemm", &c), 1);
   cr_expect_eq(op_call_u(&c, "dtype"), NPU_DT_FP8_E4M3);
   wl_program_destroy(p);
   wl_job_release(&job);
@@ -86,14 +74,7 @@ Test(sparse, the_step_runs_the_indexer_and_attends_a_band_of_topk_keys, .timeout
 
 static void load_fails(const char *const *sets, int n, const char *key, const char *words)
 {
-  struct wl_job job;
-  struct npu_diag d;
-  npu_diag_clear(&d);
-  int rc = wl_job_load(&job, SCN "tiny.cfg", sets, n, &d);
-  cr_expect_eq(rc, NPU_ECONFIG, "%s refused", key);
-  cr_expect_str_eq(d.key, key);
-  cr_expect(strstr(d.msg, words) != NULL, "'%s' in: %s", words, d.msg);
-  wl_job_release(&job);
+  tw_job_refused(SCN "tiny.cfg", sets, n, key, words);
 }
 
 Test(sparse, what_the_band_cannot_stand_for_is_refused, .timeout = 30)
