@@ -323,6 +323,16 @@ static struct op_call rms_norm_call(int64_t rows, int64_t hidden, enum npu_dtype
   return c;
 }
 
+static struct op_call layer_norm_call(int64_t rows, int64_t hidden, enum npu_dtype dt)
+{
+  struct op_call c;
+  op_call_init(&c, "layer_norm");
+  op_call_dim(&c, "rows", rows);
+  op_call_dim(&c, "hidden", hidden);
+  op_call_dtype(&c, "dtype", dt);
+  return c;
+}
+
 static struct op_call rows_cols_call(const char *op, int64_t rows, int64_t cols, enum npu_dtype dt)
 {
   struct op_call c;
@@ -664,12 +674,7 @@ static void ew_emit(struct wl_program *j, const struct shape *s, bool rc, const 
 static struct op_call norm_call(const struct wl_program *j, const struct shape *s, bool fused)
 {
   if (j->model.norm == WL_NORM_RMS) return rms_norm_call(s->Tn, s->h, s->dt, fused);
-  struct op_call c;
-  op_call_init(&c, "layer_norm");
-  op_call_dim(&c, "rows", s->Tn);
-  op_call_dim(&c, "hidden", s->h);
-  op_call_dtype(&c, "dtype", s->dt);
-  return c;
+  return layer_norm_call(s->Tn, s->h, s->dt);
 }
 
 /* plan.fusion = eager: the residual add before a norm (fused) and an RMSNorm as their eager
@@ -782,12 +787,7 @@ static struct op_call dsa_logits_call(const struct wl_program *j, const struct s
 
 static struct op_call dsa_norm_call(const struct wl_program *j, const struct shape *s)
 {
-  struct op_call c;
-  op_call_init(&c, "layer_norm");
-  op_call_dim(&c, "rows", s->T);
-  op_call_dim(&c, "hidden", j->model.dsa.dim);
-  op_call_dtype(&c, "dtype", s->dt);
-  return c;
+  return layer_norm_call(s->T, j->model.dsa.dim, s->dt);
 }
 
 static struct op_call dsa_select_call(const struct shape *s)
@@ -898,26 +898,33 @@ static int mlp_up_cols(const struct wl_program *j, const struct shape *s)
   return (j->model.act == WL_ACT_SWIGLU ? 2 : 1) * s->f / s->t;
 }
 
-/* The MLP's activation, forward or (bwd) backward. SwiGLU's backward is the swiglu operator's
- * rule. GeLU has no operator: an elementwise pass over T x f/t, costed by the SwiGLU kernel of
- * half the width, and its backward (reading x and dy, writing dx: twice the bytes) by that
- * kernel over twice the rows. */
-static void activation(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
+/* An MLP activation `act` (enum wl_act) over rows x width (the rank's inner size), forward or
+ * (bwd) backward. SwiGLU's backward is the swiglu operator's rule. GeLU has no operator: an
+ * elementwise pass over rows x width, costed by the SwiGLU kernel of half the width, and its
+ * backward (reading x and dy, writing dx: twice the bytes) by that kernel over twice the rows. */
+static void act_kernel(struct wl_program *j, const struct shape *s, int act, int64_t rows, int64_t width, bool rc,
+                       bool bwd)
 {
-  if (j->model.act == WL_ACT_SWIGLU && eager(j)) {
-    ew_emit(j, s, rc, &ew_swiglu, bwd, (int64_t)s->T * (s->f / s->t), s->T);
-    return;
-  }
-  if (j->model.act == WL_ACT_SWIGLU) {
-    struct op_call c = wl__swiglu_call(s->T, s->f / s->t, s->dt);
+  if (act == WL_ACT_SWIGLU) {
+    struct op_call c = wl__swiglu_call(rows, width, s->dt);
     if (bwd)
       kern_bwd(j, s, WL_CAT_VEC, &c);
     else
       kern(j, WL_CAT_VEC, rc, &c);
     return;
   }
-  struct op_call c = wl__swiglu_call(bwd ? 2 * s->T : s->T, s->f / s->t / 2, s->dt);
+  struct op_call c = wl__swiglu_call(bwd ? 2 * rows : rows, width / 2, s->dt);
   kern(j, WL_CAT_VEC, rc, &c);
+}
+
+/* The MLP's activation, forward or (bwd) backward: eager SwiGLU's recipe, or act_kernel. */
+static void activation(struct wl_program *j, const struct shape *s, bool rc, bool bwd)
+{
+  if (j->model.act == WL_ACT_SWIGLU && eager(j)) {
+    ew_emit(j, s, rc, &ew_swiglu, bwd, (int64_t)s->T * (s->f / s->t), s->T);
+    return;
+  }
+  act_kernel(j, s, j->model.act, s->T, s->f / s->t, rc, bwd);
 }
 
 /* RoPE on the queries and keys, forward or (bwd) backward (the rope operator's rule). */
@@ -1147,9 +1154,9 @@ static struct op_call attn_gate_call(const struct shape *s)
 }
 
 /* Columns of the rank's query, key and value projection (the gate's too with model.attn_gate). */
-static int64_t qkv_cols(const struct wl_program *j, const struct shape *s)
+static int qkv_cols(const struct wl_program *j, const struct shape *s)
 {
-  return (int64_t)((j->model.attn_gate ? 2 : 1) * s->a + 2 * s->g) * s->d / s->t;
+  return ((j->model.attn_gate ? 2 : 1) * s->a + 2 * s->g) * s->d / s->t;
 }
 
 /* The attention block's forward: norm, QKV, RoPE, attention (with the CP exchange), output
@@ -1171,7 +1178,7 @@ static void attn_fwd(struct wl_program *j, const struct shape *s, bool rc)
   }
   norm(j, s, rc, true);
   sp_gather(j, s, rc);
-  gemm_fwd(j, s, rc, s->h, (int)qkv_cols(j, s));
+  gemm_fwd(j, s, rc, s->h, qkv_cols(j, s));
   rope(j, s, rc, false);
   attention_fwd(j, s, rc);
   cp_exchange(j, s, false);
@@ -1289,7 +1296,7 @@ static void attn_bwd(struct wl_program *j, const struct shape *s)
     cp_merges(j, s, false, j->plan.cp - 1, (int64_t)2 * s->T * (s->g / s->t) * s->d);
     rope(j, s, false, true);
   }
-  gemm_bwd(j, s, s->h, (int)qkv_cols(j, s));
+  gemm_bwd(j, s, s->h, qkv_cols(j, s));
   if (bi(s)) {
     tp_reduce(j, s, false);
     norm_bwd(j, s, true);
@@ -1615,20 +1622,24 @@ static struct shape vision_shape(const struct wl_program *j, const struct shape 
 static struct op_call vision_norm_call(const struct wl_program *j, const struct shape *v)
 {
   if (j->model.vision.norm == WL_NORM_RMS) return rms_norm_call(v->T, v->h, v->dt, false);
-  struct op_call c;
-  op_call_init(&c, "layer_norm");
-  op_call_dim(&c, "rows", v->T);
-  op_call_dim(&c, "hidden", v->h);
-  op_call_dtype(&c, "dtype", v->dt);
-  return c;
+  return layer_norm_call(v->T, v->h, v->dt);
 }
 
-/* The encoder's activation: SwiGLU, or GeLU costed as activation() costs it (the SwiGLU kernel
- * of half the width, forward; twice the rows, backward). */
-static struct op_call vision_act_call(const struct wl_program *j, const struct shape *v, bool bwd)
+/* The encoder's MLP activation and the projector's GeLU, forward or (bwd) backward. */
+static void vision_act(struct wl_program *j, const struct shape *v, bool bwd)
 {
-  if (j->model.vision.act == WL_ACT_SWIGLU) return wl__swiglu_call(v->T, v->f / v->t, v->dt);
-  return wl__swiglu_call(bwd ? 2 * v->T : v->T, v->f / v->t / 2, v->dt);
+  act_kernel(j, v, j->model.vision.act, v->T, v->f / v->t, false, bwd);
+}
+
+static void projector_gelu(struct wl_program *j, const struct shape *pr, bool bwd)
+{
+  act_kernel(j, pr, WL_ACT_GELU, pr->T, pr->h / pr->t, false, bwd);
+}
+
+/* Columns of the encoder's first MLP GEMM on a rank (gate and up with SwiGLU). */
+static int vision_up_cols(const struct wl_program *j, const struct shape *v)
+{
+  return (j->model.vision.act == WL_ACT_SWIGLU ? 2 : 1) * v->f / v->t;
 }
 
 static struct op_call vision_attn_call(const struct shape *v)
@@ -1659,9 +1670,8 @@ static void vision_fwd(struct wl_program *j, const struct shape *s)
   const struct wl_model *m = &j->model;
   if (!m->vision.layers) return;
   struct shape v = vision_shape(j, s), pr = projector_shape(j, &v);
-  int up = (m->vision.act == WL_ACT_SWIGLU ? 2 : 1) * v.f / v.t;
   gemm_fwd(j, &v, false, m->vision.patch_dim, v.h);
-  struct op_call nc = vision_norm_call(j, &v), at = vision_attn_call(&v), ac = vision_act_call(j, &v, false);
+  struct op_call nc = vision_norm_call(j, &v), at = vision_attn_call(&v);
   for (int l = 0; l < m->vision.layers; l++) {
     kern(j, WL_CAT_VEC, false, &nc);
     gemm_fwd(j, &v, false, v.h, 3 * v.h / v.t);
@@ -1669,15 +1679,14 @@ static void vision_fwd(struct wl_program *j, const struct shape *s)
     gemm_fwd(j, &v, false, v.h / v.t, v.h);
     vision_allreduce(j, &v);
     kern(j, WL_CAT_VEC, false, &nc);
-    gemm_fwd(j, &v, false, v.h, up);
-    kern(j, WL_CAT_VEC, false, &ac);
+    gemm_fwd(j, &v, false, v.h, vision_up_cols(j, &v));
+    vision_act(j, &v, false);
     gemm_fwd(j, &v, false, v.f / v.t, v.h);
     vision_allreduce(j, &v);
   }
   kern(j, WL_CAT_VEC, false, &nc);
-  struct op_call g = wl__swiglu_call(pr.T, pr.h / pr.t / 2, pr.dt); /* GeLU, as vision_act_call */
   gemm_fwd(j, &pr, false, m->vision.merge * v.h, pr.h / pr.t);
-  kern(j, WL_CAT_VEC, false, &g);
+  projector_gelu(j, &pr, false);
   gemm_fwd(j, &pr, false, pr.h / pr.t, pr.h);
   vision_allreduce(j, &pr);
 }
@@ -1687,22 +1696,19 @@ static void vision_bwd(struct wl_program *j, const struct shape *s)
   const struct wl_model *m = &j->model;
   if (!m->vision.layers) return;
   struct shape v = vision_shape(j, s), pr = projector_shape(j, &v);
-  int up = (m->vision.act == WL_ACT_SWIGLU ? 2 : 1) * v.f / v.t;
   gemm_bwd(j, &pr, pr.h / pr.t, pr.h);
-  struct op_call g = wl__swiglu_call(2 * pr.T, pr.h / pr.t / 2, pr.dt);
-  kern(j, WL_CAT_VEC, false, &g);
+  projector_gelu(j, &pr, true);
   struct shape w = pr;
   if (m->vision.frozen) w.mode = EM_W; /* no gradient into the frozen encoder */
   gemm_bwd(j, &w, m->vision.merge * v.h, pr.h / pr.t);
   if (m->vision.frozen) return;
   vision_allreduce(j, &pr);
-  struct op_call nc = vision_norm_call(j, &v), at = vision_attn_call(&v), ac = vision_act_call(j, &v, true);
+  struct op_call nc = vision_norm_call(j, &v), at = vision_attn_call(&v);
   kern_bwd(j, &v, WL_CAT_VEC, &nc);
   for (int l = 0; l < m->vision.layers; l++) {
     gemm_bwd(j, &v, v.f / v.t, v.h);
-    if (m->vision.act == WL_ACT_SWIGLU) kern_bwd(j, &v, WL_CAT_VEC, &ac);
-    else kern(j, WL_CAT_VEC, false, &ac);
-    gemm_bwd(j, &v, v.h, up);
+    vision_act(j, &v, true);
+    gemm_bwd(j, &v, v.h, vision_up_cols(j, &v));
     vision_allreduce(j, &v);
     kern_bwd(j, &v, WL_CAT_VEC, &nc);
     gemm_bwd(j, &v, v.h / v.t, v.h);
@@ -1883,7 +1889,6 @@ void wl_expand(struct wl_program *j)
   vision_bwd(j, &s);
   z3_copy(j, emb, true);
   seg_end(j, WL_SEG_EMBED_B);
-  /* the layers; a model that mixes local and global layers has the local ones apart */
   /* the layers; a model that mixes two kinds of layers (local and global, linear and softmax
    * attention) has the second kind apart */
   s.window = m->global_every ? 0 : wl_model_layer_keys(m, 0); /* all local (window) or sparse (dsa) */

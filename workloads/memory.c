@@ -292,15 +292,12 @@ static double attn_rank_params_dense(const struct wl_model *m, double t, double 
          (m->qk_norm ? 2 * norm_width(m) * qk : 0) + (m->sinks ? qh / t : 0);
 }
 
-/* A linear-attention layer's parameters on one rank (model.linear): its projections, the
- * convolution's weights, A_log and dt_bias split by heads over TP, the gated norm's weight
- * (v_dim) replicated. */
+/* A linear-attention layer's parameters on one rank (model.linear): all split by heads over TP
+ * but the gated norm's weight (v_dim), replicated. */
 static double linear_rank_params(const struct wl_model *m, double t, double *mats)
 {
-  double h = m->hidden, hv = (double)m->linear.heads * m->linear.v_dim;
-  *mats = (h * wl_model_linear_in_cols(m) + hv * h) / t;
-  return *mats + ((double)wl_model_linear_conv_channels(m) * m->linear.conv + 2.0 * m->linear.heads) / t +
-         m->linear.v_dim;
+  *mats = wl_model_linear_params(m, true) / t;
+  return (wl_model_linear_params(m, false) - m->linear.v_dim) / t + m->linear.v_dim;
 }
 
 /* With sparse attention's indexer (model.dsa), whole on every TP rank. */

@@ -538,7 +538,7 @@ static double attn_params_dense(const struct wl_model *m, bool matmul)
  * and in_proj_ba (h -> wl_model_linear_in_cols), out_proj (heads v_dim -> h); besides the
  * matrices the convolution's weights (channels x conv, no bias), A_log and dt_bias (one per
  * head each) and the gated norm's weight (v_dim). */
-static double linear_params(const struct wl_model *m, bool matmul)
+double wl_model_linear_params(const struct wl_model *m, bool matmul)
 {
   double h = m->hidden, hv = (double)m->linear.heads * m->linear.v_dim;
   double p = h * wl_model_linear_in_cols(m) + hv * h;
@@ -571,7 +571,7 @@ static double layer_norm_params(const struct wl_model *m)
  * matrices (what model FLOPs count; the router is one). */
 static double layer_params(const struct wl_model *m, int l, bool active, bool matmul)
 {
-  double p = (wl_model_layer_is_linear(m, l) ? linear_params(m, matmul) : attn_params(m, matmul)) +
+  double p = (wl_model_layer_is_linear(m, l) ? wl_model_linear_params(m, matmul) : attn_params(m, matmul)) +
              (matmul ? 0 : layer_norm_params(m));
   if (!wl_model_layer_is_moe(m, l)) return p + mlp_params(m, m->ffn, !matmul);
   double experts = active ? m->moe.top_k : m->moe.experts;

@@ -193,6 +193,10 @@ bool wl_model_has_variants(const struct wl_model *m);
  * heads v_dim) and the widths of its input projection (q, k, v, z, b, a). */
 int wl_model_linear_conv_channels(const struct wl_model *m);
 int wl_model_linear_in_cols(const struct wl_model *m);
+/* Parameters of a linear-attention layer's attention block (its norms apart): the projections,
+ * and unless matmul the convolution's weights, A_log and dt_bias (a head each) and the gated
+ * norm's weight (v_dim). */
+double wl_model_linear_params(const struct wl_model *m, bool matmul);
 /* What the inference engines (serve/, rl/ rollouts) cannot cost in m: NULL, or a sentence, with
  * the key at fault in *key. */
 const char *wl_model_inference_gap(const struct wl_model *m, const char **key);

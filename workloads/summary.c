@@ -98,7 +98,9 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
   npu_buf_printf(out, "  throughput     %.6g tokens/s (%.4g per device)\n", r->tokens_per_s, r->tokens_per_s / job->devices);
   npu_buf_printf(out, "  MFU            %.1f%%  = model FLOPs / (step x devices x peak)\n", 100 * r->mfu);
   npu_buf_printf(out, "                 model FLOPs %.4g = 72 B s l h^2 (1 + s/6h + V/12lh) generalised (6 x matmul "
-                      "params + 12 l s a d per token)\n", r->model_flops);
+                      "params + 12 l s a d per token%s%s)\n", r->model_flops,
+                 job->model.linear.heads ? "; linear layers 18 k_dim v_dim per value head" : "",
+                 job->model.vision.layers ? "; the vision encoder's per image token" : "");
   npu_buf_printf(out, "                 peak %.4g FLOP/s per device (dense %s)\n", r->peak_flops_per_s, dtype_name(p));
   npu_buf_printf(out, "  HFU            %.1f%%  (model FLOPs + recomputation: %.4g)\n", 100 * r->hfu,
                  r->hw_flops);
