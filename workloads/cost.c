@@ -219,7 +219,8 @@ static double bucket_of(double tokens)
   return b;
 }
 
-int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens, double *out, struct npu_diag *diag)
+int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens, double *out, double *flops,
+                    struct npu_diag *diag)
 {
   const struct wl_model *m = &j->model;
   /* TP-split experts (expand.c, moe_tp_gather): ffn / etp over the expert TP group's gathered
@@ -256,8 +257,7 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
     }
     /* input gradients (down, activation, up), then weight gradients (down, up) */
     /* a selective recompute of the activation (moe_act) reruns it before its backward */
-    double rc_flops = 0;
-    if (!rc && wl_plan_recomputes(&j->plan, WL_RCM_MOE_ACT)) rc = cost_one(j, cache, &fwd[1], &e->bi_s, &rc_flops, diag);
+    if (!rc && wl_plan_recomputes(&j->plan, WL_RCM_MOE_ACT)) rc = cost_one(j, cache, &fwd[1], &e->bi_s, &e->act_rc_flops, diag);
     for (int i = 2; i >= 0; i--)
       for (int k = 0; k < nb[i]; k++)
         if (grad[i][k] == OP_GRAD_INPUT) rc = rc ? rc : cost_one(j, cache, &bwd[i][k], &e->bi_s, &e->bi_flops, diag);
@@ -270,6 +270,8 @@ int wl__expert_cost(struct wl_program *j, struct op_cache *cache, double tokens,
   out[WL_EXPERT_F] = e->f_s * scale;
   out[WL_EXPERT_BI] = e->bi_s * scale;
   out[WL_EXPERT_W] = e->w_s * scale;
+  flops[WL_EXPERT_RC_RERUN] = e->f_flops * scale;
+  flops[WL_EXPERT_RC_ACT] = e->act_rc_flops * scale;
   if (wl__grad_accum_add(&j->plan)) { /* the local experts' weight gradients added into the buffer */
     int up = m->act == WL_ACT_SWIGLU ? 2 : 1;
     int64_t elems = (int64_t)(m->moe.experts / j->plan.ep) * (up + 1) * (int64_t)(m->moe.ffn / tp) * m->hidden;

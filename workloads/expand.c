@@ -279,7 +279,8 @@ static void seg_end(struct wl_program *j, enum wl_seg_kind k)
 {
   struct wl_seg *sg = &j->seg[j->seg_off + k];
   sg->nitems = j->nitems - sg->first_item;
-  bool layer = (k >= WL_SEG_LAYER_F && k <= WL_SEG_MOE_W) || k == WL_SEG_LAYER_BI_KEEP || k == WL_SEG_MOE_POST_BI_KEEP;
+  bool layer = (k >= WL_SEG_LAYER_F && k <= WL_SEG_MOE_W) || k == WL_SEG_LAYER_BI_KEEP || k == WL_SEG_MOE_POST_BI_KEEP ||
+               k == WL_SEG_MOE_RC_F;
   if (layer && j->plan.tp_overlap != WL_TPO_NONE && j->plan.tp > 1) tp_overlap_pairs(j, sg->first_item, j->nitems);
 }
 
@@ -1224,8 +1225,10 @@ static void layer_fwd(struct wl_program *j, const struct shape *s, bool rc)
 static void shared_fwd(struct wl_program *j, const struct shape *s, bool rc);
 
 /* The recomputation a layer's backward starts with (BI only): the whole forward (fwd: layer_fwd
- * for a dense layer, the MoE layer's without its routed experts), or the modules of a selective
- * recompute (the routed experts' activation is the expert cost's, cost.c). */
+ * for a dense layer; for an MoE layer moe_post_fwd, what follows the combine: its front, the
+ * experts and the all-to-alls rerun before, WL_SEG_MOE_RC_F), or the modules of a selective
+ * recompute (the routed experts' activation is the expert cost's, cost.c; the module moe reruns
+ * the MoE block as a full recompute does, without the attention and the norm before it). */
 static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(struct wl_program *, const struct shape *, bool))
 {
   if (!bi(s) || s->keep) return;
@@ -1234,6 +1237,7 @@ static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(s
     fwd(j, s, true);
     return;
   }
+  bool dense = fwd == layer_fwd;
   if (wl_plan_recomputes(p, WL_RCM_CORE_ATTN) && j->model.attention == WL_ATTN_STANDARD) attn_core_std(j, s, true);
   if (wl_plan_recomputes(p, WL_RCM_LAYERNORM)) /* the input and pre-MLP norms */
     for (int i = 0; i < 2; i++) norm(j, s, true, true);
@@ -1241,9 +1245,9 @@ static void recompute(struct wl_program *j, const struct shape *s, void (*fwd)(s
     mla_q_up(j, s, true);
     mla_kv_up(j, s, true);
   }
-  bool dense = fwd == layer_fwd;
   if (dense && wl_plan_recomputes(p, WL_RCM_MLP)) mlp_module(j, s, true);
-  if (!dense && wl_plan_recomputes(p, WL_RCM_SHARED_EXPERTS)) shared_fwd(j, s, true);
+  if (!dense && wl_plan_recomputes(p, WL_RCM_MOE)) fwd(j, s, true); /* the shared experts with it */
+  else if (!dense && wl_plan_recomputes(p, WL_RCM_SHARED_EXPERTS)) shared_fwd(j, s, true);
 }
 
 /* The dense MLP's backward: dropout, the transposed collectives, down, activation, up. */
@@ -1459,11 +1463,17 @@ static void moe_post_fwd(struct wl_program *j, const struct shape *s, bool rc)
   shared_fwd(j, s, rc);
 }
 
-/* A whole MoE layer's forward without the experts (recomputation of everything else). */
-static void moe_fwd_no_experts(struct wl_program *j, const struct shape *s, bool rc)
+/* The recomputed front of an MoE layer whose backward reruns its MoE block (BI, not a kept
+ * layer): a full recompute's PRE forward; the module moe's router, permute and TP gather. */
+static void moe_rc_front(struct wl_program *j, const struct shape *s)
 {
-  moe_pre_fwd(j, s, rc);
-  moe_post_fwd(j, s, rc);
+  if (j->plan.recompute == WL_RECOMPUTE_FULL) {
+    moe_pre_fwd(j, s, true);
+  } else if (wl_plan_recomputes(&j->plan, WL_RCM_MOE)) {
+    moe_route(j, s, true);
+    moe_permute(j, s, true, false);
+    moe_tp_gather(j, s, true);
+  }
 }
 
 static void moe_post_bwd(struct wl_program *j, const struct shape *s)
@@ -1833,9 +1843,12 @@ static void expand_layers(struct wl_program *j, struct shape *s)
     moe_post_fwd(j, s, false);
     seg_end(j, WL_SEG_MOE_POST_F);
     s->mode = EM_BI;
+    seg_begin(j, WL_SEG_MOE_RC_F);
+    moe_rc_front(j, s);
+    seg_end(j, WL_SEG_MOE_RC_F);
     seg_begin(j, WL_SEG_MOE_POST_BI);
     z3_copy(j, moe, false);
-    recompute(j, s, moe_fwd_no_experts);
+    recompute(j, s, moe_post_fwd);
     moe_post_bwd(j, s);
     seg_end(j, WL_SEG_MOE_POST_BI);
     seg_begin(j, WL_SEG_MOE_PRE_BI);
@@ -1860,7 +1873,7 @@ static void expand_layers(struct wl_program *j, struct shape *s)
     if (j->model.moe.experts) {
       seg_begin(j, WL_SEG_MOE_POST_BI_KEEP);
       z3_copy(j, moe, false);
-      recompute(j, s, moe_fwd_no_experts);
+      recompute(j, s, moe_post_fwd);
       moe_post_bwd(j, s);
       seg_end(j, WL_SEG_MOE_POST_BI_KEEP);
     }

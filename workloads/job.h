@@ -98,7 +98,9 @@ struct wl_seg {
  * waits for) and W (weight gradients), as zero-bubble schedules need; a full backward is BI
  * then W. An MoE layer is cut where its expert all-to-alls happen: PRE (attention, router,
  * permute) | dispatch | experts | combine | POST (unpermute, shared experts); its backward
- * runs POST_BI | combine^T | experts | dispatch^T | PRE_BI, then W. */
+ * runs POST_BI | combine^T | experts | dispatch^T | PRE_BI, then W. A backward that recomputes
+ * the MoE block first runs RC_F | dispatch | experts | combine before POST_BI (which then
+ * starts with POST's recomputation). */
 enum wl_seg_kind {
   WL_SEG_EMBED_F, WL_SEG_EMBED_B,
   WL_SEG_LAYER_F, WL_SEG_LAYER_BI, WL_SEG_LAYER_W,
@@ -107,6 +109,9 @@ enum wl_seg_kind {
   WL_SEG_MTP_F, WL_SEG_MTP_BI, WL_SEG_MTP_W, /* an MTP module's own work before its layer */
   WL_SEG_LAYER_BI_KEEP, WL_SEG_MOE_POST_BI_KEEP, /* the BI segments of a layer a partial full
                                                     recompute leaves out (plan.recompute_layers) */
+  WL_SEG_MOE_RC_F, /* the recomputed front of an MoE layer whose backward reruns its experts (a full
+                      recompute, or the module moe): PRE's forward (full) or its router, permute and
+                      TP gather (moe), before the rerun's dispatch, experts and combine */
   WL_SEG_KINDS
 };
 
@@ -115,6 +120,7 @@ struct wl_expert_cost {
   double tokens;                  /* token copies the bucket was costed for */
   double f_s, bi_s, w_s;          /* forward, input-gradient and weight-gradient time */
   double f_flops, bi_flops, w_flops;
+  double act_rc_flops;            /* the activation rerun in BI (recompute module moe_act) */
 };
 
 /* How a TP collective overlaps the GEMM item `hide` (plan.tp_overlap; docs/TRAINING.md,

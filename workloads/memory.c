@@ -191,10 +191,12 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
    * norm outputs go (fp8 copies, which the linear layers own, stay); recomputed MLA up
    * projections keep the latents but not Q, K and V, nor their own inputs (the normalised
    * latents: the whole up-projection forward reruns); a recomputed expert activation keeps its
-   * input but not its output. */
+   * input but not its output; a recomputed MoE block (module moe) keeps its input alone, as a
+   * recomputed MLP does. */
   bool rc_norm = wl_plan_recomputes(p, WL_RCM_LAYERNORM), rc_up = mla && wl_plan_recomputes(p, WL_RCM_MLA_UP_PROJ),
        rc_act = moe && wl_plan_recomputes(p, WL_RCM_MOE_ACT), rc_mlp = !moe && wl_plan_recomputes(p, WL_RCM_MLP),
-       rc_shared = moe && wl_plan_recomputes(p, WL_RCM_SHARED_EXPERTS);
+       rc_moe = moe && wl_plan_recomputes(p, WL_RCM_MOE),
+       rc_shared = moe && (rc_moe || wl_plan_recomputes(p, WL_RCM_SHARED_EXPERTS));
   double norm_out = rc_norm && !fp8(p) ? 0 : g; /* a norm output kept as a GEMM input */
   /* [KOR 4.1] kept whole by TP alone, 10 sbh: the inputs of the two norms (2 + 2), of the QKV
    * projection (2) and of the first MLP projection (2), and the two dropout masks (1 + 1).
@@ -216,7 +218,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
   if (mla) act += (ACT_BYTES + (rc_up ? 0 : g)) * s * b * ((double)m->mla.q_lora_rank + m->mla.kv_lora_rank) / whole;
   if (wl_model_layer_is_linear(m, l)) {
     act += linear_acts(m, p) * s * b / t;
-    return act + mlp_acts(m, p, l, s * b, rc_mlp, rc_act, rc_shared);
+    return act + (rc_moe ? 0 : mlp_acts(m, p, l, s * b, rc_mlp, rc_act, rc_shared));
   }
   /* QK norm: the query and key before the norm. Gated attention: the gate (sigmoid's input). */
   if (m->qk_norm) act += ACT_BYTES * s * b * (q + k) / t;
@@ -245,7 +247,7 @@ double wl_memory_layer_activations(const struct wl_model *m, const struct wl_pla
        * [FA2]; selective recompute of the core attention drops it too. */
       act += 4.0 * s * b * a / t;
   }
-  return act + mlp_acts(m, p, l, s * b, rc_mlp, rc_act, rc_shared);
+  return act + (rc_moe ? 0 : mlp_acts(m, p, l, s * b, rc_mlp, rc_act, rc_shared));
 }
 
 /* Matrices of an MLP of inner size f on one TP rank (what fp8 GEMMs run on). */

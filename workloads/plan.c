@@ -87,7 +87,8 @@ static const struct npu_param params[] = {
      "with plan.recompute = selective (Megatron-Core --recompute-modules), the modules whose outputs the backward "
      "recomputes instead of keeping, separated by blanks or commas: core_attn (the attention core), layernorm (the "
      "layer's two norms), mla_up_proj (MLA's up projections, their latent norms and RoPE), moe_act (the routed "
-     "experts' activation), mlp (a dense layer's MLP), shared_experts (an MoE layer's shared experts)"},
+     "experts' activation), mlp (a dense layer's MLP), shared_experts (an MoE layer's shared experts), moe (an MoE "
+     "layer's whole MoE block: router, dispatch, experts, combine and shared experts, rerun with its all-to-alls)"},
     NPU_PARAM_ENUM("plan.recompute_method", recompute_method, "uniform", recompute_method_names,
          "with plan.recompute = full (Megatron --recompute-method): uniform (every layer, checkpointed in groups "
          "of plan.recompute_layers) or block (only the first plan.recompute_layers of each model chunk)"),
@@ -200,9 +201,10 @@ int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp)
   return (tp + p->tp * (cp + p->cp * dp)) / wl_plan_etp(p) % p->ep;
 }
 
-double wl_plan_a2a_bytes(const struct wl_plan *p, int which)
+double wl_plan_a2a_bytes(const struct wl_plan *p, enum wl_a2a_which which)
 {
-  return p->fp8_dispatch && (which == 0 || which == 2) ? 1 + 4.0 / 128 : 2;
+  bool dispatch = which == WL_A2A_DISPATCH || which == WL_A2A_COMBINE_T || which == WL_A2A_RC_DISPATCH;
+  return p->fp8_dispatch && dispatch ? 1 + 4.0 / 128 : 2;
 }
 
 double wl_plan_grad_reduce_bytes(const struct wl_plan *p)
@@ -223,7 +225,7 @@ bool wl_plan_recomputes(const struct wl_plan *p, unsigned m)
 }
 
 static const char *const rc_module_names[] = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts",
-                                              NULL};
+                                              "moe", NULL};
 
 /* plan.recompute_modules into p->rc_modules, checked against the model. */
 static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model *m, struct npu_diag *diag)
@@ -237,7 +239,7 @@ static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct
     while (rc_module_names[i] && strcmp(rc_module_names[i], w)) i++;
     if (!rc_module_names[i])
       return npu_cfg_fail(cfg, diag, key,
-                          "unknown module '%s' (core_attn, layernorm, mla_up_proj, moe_act, mlp, shared_experts)", w);
+                          "unknown module '%s' (core_attn, layernorm, mla_up_proj, moe_act, mlp, shared_experts, moe)", w);
     p->rc_modules |= 1u << i;
   }
   /* written back in one form, the modules in their order, for the reports and the effective
@@ -258,6 +260,8 @@ static int parse_rc_modules(struct npu_cfg *cfg, struct wl_plan *p, const struct
     return npu_cfg_fail(cfg, diag, key, "moe_act needs an MoE model (model.moe.experts)");
   if ((p->rc_modules & WL_RCM_SHARED_EXPERTS) && (m->moe.experts <= 1 || !m->moe.shared))
     return npu_cfg_fail(cfg, diag, key, "shared_experts needs an MoE model with shared experts (model.moe.shared)");
+  if ((p->rc_modules & WL_RCM_MOE) && m->moe.experts <= 1)
+    return npu_cfg_fail(cfg, diag, key, "moe needs an MoE model (model.moe.experts)");
   return 0;
 }
 

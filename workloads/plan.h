@@ -27,6 +27,9 @@ enum wl_rc_module {
   WL_RCM_MOE_ACT = 1u << 3,     /* the routed experts' activation: its output not kept */
   WL_RCM_MLP = 1u << 4,         /* a dense layer's MLP (fc1, activation, fc2): only its input kept */
   WL_RCM_SHARED_EXPERTS = 1u << 5, /* an MoE layer's shared experts: only their input kept */
+  WL_RCM_MOE = 1u << 6,         /* an MoE layer's whole MoE block (router, dispatch, experts, combine,
+                                   shared experts): only its input kept; the backward reruns it,
+                                   all-to-alls included */
 };
 /* Which layers a full recompute covers (Megatron --recompute-method with --recompute-num-layers). */
 enum wl_recompute_method {
@@ -192,10 +195,17 @@ int wl_plan_edp(const struct wl_plan *p);
 bool wl_plan_moe_own_tokens(const struct wl_plan *p);
 int wl_plan_expert_rank(const struct wl_plan *p, int stage, int et, int e, int g);
 int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp);
-/* Bytes per hidden element of MoE all-to-all `which` (0 dispatch, 1 combine, 2 the combine's
- * gradient, 3 the dispatch's gradient): 2 (bf16), or with plan.fp8_dispatch 1 + 4/128 (fp8 with
- * an fp32 scale per 128) for the dispatch and the combine's gradient. */
-double wl_plan_a2a_bytes(const struct wl_plan *p, int which);
+/* The EP all-to-alls of an MoE layer and micro-batch: the forward's, the backward's (their
+ * transposes) and the recomputation's (a backward that reruns the MoE block first). */
+enum wl_a2a_which {
+  WL_A2A_DISPATCH, WL_A2A_COMBINE, WL_A2A_COMBINE_T, WL_A2A_DISPATCH_T, WL_A2A_RC_DISPATCH, WL_A2A_RC_COMBINE,
+  WL_A2A_KINDS
+};
+
+/* Bytes per hidden element of MoE all-to-all `which`: 2 (bf16), or with plan.fp8_dispatch
+ * 1 + 4/128 (fp8 with an fp32 scale per 128) in the dispatch direction (the dispatch, its
+ * rerun, the combine's gradient). */
+double wl_plan_a2a_bytes(const struct wl_plan *p, enum wl_a2a_which which);
 /* Bytes per parameter of the data-parallel gradient reduction: 4 (fp32) or 2 (bf16). */
 double wl_plan_grad_reduce_bytes(const struct wl_plan *p);
 /* Whether a full recompute covers layer `layer` (global index) under p (chunks: pp x vpp). */

@@ -97,14 +97,15 @@ static void seg_step(struct wl_prog_stage *st, const struct wl_seg *sg, int half
   if (sg->nitems) add_step(st, WL_STEP_SEG, WL_CAT_GEMM, half)->u.seg.seg = sg;
 }
 
-static void experts_step(struct wl_prog_stage *st, int layer, enum wl_expert_pass pass, int half)
+static void experts_step(struct wl_prog_stage *st, int layer, enum wl_expert_pass pass, bool rerun, int half)
 {
   struct wl_step *s = add_step(st, WL_STEP_EXPERTS, WL_CAT_GEMM, half);
   s->u.experts.layer = layer;
   s->u.experts.pass = (uint8_t)pass;
+  s->u.experts.rerun = rerun;
 }
 
-static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, int which, int half)
+static void a2a_step(const struct wl_program *p, struct wl_prog_stage *st, int layer, enum wl_a2a_which which, int half)
 {
   if (p->E < 2) return; /* ep 1: every expert is local, the tokens stay */
   struct wl_step *s = add_step(st, WL_STEP_A2A, WL_CAT_EP, half);
@@ -147,6 +148,16 @@ static enum wl_seg_kind layer_bi(const struct wl_program *p, int layer, enum wl_
 {
   bool partial = p->plan.recompute == WL_RECOMPUTE_FULL && layer_segs(p, layer)[keep].nitems > 0;
   return partial && !wl_plan_layer_recomputed(&p->plan, p->model.layers, p->mchunks, layer) ? keep : seg;
+}
+
+/* Whether the backward of an MoE layer whose BI segment is post reruns the MoE block
+ * (its routed experts and their all-to-alls) first: a full recompute of the layer (not one a
+ * partial recompute keeps), or the selective module moe (Megatron-Core checkpoints the whole
+ * MoELayer forward then). */
+static bool moe_rerun(const struct wl_program *p, enum wl_seg_kind post)
+{
+  if (p->plan.recompute == WL_RECOMPUTE_FULL) return post == WL_SEG_MOE_POST_BI;
+  return wl_plan_recomputes(&p->plan, WL_RCM_MOE);
 }
 
 /* Append the steps of slot sl of `stage` (half: its place in a pair); returns its number of
@@ -201,9 +212,9 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
       else if (!is_moe) seg_step(st, &sg[WL_SEG_LAYER_F], half);
       else {
         seg_step(st, &sg[WL_SEG_MOE_PRE_F], half);
-        a2a_step(p, st, layer, 0, half);
-        experts_step(st, layer, WL_EXPERT_F, half);
-        a2a_step(p, st, layer, 1, half);
+        a2a_step(p, st, layer, WL_A2A_DISPATCH, half);
+        experts_step(st, layer, WL_EXPERT_F, false, half);
+        a2a_step(p, st, layer, WL_A2A_COMBINE, half);
         seg_step(st, &sg[WL_SEG_MOE_POST_F], half);
       }
       if (is_mtp) seg_step(st, &own[WL_SEG_HEAD_F], half);
@@ -222,15 +233,22 @@ static int build_slot(const struct wl_program *p, struct wl_prog_stage *st, int 
       if (do_w) seg_step(st, &sg[WL_SEG_LAYER_W], half);
     } else {
       if (do_bi) {
-        seg_step(st, &sg[layer_bi(p, layer, WL_SEG_MOE_POST_BI, WL_SEG_MOE_POST_BI_KEEP)], half);
-        a2a_step(p, st, layer, 2, half);
-        experts_step(st, layer, WL_EXPERT_BI, half);
-        a2a_step(p, st, layer, 3, half);
+        enum wl_seg_kind post = layer_bi(p, layer, WL_SEG_MOE_POST_BI, WL_SEG_MOE_POST_BI_KEEP);
+        if (moe_rerun(p, post)) { /* the recomputed MoE block: front, experts, all-to-alls */
+          seg_step(st, &sg[WL_SEG_MOE_RC_F], half);
+          a2a_step(p, st, layer, WL_A2A_RC_DISPATCH, half);
+          experts_step(st, layer, WL_EXPERT_F, true, half);
+          a2a_step(p, st, layer, WL_A2A_RC_COMBINE, half);
+        }
+        seg_step(st, &sg[post], half);
+        a2a_step(p, st, layer, WL_A2A_COMBINE_T, half);
+        experts_step(st, layer, WL_EXPERT_BI, false, half);
+        a2a_step(p, st, layer, WL_A2A_DISPATCH_T, half);
         seg_step(st, &sg[WL_SEG_MOE_PRE_BI], half);
       }
       if (do_w) {
         seg_step(st, &sg[WL_SEG_MOE_W], half);
-        experts_step(st, layer, WL_EXPERT_W, half);
+        experts_step(st, layer, WL_EXPERT_W, false, half);
       }
     }
     if (is_mtp) {
@@ -308,7 +326,8 @@ static void merge_pieces(struct wl_prog_stage *st, struct span fp, struct span b
 {
   const struct wl_step *f = fp.s, *b = bp.s;
   int nf = fp.n, nb = bp.n;
-  int d = find_a2a(f, nf, 0), c = find_a2a(f, nf, 1), ct = find_a2a(b, nb, 2), dt = find_a2a(b, nb, 3);
+  int d = find_a2a(f, nf, WL_A2A_DISPATCH), c = find_a2a(f, nf, WL_A2A_COMBINE), ct = find_a2a(b, nb, WL_A2A_COMBINE_T),
+      dt = find_a2a(b, nb, WL_A2A_DISPATCH_T);
   bool gathers = false, fmoe = d >= 0 && c >= 0, bmoe = ct >= 0 && dt >= 0;
   for (int i = 0; i < nf; i++) gathers |= f[i].kind == WL_STEP_GATHER;
   for (int i = 0; i < nb; i++) gathers |= b[i].kind == WL_STEP_GATHER;
@@ -440,9 +459,20 @@ const struct wl_route *wl_program_route(const struct wl_program *p, int layer, i
   return &p->routes[(size_t)layer * (size_t)p->mb + (size_t)m];
 }
 
+/* The index of (layer, m, e) in the per-rank expert arrays, before their inner dimension. */
+static size_t expert_index(const struct wl_program *p, int layer, int m, int e)
+{
+  return ((size_t)layer * (size_t)p->mb + (size_t)m) * (size_t)p->E + (size_t)e;
+}
+
 double wl_program_expert_s(const struct wl_program *p, int layer, int m, int e, enum wl_expert_pass pass)
 {
-  return p->expert_s[(((size_t)layer * (size_t)p->mb + (size_t)m) * (size_t)p->E + (size_t)e) * WL_EXPERT_PASSES + pass];
+  return p->expert_s[expert_index(p, layer, m, e) * WL_EXPERT_PASSES + pass];
+}
+
+double wl_program_expert_rc_flops(const struct wl_program *p, int layer, int m, int e, enum wl_expert_rc k)
+{
+  return p->expert_rc_flops[expert_index(p, layer, m, e) * WL_EXPERT_RC_KINDS + k];
 }
 
 /* Draw every MoE layer's routing for every micro-batch, and cost each EP rank's experts for
@@ -454,6 +484,7 @@ static int build_moe(struct wl_program *p, struct op_cache *cache, struct npu_di
   p->tokens_per_rank = wl__moe_tokens(&p->plan, &p->model);
   p->routes = npu_xcalloc(nlm, sizeof *p->routes);
   p->expert_s = npu_xcalloc(nlm * (size_t)p->E * WL_EXPERT_PASSES, sizeof *p->expert_s);
+  p->expert_rc_flops = npu_xcalloc(nlm * (size_t)p->E * WL_EXPERT_RC_KINDS, sizeof *p->expert_rc_flops);
   for (int l = 0; l < wl_model_total_layers(&p->model); l++) {
     if (!wl_model_layer_is_moe(&p->model, l)) continue;
     for (int m = 0; m < p->mb; m++) {
@@ -463,8 +494,9 @@ static int build_moe(struct wl_program *p, struct op_cache *cache, struct npu_di
       for (int e = 0; e < p->E; e++) {
         double in = 0;
         for (int i = 0; i < p->E; i++) in += rt->matrix[(size_t)i * p->E + e];
-        double *out = &p->expert_s[(((size_t)l * (size_t)p->mb + (size_t)m) * (size_t)p->E + (size_t)e) * WL_EXPERT_PASSES];
-        rc = wl__expert_cost(p, cache, in, out, diag);
+        size_t x = expert_index(p, l, m, e);
+        rc = wl__expert_cost(p, cache, in, &p->expert_s[x * WL_EXPERT_PASSES],
+                             &p->expert_rc_flops[x * WL_EXPERT_RC_KINDS], diag);
         if (rc) return rc;
       }
     }
@@ -536,6 +568,7 @@ void wl_program_destroy(struct wl_program *p)
   for (size_t i = 0; p->routes && i < (size_t)wl_model_total_layers(&p->model) * (size_t)p->mb; i++) wl_route_release(&p->routes[i]);
   free(p->routes);
   free(p->expert_s);
+  free(p->expert_rc_flops);
   free(p->items);
   free(p->kernels);
   free(p->colls);

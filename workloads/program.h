@@ -54,6 +54,9 @@ enum wl_step_kind {
 
 /* The passes of a rank's routed experts (program->expert_s). */
 enum wl_expert_pass { WL_EXPERT_F, WL_EXPERT_BI, WL_EXPERT_W, WL_EXPERT_PASSES };
+/* The FLOPs recomputation adds to a rank's routed experts (program->expert_rc_flops): a rerun
+ * of their forward (a full recompute, the module moe), the activation rerun in BI (moe_act). */
+enum wl_expert_rc { WL_EXPERT_RC_RERUN, WL_EXPERT_RC_ACT, WL_EXPERT_RC_KINDS };
 
 /* One step of a slot. The micro-batch is the slot's (half: which slot of an F&B pair). */
 struct wl_step {
@@ -67,10 +70,11 @@ struct wl_step {
     struct {
       int layer;                /* MoE layer */
       uint8_t pass;             /* enum wl_expert_pass */
+      bool rerun;               /* WL_EXPERT_F rerun by the backward's recomputation */
     } experts;                  /* WL_STEP_EXPERTS */
     struct {
       int layer;                /* MoE layer */
-      uint8_t which;            /* 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T */
+      uint8_t which;            /* enum wl_a2a_which */
       bool defer;               /* in an F&B pair: waited for by a later WL_STEP_A2A_WAIT */
     } a2a;                      /* WL_STEP_A2A */
     struct {
@@ -156,6 +160,7 @@ struct wl_program {
   /* MoE: routing and the experts' times, every (layer, micro-batch, EP rank) */
   struct wl_route *routes;      /* [layer x mb], drawn for MoE layers (NULL for dense models) */
   double *expert_s;             /* [((layer x mb + m) x E + e) x WL_EXPERT_PASSES] seconds */
+  double *expert_rc_flops;      /* [((layer x mb + m) x E + e) x WL_EXPERT_RC_KINDS] FLOPs per rank */
   double tokens_per_rank;       /* token copies one EP rank routes per micro-batch */
   /* the schedule */
   struct wl_prog_stage *stages; /* [pp] */
@@ -180,6 +185,8 @@ const struct wl_route *wl_program_route(const struct wl_program *p, int layer, i
 
 /* Seconds of EP rank e's routed experts in pass `pass` of (layer, micro-batch m). */
 double wl_program_expert_s(const struct wl_program *p, int layer, int m, int e, enum wl_expert_pass pass);
+/* FLOPs (per physical rank) that recomputation `k` adds to EP rank e's routed experts in (layer, m). */
+double wl_program_expert_rc_flops(const struct wl_program *p, int layer, int m, int e, enum wl_expert_rc k);
 
 /* The pipeline transfer of direction dir (0 forward, 1 backward) across chunk boundary b for
  * micro-batch m, as an index 0 .. 2 x (mchunks - 1) x mb - 1 (per EP index). */

@@ -314,7 +314,7 @@ static void pump_comm(struct wl__replay *r, struct wl__rank *rk, double now)
     if (q->done) continue;
     if (q->h < 0) {
       q->t0 = now;
-      q->h = wl__join_a2a(r, rk, q->layer, q->mb, q->which, now);
+      q->h = wl__join_a2a(r, rk, q->layer, q->mb, (enum wl_a2a_which)q->which, now);
       if (q->h < 0) { /* nothing to move (or a replay error, in r->rc) */
         q->done = true;
         continue;
@@ -397,9 +397,13 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         end = stream_end(r, rk, now, sg->time_s, sg->host_lead_s, sg->launches, sg->dp_loss);
         add_seg(rk, sg);
         if (r->trace) trace_seg(r, rk, sg, end);
-      } else { /* the experts' FLOPs are not counted per rank (the model's formula has them) */
-        double dev = wl_program_expert_s(r->prog, s->u.experts.layer, step_mb(rk, s), rk->e,
-                                         (enum wl_expert_pass)s->u.experts.pass);
+      } else { /* the experts' model FLOPs are not counted per rank (the model's formula has
+                  them); what recomputation reruns is (HFU) */
+        int layer = s->u.experts.layer, m = step_mb(rk, s);
+        enum wl_expert_pass pass = (enum wl_expert_pass)s->u.experts.pass;
+        double dev = wl_program_expert_s(r->prog, layer, m, rk->e, pass);
+        if (s->u.experts.rerun) rk->res->flops += wl_program_expert_rc_flops(r->prog, layer, m, rk->e, WL_EXPERT_RC_RERUN);
+        if (pass == WL_EXPERT_BI) rk->res->flops += wl_program_expert_rc_flops(r->prog, layer, m, rk->e, WL_EXPERT_RC_ACT);
         rk->res->cat_s[WL_CAT_GEMM] += dev;
         /* three grouped launches: up, activation, down */
         end = stream_end(r, rk, now, dev, wl__host_lead_equal(dev, 3, r->host_d), 3, r->prog->dp_loss);
@@ -421,7 +425,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         rk->sk++;
         break;
       }
-      int h = wl__join_a2a(r, rk, s->u.a2a.layer, step_mb(rk, s), s->u.a2a.which, now);
+      int h = wl__join_a2a(r, rk, s->u.a2a.layer, step_mb(rk, s), (enum wl_a2a_which)s->u.a2a.which, now);
       rk->sk++;
       if (h < 0) return;
       if (!sh_done(r, h)) {

@@ -363,25 +363,29 @@ static double a2a_node_limited_s(const struct wl__replay *r, const struct ic_com
   return streams_time(r, &s);
 }
 
-/* The EP all-to-all of (layer, mb, which: 0 dispatch, 1 combine, 2 combine^T, 3 dispatch^T),
+/* The EP all-to-all of (layer, mb, which: enum wl_a2a_which),
  * its sizes from the program's routing draw. With run.network = formula its end is known once
  * the last member joined: every member is woken at it. */
-int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, int which, double t)
+int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, enum wl_a2a_which which, double t)
 {
   const struct wl_plan *p = &r->job->plan;
   const struct wl_route *rt = wl_program_route(r->prog, layer, mb);
   NPU_ASSERT(rt != NULL);
   int E = r->E;
+  uint64_t key = wl__shared_key(WL__KEY_A2A, (uint64_t)rk->s, (uint64_t)layer * WL_A2A_KINDS + (uint64_t)which, (uint64_t)mb);
+  /* in closed form the first member to join costs it: the others need no matrix (E^2 each) */
+  int h = wl__formula(r) ? wl__shared_find(&r->sh, key) : -1;
   /* dispatch sends rows to the experts' ranks, combine sends them back: the transpose */
-  double copy = r->job->model.hidden * wl_plan_a2a_bytes(p, which), *m = npu_xmalloc((size_t)E * E * sizeof *m);
-  bool back = which == 1 || which == 3;
-  for (int i = 0; i < E; i++)
-    for (int k = 0; k < E; k++) m[(size_t)i * E + k] = copy * (back ? rt->matrix[(size_t)k * E + i] : rt->matrix[(size_t)i * E + k]);
-  double total = 0;
-  for (int i = 0; i < E * E; i++) total += m[i];
-  uint64_t key = wl__shared_key(WL__KEY_A2A, (uint64_t)rk->s, (uint64_t)(layer * 4 + which), (uint64_t)mb);
+  double copy = r->job->model.hidden * wl_plan_a2a_bytes(p, which), *m = NULL, total = 0;
+  bool back = which == WL_A2A_COMBINE || which == WL_A2A_DISPATCH_T || which == WL_A2A_RC_COMBINE;
+  if (h < 0) {
+    m = npu_xmalloc((size_t)E * E * sizeof *m);
+    for (int i = 0; i < E; i++)
+      for (int k = 0; k < E; k++)
+        m[(size_t)i * E + k] = copy * (back ? rt->matrix[(size_t)k * E + i] : rt->matrix[(size_t)i * E + k]);
+    for (int i = 0; i < E * E; i++) total += m[i];
+  }
   if (wl__formula(r)) {
-    int h = wl__shared_find(&r->sh, key);
     if (h < 0) {
       h = wl__shared_add(&r->sh, key);
       r->sh.v[h].members = E;

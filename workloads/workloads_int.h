@@ -54,9 +54,10 @@ int wl__cost_kernels(struct wl_program *p, struct op_cache *cache, struct npu_di
 int wl__dp_twins(struct wl_program *p, struct op_cache *cache, struct npu_diag *diag);
 
 /* The routed experts of one rank receiving `tokens` token copies in one layer and micro-batch:
- * seconds of each pass (out[WL_EXPERT_PASSES]), from p->experts' bucket of tokens (within 5%,
- * scaled), costing the bucket's kernels through cache if it is new. Returns 0 or an error. */
-int wl__expert_cost(struct wl_program *p, struct op_cache *cache, double tokens, double *out,
+ * seconds of each pass (out[WL_EXPERT_PASSES]) and FLOPs that recomputation reruns
+ * (flops[WL_EXPERT_RC_KINDS]), from p->experts' bucket of tokens (within 5%, scaled), costing
+ * the bucket's kernels through cache if it is new. Returns 0 or an error. */
+int wl__expert_cost(struct wl_program *p, struct op_cache *cache, double tokens, double *out, double *flops,
                     struct npu_diag *diag);
 
 /* ------------------------------------------------------------------ program.c: geometry */
@@ -341,7 +342,7 @@ void wl__post_param_gathers(struct wl__replay *r, struct wl__rank *rk, double t)
 
 /* Join the EP all-to-all of (layer, mb, which) from the routing draw (flows, or closed form);
  * its handle, or < 0 on failure. */
-int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, int which, double t);
+int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, enum wl_a2a_which which, double t);
 
 /* ------------------------------------------------------------------ results.c */
 

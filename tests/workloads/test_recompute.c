@@ -12,6 +12,7 @@
 #include "workloads/job.h"
 #include "workloads/memory.h"
 #include "workloads/program.h"
+#include "workloads/isolate.h"
 
 #define SCN NPUSIM_SOURCE_DIR "/tests/workloads/data/"
 
@@ -236,4 +237,87 @@ Test(recompute, module_recompute_refusals_name_the_key)
     cr_expect(strstr(msg, cases[i].key) && strstr(msg, cases[i].why), "case %zu: %s", i, msg);
     if (!rc) wl_job_release(&job);
   }
+}
+
+/* The steps of the first backward slot of stage 0 that are of `kind` (and, for all-to-alls,
+ * of `which`; for experts, reruns when which is 1). */
+static int count_bwd_steps(const struct wl_program *p, enum wl_step_kind kind, int which)
+{
+  const struct wl_prog_stage *st = &p->stages[0];
+  for (size_t i = 0; i < st->nslots; i++) {
+    if (st->slots[i].slot.phase == WL_PH_F) continue;
+    const struct wl_step_list *li = &st->lists[st->slots[i].list];
+    int n = 0;
+    for (int k = li->first; k < li->first + li->n; k++) {
+      const struct wl_step *s = &st->steps[k];
+      if (s->kind != kind) continue;
+      if (kind == WL_STEP_A2A) n += s->u.a2a.which == which;
+      else if (kind == WL_STEP_EXPERTS) n += s->u.experts.rerun == (which == 1);
+      else n++;
+    }
+    return n;
+  }
+  return -1;
+}
+
+/* A backward that recomputes an MoE layer whole (a full recompute, or Megatron-Core's module
+ * moe) reruns its routed experts and both all-to-alls before the layer's backward, as the
+ * checkpointed forward does; a partial recompute reruns only the layers it covers, and none
+ * other. tiny_moe.cfg: 4 layers, the first dense, on one stage (EP 4). The FLOPs the module moe
+ * adds to HFU are the MoE block's forward: per MoE layer and token, the routed experts' 6 h f
+ * per copy (top 2, dropless), the shared expert's 6 h f and the router's 2 h E. */
+Test(recompute, a_backward_that_recomputes_an_moe_block_reruns_its_experts_and_all_to_alls)
+{
+  static const struct {
+    const char *sets[3];
+    int reruns;
+  } cases[] = {
+      {{"plan.recompute=\"none\"", NULL, NULL}, 0},
+      {{"plan.recompute=\"full\"", NULL, NULL}, 3},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"moe\"", NULL}, 3},
+      {{"plan.recompute=\"selective\"", "plan.recompute_modules=\"moe_act shared_experts\"", NULL}, 0},
+      {{"plan.recompute=\"full\"", "plan.recompute_method=\"block\"", "plan.recompute_layers=2"}, 1},
+  };
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    struct wl_job job;
+    int n = cases[c].sets[2] ? 3 : cases[c].sets[1] ? 2 : 1;
+    tw_job_load(&job, SCN "tiny_moe.cfg", cases[c].sets, n);
+    struct wl_program *p;
+    cr_assert_eq(wl_program_create(&p, &job, &d), 0, "%s", d.msg);
+    int r = cases[c].reruns;
+    cr_expect_eq(count_bwd_steps(p, WL_STEP_A2A, WL_A2A_RC_DISPATCH), r, "case %zu: dispatch reruns", c);
+    cr_expect_eq(count_bwd_steps(p, WL_STEP_A2A, WL_A2A_RC_COMBINE), r, "case %zu: combine reruns", c);
+    cr_expect_eq(count_bwd_steps(p, WL_STEP_EXPERTS, 1), r, "case %zu: expert reruns", c);
+    cr_expect_eq(count_bwd_steps(p, WL_STEP_A2A, WL_A2A_COMBINE_T), 3, "case %zu: the backward's own", c);
+    cr_expect_eq(count_bwd_steps(p, WL_STEP_EXPERTS, 0), 6, "case %zu: BI and W of each MoE layer", c);
+    cr_expect_eq(p->seg[WL_SEG_MOE_RC_F].nitems > 0, r > 0, "case %zu: the recomputed front", c);
+    wl_program_destroy(p);
+    wl_job_release(&job);
+  }
+
+  struct wl_outcome o0, o1;
+  cr_assert_eq(wl_run_isolated(SCN "tiny_moe.cfg", NULL, 0, &o0, &d), 0, "%s", d.msg);
+  cr_assert_eq(wl_run_isolated(SCN "tiny_moe.cfg", cases[2].sets, 2, &o1, &d), 0, "%s", d.msg);
+  cr_assert(o0.status == 0 && o1.status == 0, "%s %s", o0.message, o1.message);
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny_moe.cfg", NULL, 0);
+  double T = 16.0 * 1024, h = 1024, f = 704, E = 16, moe_layers = 3;
+  double want = moe_layers * T * (2 * 6 * h * f + 6 * h * f + 2 * h * E);
+  double got = (o1.hfu / o1.mfu - 1) * wl_model_flops(&job.model, T, false);
+  cr_expect_eq(o0.hfu, o0.mfu, "no recomputation, no extra FLOPs");
+  cr_expect(got >= want && got < 1.01 * want, "module moe reruns %g FLOPs, the block's forward is %g", got, want);
+  cr_expect_gt(o1.step_time_s, o0.step_time_s, "the rerun takes time");
+  cr_expect_gt(o1.cat_s[WL_CAT_EP], o0.cat_s[WL_CAT_EP], "and all-to-alls");
+  wl_job_release(&job);
+
+  /* memory: a recomputed MoE block keeps its input alone, as a recomputed dense MLP does, so
+   * with both modules the dense first layer and an MoE layer keep the same bytes */
+  const char *both[] = {"plan.recompute=\"selective\"", "plan.recompute_modules=\"mlp moe\""};
+  tw_job_load(&job, SCN "tiny_moe.cfg", both, 2);
+  double dense = wl_memory_layer_activations(&job.model, &job.plan, 0);
+  double moe = wl_memory_layer_activations(&job.model, &job.plan, 1);
+  cr_expect(dense > 0 && fabs(moe - dense) <= 1e-12 * dense, "MoE layer %g, dense layer %g", moe, dense);
+  wl_job_release(&job);
 }
