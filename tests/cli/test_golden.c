@@ -17,13 +17,6 @@
 
 TestSuite(golden, .timeout = 1800);
 
-/* GCC defines __SANITIZE_ADDRESS__ under -fsanitize=address (the sanitizer build). */
-#ifdef __SANITIZE_ADDRESS__
-#define UNDER_SANITIZERS true
-#else
-#define UNDER_SANITIZERS false
-#endif
-
 /* Run one scenario with -o, check its summary.csv against path's .expect; NULL or a message.
  * Training, RL and serving scenarios share the cost cache file `cache` (`run.cost_cache`: the
  * scenarios of one model and chip cost the same kernels; a cache hit is the cost a miss computes,

@@ -7,6 +7,7 @@
 
 #include "ops/op.h"
 #include "tests/support/chip.h"
+#include "tests/support/support.h"
 
 /* Run op on chip with "name=value" arguments (NULL-terminated); fail the test on error. */
 static inline struct op_result ts_op(const struct arch_chip *chip, const char *op, enum core_fidelity f,

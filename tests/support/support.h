@@ -5,7 +5,26 @@
 #ifndef NPUSIM_TESTS_SUPPORT_H
 #define NPUSIM_TESTS_SUPPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+/* GCC defines __SANITIZE_ADDRESS__ under -fsanitize=address (the sanitizer build). */
+#ifdef __SANITIZE_ADDRESS__
+#define UNDER_SANITIZERS true
+#else
+#define UNDER_SANITIZERS false
+#endif
+
+/*
+ * The sanitizer build checks memory and undefined behaviour on every code path; the numbers are
+ * the normal build's to check. A reference test that runs each of its cases on each of n chips
+ * runs case i, under the sanitizers, on chip i mod n alone (every case and every chip still
+ * run): ts_rotate(i, k, n) says whether case i runs on chip k.
+ */
+static inline bool ts_rotate(size_t i, size_t k, size_t n)
+{
+  return !UNDER_SANITIZERS || i % n == k;
+}
 
 struct run_result {
   int status;   /* exit status, or 128 + signal */
