@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -280,7 +281,8 @@ static int md_splice(const char *path, struct npu_buf *md, struct npu_diag *diag
 }
 
 static const char usage[] =
-    "usage: npusim validate [--json] [--only TEXT] [--markdown FILE] [-j N] [--progress|--no-progress]\n"
+    "usage: npusim validate [--json] [--only TEXT] [--markdown FILE] [--outputs DIR] [-j N]\n"
+    "                       [--progress|--no-progress]\n"
     "\n"
     "Run the validation scenarios (scenarios/validation/) and print, for each published\n"
     "measurement, the predicted value and the relative error. Rows are of three classes:\n"
@@ -301,6 +303,8 @@ static const char usage[] =
     "  --only TEXT  run the cases whose name contains TEXT\n"
     "  --markdown FILE  also write the tables of docs/VALIDATION.md's generated part to FILE\n"
     "               (between its BEGIN/END markers where FILE exists: docs/VALIDATION.md in place)\n"
+    "  --outputs DIR  also write DIR/NAME.csv for each validation scenario NAME.cfg run as it is\n"
+    "               (no overrides): the summary.csv `npusim run NAME.cfg -o` writes; DIR must exist\n"
     "  -j N         scenarios run at a time (default: the online processors)\n"
     "  --progress   a line on stderr as each scenario finishes (default when stderr is a\n"
     "               terminal; --no-progress turns it off)\n";
@@ -496,12 +500,13 @@ static void row_json(struct npu_json *j, const struct vrow *r)
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   bool json = false, progress = isatty(STDERR_FILENO);
-  const char *only = NULL, *markdown = NULL;
+  const char *only = NULL, *markdown = NULL, *outputs = NULL;
   int jobs = cli_default_jobs();
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = true;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--markdown") && i + 1 < argc) markdown = argv[++i];
+    else if (!strcmp(argv[i], "--outputs") && i + 1 < argc) outputs = argv[++i];
     else if (!strcmp(argv[i], "--progress")) progress = true;
     else if (!strcmp(argv[i], "--no-progress")) progress = false;
     else if (!strcmp(argv[i], "-j")) {
@@ -509,11 +514,14 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       if (rc) return rc;
     } else return cli_bad_arg(diag, "validate", argv[i]);
   }
+  struct stat st;
+  if (outputs && (stat(outputs, &st) || !S_ISDIR(st.st_mode)))
+    return npu_diag_set(diag, "command line", 0, "--outputs", "%s is not a directory", outputs), NPU_ECONFIG;
   /* the runs: cases of the same scenario and overrides (other metrics) share one */
   struct scn_isolated_run runs[NCASES];
   int run_of[NCASES], nruns = 0, ncase = 0;
   const struct vcase *picked[NCASES];
-  char paths[NCASES][1024];
+  char paths[NCASES][1024], csvs[NCASES][2200];
   for (size_t c = 0; c < NCASES; c++) {
     const struct vcase *v = &cases[c];
     if (only && !strstr(v->name, only)) continue;
@@ -522,6 +530,10 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       int ns = 0;
       while (ns < 6 && v->sets[ns]) ns++;
       runs[nruns] = (struct scn_isolated_run){.path = paths[nruns], .sets = v->sets, .nsets = ns};
+      if (outputs && !ns) { /* a scenario run as it is: its summary.csv, as `npusim run -o` writes it */
+        snprintf(csvs[nruns], sizeof csvs[nruns], "%s/%.*s.csv", outputs, (int)strlen(v->scenario) - 4, v->scenario);
+        runs[nruns].csv_path = csvs[nruns];
+      }
       nruns++;
     }
     run_of[ncase] = nruns - 1;

@@ -4,10 +4,12 @@
  */
 #include "scenario/scenario.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "workloads/isolate.h"
@@ -17,7 +19,25 @@ struct isolated {
   const char *path;
   const char *const *sets;
   int nsets;
+  const char *csv_path; /* NULL, or where to write summary.csv */
 };
+
+/* Write the run's summary.csv to path, whole (a temporary file renamed); 0 or NPU_EIO. */
+static int write_csv(const struct scn_scenario *s, const char *path, struct npu_diag *diag)
+{
+  struct npu_buf csv = {0};
+  scn_csv(s, &csv);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  bool ok = f && fwrite(csv.data, 1, csv.len, f) == csv.len;
+  if (f && fclose(f)) ok = false;
+  if (ok && rename(tmp, path)) ok = false;
+  npu_buf_release(&csv);
+  if (ok) return 0;
+  remove(tmp);
+  return npu_diag_set(diag, path, 0, NULL, "cannot write the summary: %s", strerror(errno)), NPU_EIO;
+}
 
 static void child(void *ctx, void *record)
 {
@@ -28,6 +48,7 @@ static void child(void *ctx, void *record)
   struct scn_scenario *s = NULL;
   int rc = scn_load(&s, c->kind, c->path, c->sets, c->nsets, &diag);
   if (!rc) rc = scn_run(s, false, &diag);
+  if (!rc && c->csv_path) rc = write_csv(s, c->csv_path, &diag);
   o->status = rc;
   if (rc) {
     npu_diag_format(&diag, o->message, sizeof o->message);
@@ -51,7 +72,7 @@ static void child(void *ctx, void *record)
 int scn_run_isolated(const struct scn_kind *kind, const char *path, const char *const *sets, int nsets,
                      struct scn_outcome *out, struct npu_diag *diag)
 {
-  struct isolated c = {kind, path, sets, nsets};
+  struct isolated c = {kind, path, sets, nsets, NULL};
   return wl_isolate(child, &c, out, sizeof *out, path, diag);
 }
 
@@ -61,7 +82,7 @@ int scn_run_isolated_all(struct scn_isolated_run *runs, int n, int jobs, void (*
   struct isolated *c = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *c);
   struct wl_isolate_task *t = npu_xcalloc((size_t)(n > 0 ? n : 1), sizeof *t);
   for (int i = 0; i < n; i++) {
-    c[i] = (struct isolated){runs[i].kind, runs[i].path, runs[i].sets, runs[i].nsets};
+    c[i] = (struct isolated){runs[i].kind, runs[i].path, runs[i].sets, runs[i].nsets, runs[i].csv_path};
     t[i] = (struct wl_isolate_task){child, &c[i], &runs[i].out, sizeof runs[i].out, runs[i].path};
   }
   int rc = wl_isolate_all(t, n, jobs, done, dctx, diag);

@@ -170,6 +170,8 @@ struct scn_isolated_run {
   const char *path;
   const char *const *sets;
   int nsets;
+  const char *csv_path;          /* not NULL: the child also writes the run's summary.csv
+                                    (scn_csv, what `npusim run -o` writes) there, whole */
   struct scn_outcome out;
 };
 /* Run the n scenarios each in its own child, up to jobs at a time; done(dctx, i), if not NULL,

@@ -285,6 +285,11 @@ Test(cli, validate_markdown_writes_between_the_markers_or_refuses)
   text = ts_read(plain);
   cr_assert_str_eq(text, "no markers here\n");
   free(text);
+  /* --outputs names a directory that must exist, refused before anything runs */
+  r = ts_npusim("validate", "--only", "gpt3-22b a100 params", "--outputs", plain, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--outputs") && strstr(r.err, "not a directory"), "%s", r.err);
+  ts_run_free(&r);
   free(plain);
   free(doc);
   ts_rmtree(dir);

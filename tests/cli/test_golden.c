@@ -17,6 +17,27 @@
 
 TestSuite(golden, .timeout = 1800);
 
+/* Check the summary.csv text csv of scenario path (NULL: none was written) against path's
+ * .expect; NULL or a message. */
+static char *check_csv(const char *path, const char *csv)
+{
+  char expect[1100];
+  snprintf(expect, sizeof expect, "%.*s.expect", (int)(strlen(path) - 4), path);
+  struct ts_figures f = {0};
+  ts_figures_from_csv(&f, csv ? csv : "");
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  char header[3072]; /* the base name twice (up to 1,023 bytes each) and the text */
+  snprintf(header, sizeof header,
+           "# Golden figures of %s: `npusim run %s -o DIR`, columns of DIR/summary.csv\n"
+           "# (docs/SCENARIOS.md), checked by tests/cli/test_golden.c. KEY VALUE [TOLERANCE]: relative\n"
+           "# tolerance 0.1%% unless a line says otherwise (and why). A changed figure is a deliberate\n"
+           "# edit (`make golden`), with its reason in the commit message.\n",
+           base, base);
+  char *msg = ts_golden_check(expect, &f, header, ts_golden_pin_default);
+  ts_figures_free(&f);
+  return msg;
+}
+
 /* Run one scenario with -o, check its summary.csv against path's .expect; NULL or a message.
  * Training, RL and serving scenarios share the cost cache file `cache` (`run.cost_cache`: the
  * scenarios of one model and chip cost the same kernels; a cache hit is the cost a miss computes,
@@ -34,22 +55,10 @@ static char *check_scenario(const char *path, bool micro, const char *cache)
     msg = malloc(strlen(path) + strlen(r.err) + 64);
     sprintf(msg, "%s: exit %d: %s", path, r.status, r.err);
   } else {
-    char csvp[1200], expect[1100];
+    char csvp[1200];
     snprintf(csvp, sizeof csvp, "%s/summary.csv", out);
-    snprintf(expect, sizeof expect, "%.*s.expect", (int)(strlen(path) - 4), path);
     char *csv = ts_read(csvp);
-    struct ts_figures f = {0};
-    ts_figures_from_csv(&f, csv ? csv : "");
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    char header[3072]; /* the base name twice (up to 1,023 bytes each) and the text */
-    snprintf(header, sizeof header,
-             "# Golden figures of %s: `npusim run %s -o DIR`, columns of DIR/summary.csv\n"
-             "# (docs/SCENARIOS.md), checked by tests/cli/test_golden.c. KEY VALUE [TOLERANCE]: relative\n"
-             "# tolerance 0.1%% unless a line says otherwise (and why). A changed figure is a deliberate\n"
-             "# edit (`make golden`), with its reason in the commit message.\n",
-             base, base);
-    msg = ts_golden_check(expect, &f, header, ts_golden_pin_default);
-    ts_figures_free(&f);
+    msg = check_csv(path, csv);
     free(csv);
   }
   ts_run_free(&r);
@@ -110,9 +119,11 @@ static bool has_line(const char *text, const char *prefix)
  * directory into parts so that Criterion's workers share the long runs. A scenario whose comments
  * hold the line "# npusim-test: skip-under-sanitizers" (a full-scale run that takes minutes:
  * smaller scenarios cover the same code) is not run in the sanitizer build. The part's scenarios
- * share one cost cache. The number of scenarios of the whole directory, whether run here or not.
+ * share one cost cache. With outputs (not NULL), a scenario directly in dir whose summary is
+ * outputs/NAME.csv (`npusim validate --outputs`: the same run) is checked from that file instead
+ * of run again. The number of scenarios of the whole directory, whether run here or not.
  */
-static int run_scenarios(const char *dir, const char *skip, int part, int parts)
+static int run_scenarios(const char *dir, const char *skip, int part, int parts, const char *outputs)
 {
   char *list[MAX_SCENARIOS], *fails = NULL, cache[1100];
   int n = 0;
@@ -131,7 +142,15 @@ static int run_scenarios(const char *dir, const char *skip, int part, int parts)
       cr_log_info("%s: not run in the sanitizer build (skip-under-sanitizers)", path);
       continue;
     }
-    char *m = check_scenario(path, micro, cache);
+    char *m = NULL, *ran = NULL;
+    const char *base = strrchr(path, '/') + 1;
+    if (outputs && (size_t)(base - path) == strlen(dir) + 1) {
+      char csvp[2200];
+      snprintf(csvp, sizeof csvp, "%s/%.*s.csv", outputs, (int)strlen(base) - 4, base);
+      ran = ts_read(csvp);
+    }
+    m = ran ? check_csv(path, ran) : check_scenario(path, micro, cache);
+    free(ran);
     if (m) {
       size_t old = fails ? strlen(fails) : 0;
       fails = realloc(fails, old + strlen(m) + 2);
@@ -147,20 +166,29 @@ static int run_scenarios(const char *dir, const char *skip, int part, int parts)
 }
 
 /* The top-level scenarios in two parts, the validation scenarios in five (the 2,048-GPU, 32K MoE
- * and 8,192-NPU runs, the longest, fall in different parts): parts run side by side. */
+ * and 8,192-NPU runs, the longest, fall in different parts): parts run side by side. In the
+ * normal build the validation scenarios are checked by validation_table_matches_its_golden_figures
+ * from the runs `npusim validate` makes of them (the same runs: run twice they took about 250 s
+ * of the suite's CPU); the parts check them in the sanitizer build, where the table is not run. */
 #define SCENARIO_PARTS(test, dir, skip, part, parts, atleast)                                        \
   Test(golden, test)                                                                                  \
   {                                                                                                   \
-    cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR dir, skip, part, parts), atleast);                 \
+    cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR dir, skip, part, parts, NULL), atleast);           \
+  }
+#define VALIDATION_PARTS(test, part, parts)                                                           \
+  Test(golden, test)                                                                                  \
+  {                                                                                                   \
+    if (!UNDER_SANITIZERS) cr_skip_test("checked from npusim validate's runs by validation_table_matches_its_golden_figures"); \
+    cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios/validation", NULL, part, parts, NULL), 30); \
   }
 
 SCENARIO_PARTS(scenarios_part_1_of_2_match_their_golden_figures, "/scenarios", "validation", 0, 2, 15)
 SCENARIO_PARTS(scenarios_part_2_of_2_match_their_golden_figures, "/scenarios", "validation", 1, 2, 15)
-SCENARIO_PARTS(validation_scenarios_part_1_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 0, 5, 30)
-SCENARIO_PARTS(validation_scenarios_part_2_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 1, 5, 30)
-SCENARIO_PARTS(validation_scenarios_part_3_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 2, 5, 30)
-SCENARIO_PARTS(validation_scenarios_part_4_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 3, 5, 30)
-SCENARIO_PARTS(validation_scenarios_part_5_of_5_match_their_golden_figures, "/scenarios/validation", NULL, 4, 5, 30)
+VALIDATION_PARTS(validation_scenarios_part_1_of_5_match_their_golden_figures, 0, 5)
+VALIDATION_PARTS(validation_scenarios_part_2_of_5_match_their_golden_figures, 1, 5)
+VALIDATION_PARTS(validation_scenarios_part_3_of_5_match_their_golden_figures, 2, 5)
+VALIDATION_PARTS(validation_scenarios_part_4_of_5_match_their_golden_figures, 3, 5)
+VALIDATION_PARTS(validation_scenarios_part_5_of_5_match_their_golden_figures, 4, 5)
 
 /* The string value after `"key": "` (or the number after `"key": `) at or after p; NULL at the
  * end. *next moves past it. */
@@ -219,18 +247,23 @@ static char *doc_region_check(const char *path, const char *generated)
 }
 
 /* The validation table (every case of `npusim validate`, its predicted value) is pinned too: the
- * cases run the validation scenarios with their own overrides. Not in the sanitizer build: it
- * reruns the full-scale scenarios that build skips, and the per-scenario test covers the code. */
+ * cases run the validation scenarios with their own overrides. Then every validation scenario's
+ * golden figures: from validate's run of it where it ran one as it is (--outputs), else run here.
+ * Not in the sanitizer build: it reruns the full-scale scenarios that build skips, and the
+ * per-scenario parts cover the code there. */
 Test(golden, validation_table_matches_its_golden_figures)
 {
   if (UNDER_SANITIZERS) cr_skip_test("the validation table reruns full-scale scenarios (normal build only)");
   char *dir = ts_tmpdir();
-  char md[1100];
+  char md[1100], outputs[1100];
   snprintf(md, sizeof md, "%s/validation.md", dir);
-  struct run_result r = ts_npusim("validate", "--json", "--markdown", md, NULL);
+  snprintf(outputs, sizeof outputs, "%s/outputs", dir);
+  cr_assert_eq(mkdir(outputs, 0755), 0, "%s", outputs);
+  struct run_result r = ts_npusim("validate", "--json", "--markdown", md, "--outputs", outputs, NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
   char *generated = ts_read(md);
   cr_assert(generated != NULL);
+  cr_assert_geq(run_scenarios(NPUSIM_SOURCE_DIR "/scenarios/validation", NULL, 0, 1, outputs), 30);
   ts_rmtree(dir);
   free(dir);
   struct ts_figures f = {0};
