@@ -1447,13 +1447,19 @@ static void moe_tp_reduce(struct wl_program *j, const struct shape *s, bool rc)
   if (j->plan.etp > 1) etpcoll(j, rc, wl_plan_moe_own_tokens(&j->plan) ? IC_OP_REDUCESCATTER : IC_OP_ALLREDUCE, moe_tp_bytes(j, s));
 }
 
+/* The MoE block's work before its dispatch: the router, the permutation, the TP gather. */
+static void moe_block_front(struct wl_program *j, const struct shape *s, bool rc)
+{
+  moe_route(j, s, rc);
+  moe_permute(j, s, rc, false);
+  moe_tp_gather(j, s, rc);
+}
+
 static void moe_pre_fwd(struct wl_program *j, const struct shape *s, bool rc)
 {
   attn_fwd(j, s, rc);
   norm(j, s, rc, true);
-  moe_route(j, s, rc);
-  moe_permute(j, s, rc, false);
-  moe_tp_gather(j, s, rc);
+  moe_block_front(j, s, rc);
 }
 
 static void moe_post_fwd(struct wl_program *j, const struct shape *s, bool rc)
@@ -1467,13 +1473,8 @@ static void moe_post_fwd(struct wl_program *j, const struct shape *s, bool rc)
  * layer): a full recompute's PRE forward; the module moe's router, permute and TP gather. */
 static void moe_rc_front(struct wl_program *j, const struct shape *s)
 {
-  if (j->plan.recompute == WL_RECOMPUTE_FULL) {
-    moe_pre_fwd(j, s, true);
-  } else if (wl_plan_recomputes(&j->plan, WL_RCM_MOE)) {
-    moe_route(j, s, true);
-    moe_permute(j, s, true, false);
-    moe_tp_gather(j, s, true);
-  }
+  if (j->plan.recompute == WL_RECOMPUTE_FULL) moe_pre_fwd(j, s, true);
+  else if (wl_plan_recomputes(&j->plan, WL_RCM_MOE)) moe_block_front(j, s, true);
 }
 
 static void moe_post_bwd(struct wl_program *j, const struct shape *s)

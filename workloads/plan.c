@@ -201,10 +201,14 @@ int wl_plan_expert_index(const struct wl_plan *p, int tp, int cp, int dp)
   return (tp + p->tp * (cp + p->cp * dp)) / wl_plan_etp(p) % p->ep;
 }
 
+bool wl_plan_a2a_back(enum wl_a2a_which which)
+{
+  return which == WL_A2A_COMBINE || which == WL_A2A_DISPATCH_T || which == WL_A2A_RC_COMBINE;
+}
+
 double wl_plan_a2a_bytes(const struct wl_plan *p, enum wl_a2a_which which)
 {
-  bool dispatch = which == WL_A2A_DISPATCH || which == WL_A2A_COMBINE_T || which == WL_A2A_RC_DISPATCH;
-  return p->fp8_dispatch && dispatch ? 1 + 4.0 / 128 : 2;
+  return p->fp8_dispatch && !wl_plan_a2a_back(which) ? 1 + 4.0 / 128 : 2;
 }
 
 double wl_plan_grad_reduce_bytes(const struct wl_plan *p)

@@ -202,6 +202,10 @@ enum wl_a2a_which {
   WL_A2A_KINDS
 };
 
+/* Whether all-to-all `which` sends token copies back to their owners (the combine's direction:
+ * the combine, its rerun, the dispatch's gradient); else it sends them to the experts. */
+bool wl_plan_a2a_back(enum wl_a2a_which which);
+
 /* Bytes per hidden element of MoE all-to-all `which`: 2 (bf16), or with plan.fp8_dispatch
  * 1 + 4/128 (fp8 with an fp32 scale per 128) in the dispatch direction (the dispatch, its
  * rerun, the combine's gradient). */

@@ -377,7 +377,7 @@ int wl__join_a2a(struct wl__replay *r, struct wl__rank *rk, int layer, int mb, e
   int h = wl__formula(r) ? wl__shared_find(&r->sh, key) : -1;
   /* dispatch sends rows to the experts' ranks, combine sends them back: the transpose */
   double copy = r->job->model.hidden * wl_plan_a2a_bytes(p, which), *m = NULL, total = 0;
-  bool back = which == WL_A2A_COMBINE || which == WL_A2A_DISPATCH_T || which == WL_A2A_RC_COMBINE;
+  bool back = wl_plan_a2a_back(which);
   if (h < 0) {
     m = npu_xmalloc((size_t)E * E * sizeof *m);
     for (int i = 0; i < E; i++)
