@@ -26,10 +26,16 @@
 #include "scenario/scenario.h"
 
 /* A metric is a result column of the case's kind (`npusim columns`). */
-enum metric { M_STEP, M_MFU, M_TOKENS_DEV, M_MEM_STATIC, M_MEM_ACT, M_BUBBLE, M_RL_ITER };
+enum metric { M_STEP, M_MFU, M_TOKENS_DEV, M_MEM_STATIC, M_MEM_ACT, M_BUBBLE, M_RL_ITER, M_DURATION };
 static const char *const metric_names[] = {"step_time_s", "mfu", "tokens_per_s_per_device",
                                            "memory_weights_optimizer_bytes", "memory_activations_bytes",
-                                           "bubble_fraction", "iteration_time_s"};
+                                           "bubble_fraction", "iteration_time_s", "duration_s"};
+
+/* Metrics that are times: less is faster. */
+static bool is_time(enum metric m)
+{
+  return m == M_STEP || m == M_RL_ITER || m == M_DURATION;
+}
 
 /* What a row is (see the file comment). */
 enum vclass { V_VALID, V_CALIB, V_REPRO };
@@ -143,13 +149,33 @@ struct vcase {
   "dropless run are not modelled (vector work is 1% of the predicted step); MindSpeed's MFU formula is not public, "  \
   "and if it halves causal attention FLOPs the predicted MFU is about 8 points lower in that convention"
 #define WHY_RL                                                                                                        \
-  "npusim is fast on four of the five NeMo-RL rows and 5% slow on the Qwen3 asynchronous one. Generation sets the "  \
-  "pace (the rollout is 67% of the Llama colocated iteration; it runs on serve/'s engine: chunked prefill, the "      \
-  "paged-attention kernel for the KV reads, vLLM's graph sizes): each step is charged vLLM's per-step engine time "   \
-  "as measured for Llama-3-8B on one H100 "                                                                           \
-  "(rl.rollout.step_overhead 2.36 ms + 29 us per sequence), not at the TP2 and MoE engine sizes of these rows, and "  \
+  "npusim is fast on four of the five NeMo-RL rows and 13% slow on the Qwen3 asynchronous one. Generation sets the " \
+  "pace (the rollout is 65% of the Llama colocated iteration; it runs on serve/'s engine: chunked prefill, the "      \
+  "paged-attention kernel for the KV reads, vLLM's graph sizes): each step is charged vLLM V0's per-step engine time "  \
+  "as measured for Llama-3-8B on H100 at TP 1, 2 and 4 (0.64 ms + 42 us per sequence, 2.15 ms more on an engine "     \
+  "of two devices; docs/SERVING.md), while NeMo-RL runs vLLM V1, whose executor and scheduler are said to cost "      \
+  "less (no V1 measurement is in the data; the Llama rows moved 4-6 points faster and the Qwen3 ones 4-8 points "     \
+  "slower when the V0 fit went from TP 1 alone to TP 1, 2 and 4 on 2026-12-07), and not for MoE engines, and "         \
   "fused-MoE kernels at small per-expert batches are costed as efficient grouped GEMMs; what NeMo-RL spends around " \
   "the phases (Ray, data movement between them) is not modelled (docs/RL.md, Validation)"
+
+#define LIB "LLM-Inference-Bench (arXiv 2411.00136), Plots/All_results.csv (argonne-lcf 4211f5d): vLLM latency"
+#define LIB_SET "LLM-Inference-Bench vLLM (H100)"
+#define LIB_NOTE                                                                                                      \
+  "the GPU form is not stated: H100 SXM (dgx-h100) assumed, since 128 Llama-3-8B decode steps at batch 1 take 0.99 " \
+  "s, which an H100 PCIe's 2.0 TB/s could not do; vLLM of mid-2024 (V0: no chunked prefill, max_num_batched_tokens " \
+  "= max(max_model_len, 2048)); rows at length 1024, batch 1 and 64, of every model and TP the suite ran on H100 " \
+  "that npusim has a preset for (a rule fixed before the comparison, not a choice of rows)"
+#define LIB_CAL                                                                                                       \
+  "serve.step_overhead, seq_overhead, worker_overhead and worker_rank_overhead are fitted to these 12 runs (Llama-3-8B, " \
+  "length 128, batch 1-64, TP 1, 2 and 4; calibration/data/engine.csv)"
+#define WHY_LIB                                                                                                       \
+  "npusim is fast on Llama-3-8B at TP 2 and 4 with long contexts and large batches (to -24% at TP 4, batch 64, "     \
+  "length 2048, over the suite's whole grid), and not on Llama-2-7B at the same TP, so the time that grows with "    \
+  "batch x context (the KV reads) is short at GQA with few KV heads per device. Not attributed; a candidate: vLLM's " \
+  "paged-attention kernel of the time gives each query head its own blocks, so an H100 holding 2 of Llama-3-8B's "   \
+  "8 KV heads (TP 4) reads each 4 times, from L2 at best (docs/SERVING.md, Engine time)"
+#define L128 "serve.prompt.mean=128", "serve.output.mean=128"
 
 static const struct vcase cases[] = {
     {"gpt3-22b a100 full recompute", "korthikanti_gpt3_22b.cfg", FULL, M_STEP, 1.42, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .why = WHY_KOR},
@@ -244,6 +270,34 @@ static const struct vcase cases[] = {
      "NeMo-RL docs/about/performance-summary.md, v0.4 (commit cff17f8)", .set = "NeMo-RL (H100)", .cls = V_VALID, .why = WHY_RL},
     {"grpo qwen3-30b-a3b 32 h100 colocated", "rl_nemo_qwen3_30b_a3b_colocated.cfg", {NULL}, M_RL_ITER, 198, NEMO5, .set = "NeMo-RL (H100)", .cls = V_VALID, .why = WHY_RL},
     {"grpo qwen3-30b-a3b 16+16 h100 async", "rl_nemo_qwen3_30b_a3b_async.cfg", {NULL}, M_RL_ITER, 154, NEMO5, .set = "NeMo-RL (H100)", .cls = V_VALID, .why = WHY_RL},
+    {"vllm llama2-7b tp1 batch 1 len 1024 h100", "vllm_llama2_7b_h100.cfg", {NULL}, M_DURATION, 7.839, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-7b tp1 batch 64 len 1024 h100", "vllm_llama2_7b_h100.cfg", {"serve.requests=64", NULL}, M_DURATION, 32.64, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-7b tp2 batch 1 len 1024 h100", "vllm_llama2_7b_h100.cfg", {"serve.tp=2", NULL}, M_DURATION, 6.225, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-7b tp2 batch 64 len 1024 h100", "vllm_llama2_7b_h100.cfg", {"serve.tp=2", "serve.requests=64", NULL}, M_DURATION, 21.61, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-7b tp4 batch 1 len 1024 h100", "vllm_llama2_7b_h100.cfg", {"serve.tp=4", NULL}, M_DURATION, 5.956, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-7b tp4 batch 64 len 1024 h100", "vllm_llama2_7b_h100.cfg", {"serve.tp=4", "serve.requests=64", NULL}, M_DURATION, 15.87, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp1 batch 1 len 1024 h100", "vllm_llama3_8b_h100.cfg", {NULL}, M_DURATION, 8.098, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp1 batch 64 len 1024 h100", "vllm_llama3_8b_h100.cfg", {"serve.requests=64", NULL}, M_DURATION, 18.81, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp2 batch 1 len 1024 h100", "vllm_llama3_8b_h100.cfg", {"serve.tp=2", NULL}, M_DURATION, 6.687, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp2 batch 64 len 1024 h100", "vllm_llama3_8b_h100.cfg", {"serve.tp=2", "serve.requests=64", NULL}, M_DURATION, 15.71, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp4 batch 1 len 1024 h100", "vllm_llama3_8b_h100.cfg", {"serve.tp=4", NULL}, M_DURATION, 6.016, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp4 batch 64 len 1024 h100", "vllm_llama3_8b_h100.cfg", {"serve.tp=4", "serve.requests=64", NULL}, M_DURATION, 13.65, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-70b tp4 batch 1 len 1024 h100", "vllm_llama2_70b_h100.cfg", {NULL}, M_DURATION, 18.92, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-70b tp4 batch 64 len 1024 h100", "vllm_llama2_70b_h100.cfg", {"serve.requests=64", NULL}, M_DURATION, 35.14, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-70b tp4 batch 1 len 1024 h100", "vllm_llama3_70b_h100.cfg", {NULL}, M_DURATION, 19.61, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-70b tp4 batch 64 len 1024 h100", "vllm_llama3_70b_h100.cfg", {"serve.requests=64", NULL}, M_DURATION, 35.08, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama3-8b tp1 batch 1 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, NULL}, M_DURATION, 0.9939, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp1 batch 16 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.requests=16", NULL}, M_DURATION, 1.165, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp1 batch 32 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.requests=32", NULL}, M_DURATION, 1.307, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp1 batch 64 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.requests=64", NULL}, M_DURATION, 1.688, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp2 batch 1 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=2", NULL}, M_DURATION, 0.851, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp2 batch 16 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=2", "serve.requests=16", NULL}, M_DURATION, 0.9956, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp2 batch 32 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=2", "serve.requests=32", NULL}, M_DURATION, 1.163, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp2 batch 64 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=2", "serve.requests=64", NULL}, M_DURATION, 1.538, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp4 batch 1 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=4", NULL}, M_DURATION, 0.7602, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp4 batch 16 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=4", "serve.requests=16", NULL}, M_DURATION, 0.8076, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp4 batch 32 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=4", "serve.requests=32", NULL}, M_DURATION, 0.9693, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
+    {"vllm llama3-8b tp4 batch 64 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.tp=4", "serve.requests=64", NULL}, M_DURATION, 1.308, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -313,7 +367,7 @@ static void fmt_value(char *buf, size_t n, enum metric m, double v)
 {
   if (m == M_MEM_STATIC || m == M_MEM_ACT) snprintf(buf, n, "%.2f GiB", v / GIB);
   else if (m == M_MFU || m == M_BUBBLE) snprintf(buf, n, "%.1f%%", 100 * v);
-  else if (m == M_STEP || m == M_RL_ITER) snprintf(buf, n, "%.3g s", v);
+  else if (is_time(m)) snprintf(buf, n, "%.3g s", v);
   else snprintf(buf, n, "%.0f", v);
 }
 
@@ -346,7 +400,7 @@ struct vstat {
  * throughput or MFU, less time), so rows of both kinds of metric add up in one bias. */
 static double faster_by(enum metric m, double err)
 {
-  return m == M_STEP || m == M_RL_ITER ? -err : err;
+  return is_time(m) ? -err : err;
 }
 
 static void stat_add(struct vstat *st, enum metric m, double err)

@@ -79,9 +79,9 @@ int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, s
   struct sv_infer_shape sh_roll = {budget, seqs < budget ? seqs : budget, P + longest, seqs, 0};
   struct sv_infer_shape sh_train = {0, 0, 0, 0, job->train_seq_len};
   int rc = sv_infer_init(&roll, &tr_roll, cache, &colls, RL_GROUP_ROLLOUT_TP, tpr, s->rollout.expert_parallel,
-                         &sh_roll, s->rollout.step_overhead_s, s->rollout.seq_overhead_s, diag);
+                         &sh_roll, &s->rollout.engine, diag);
   if (!rc)
-    rc = sv_infer_init(&trn, &tr_train, cache, &colls, RL_GROUP_TRAIN_TP, job->plan.tp, false, &sh_train, 0, 0, diag);
+    rc = sv_infer_init(&trn, &tr_train, cache, &colls, RL_GROUP_TRAIN_TP, job->plan.tp, false, &sh_train, NULL, diag);
   int sync = -1;
   double needed = 0, kept = 0;
   if (!rc) {

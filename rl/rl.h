@@ -52,8 +52,7 @@ struct rl_spec {
     int max_num_seqs;          /* concurrent sequences per engine (vLLM max_num_seqs) */
     int max_batched_tokens;    /* prefill chunk per engine step (vLLM max_num_batched_tokens) */
     double memory_utilization; /* share of HBM the engine may use (vLLM gpu_memory_utilization) */
-    double step_overhead_s;    /* engine time per decode step beyond the kernels (scheduling, sampling, launch) */
-    double seq_overhead_s;     /* engine time per decode step and running sequence beyond the kernels */
+    struct sv_engine_time engine; /* engine time per step beyond the kernels (scheduling, sampling, launch) */
   } rollout;
   struct {
     int devices;               /* training pool (disaggregated); 0: the devices the rollout pool leaves */

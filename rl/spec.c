@@ -3,11 +3,10 @@
  *
  * Defaults follow the frameworks where they have one: vLLM's max_num_seqs 256,
  * max_num_batched_tokens 8192 and gpu_memory_utilization 0.9; one PPO epoch and one mini-batch.
- * The engine's time per decode step beyond its kernels (step_overhead + seq_overhead x running
- * sequences) is a measurement: vLLM's offline latency of Llama-3-8B (fp16, TP1) on one H100 at
- * batch 1, 16, 32 and 64 (Chitty-Venkata et al., LLM-Inference-Bench, arXiv 2411.00136; the
- * repository's Plots/All_results.csv) minus npusim's own prediction of the same runs, per decode
- * step, fitted as 2.36 ms + 29 us per sequence (docs/RL.md, "Inference costs").
+ * The engine's time per step beyond its kernels is the serving engine's (serve/spec.c, struct
+ * sv_engine_time): vLLM's offline latency of Llama-3-8B on H100 at TP 1, 2 and 4 (Chitty-Venkata
+ * et al., LLM-Inference-Bench, arXiv 2411.00136; calibration/data/engine.csv) minus npusim's own
+ * prediction of the same runs, per step (docs/SERVING.md, "Engine time").
  */
 #include "rl/rl.h"
 
@@ -62,11 +61,17 @@ static const struct npu_param params[] = {
         "prompt tokens per prefill chunk (vLLM max_num_batched_tokens)"),
     {"rl.rollout.memory_utilization", NPU_PT_REAL, NPU_PARAM_OFF(rollout.memory_utilization), 0, "0.9", NPU_PF_FRACTION, 0, 0,
      NULL, "share of HBM the engine may use for weights, activations and KV cache (vLLM gpu_memory_utilization)"},
-    {"rl.rollout.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.step_overhead_s), 0, "2.36ms", NPU_PF_NONNEG, 0, 0, NULL,
-     "engine time per decode step beyond the kernels (scheduler, input preparation, sampling, output processing); "
-     "default: vLLM on H100, fitted to LLM-Inference-Bench (docs/RL.md)"},
-    {"rl.rollout.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.seq_overhead_s), 0, "29us", NPU_PF_NONNEG, 0, 0, NULL,
-     "engine time per decode step and running sequence beyond the kernels; default: as rl.rollout.step_overhead"},
+    {"rl.rollout.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.step_s), 0, "0.64ms", NPU_PF_NONNEG, 0, 0,
+     NULL, "engine time per step beyond the kernels (scheduler, input preparation, sampling, output processing); "
+     "default: vLLM V0 on H100, fitted to LLM-Inference-Bench (docs/SERVING.md, Engine time)"},
+    {"rl.rollout.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.seq_s), 0, "42us", NPU_PF_NONNEG, 0, 0, NULL,
+     "engine time per step and running sequence beyond the kernels; default: as rl.rollout.step_overhead"},
+    {"rl.rollout.worker_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.worker_s), 0, "2.15ms", NPU_PF_NONNEG, 0,
+     0, NULL, "engine time per step added on an engine of more than one device (the multi-GPU executor); default: "
+     "as rl.rollout.step_overhead, fitted at TP 2 and 4"},
+    {"rl.rollout.worker_rank_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.worker_rank_s), 0, "0.22ms",
+     NPU_PF_NONNEG, 0, 0, NULL, "engine time per step added for each device of an engine beyond the second; "
+     "default: as rl.rollout.worker_overhead"},
     NPU_PARAM_INT("rl.train.devices", train.devices, "0", NPU_PF_NONNEG,
         "training pool, devices (disaggregated); 0: what rl.rollout.devices leaves; colocated: all"),
     NPU_PARAM_INT("rl.train.seq_len", train.seq_len, "0", NPU_PF_NONNEG,

@@ -232,9 +232,14 @@ static int buckets(int max, int *out)
   return n;
 }
 
+double sv_engine_step_s(const struct sv_engine_time *et, int tp)
+{
+  return et->step_s + (tp > 1 ? et->worker_s + et->worker_rank_s * (tp - 2) : 0);
+}
+
 int sv_infer_init(struct sv_infer *x, const struct sv_target *tg, struct op_cache *cache, struct sv_colls *colls,
-                  int group, int tp, bool ep, const struct sv_infer_shape *shape, double step_overhead_s,
-                  double seq_overhead_s, struct npu_diag *diag)
+                  int group, int tp, bool ep, const struct sv_infer_shape *shape, const struct sv_engine_time *et,
+                  struct npu_diag *diag)
 {
   memset(x, 0, sizeof *x);
   x->tg = *tg;
@@ -247,8 +252,8 @@ int sv_infer_init(struct sv_infer *x, const struct sv_target *tg, struct op_cach
   x->weight_bytes = sv_weight_bytes(m, tp);
   x->kv_token_bytes = sv_kv_token_bytes(m, tp);
   for (int l = 0; l < m->layers; l++) x->local_layers += wl_model_layer_keys(m, l) > 0; /* window, sparse */
-  x->step_overhead_s = step_overhead_s;
-  x->seq_overhead_s = seq_overhead_s;
+  x->step_overhead_s = et ? sv_engine_step_s(et, tp) : 0;
+  x->seq_overhead_s = et ? et->seq_s : 0;
   struct ctx k = {x, NULL, diag};
   int rc = 0;
   if (shape->max_tokens > 0) {

@@ -95,7 +95,7 @@ struct sv_infer {
   bool ep;                  /* experts spread whole over the tp ranks (MoE) */
   double weight_bytes;      /* per device: all parameters / tp, bf16 */
   double kv_token_bytes;    /* per device and context token, all layers (K and V, bf16) */
-  double step_overhead_s;   /* engine time per step beyond the kernels */
+  double step_overhead_s;   /* engine time per step beyond the kernels (sv_engine_step_s at tp) */
   double seq_overhead_s;    /* engine time per step and scheduled sequence beyond the kernels */
   int nb;                   /* linear work of every layer at tokens[i] tokens */
   int tokens[SV_MAX_BUCKETS];
@@ -115,6 +115,22 @@ struct sv_infer {
   int fwd_seq;
 };
 
+/*
+ * An engine's time per step beyond its kernels, as measured for an engine and host (vLLM V0 on
+ * H100 by default; docs/SERVING.md, "Engine time"): step + seq x scheduled sequences, and on an
+ * engine of tp > 1 devices worker + worker_rank x (tp - 2) more (the multi-GPU executor: the
+ * driver hands every step's inputs to the other workers, which run in lockstep).
+ */
+struct sv_engine_time {
+  double step_s;
+  double seq_s;
+  double worker_s;
+  double worker_rank_s;
+};
+
+/* The fixed part of that time per step on an engine of tp devices. */
+double sv_engine_step_s(const struct sv_engine_time *et, int tp);
+
 /* The per-device weights and KV cache of the model at TP tp (no costing). */
 double sv_weight_bytes(const struct wl_model *m, int tp);
 double sv_kv_token_bytes(const struct wl_model *m, int tp);
@@ -125,12 +141,12 @@ double sv_token_flops(const struct wl_model *m, double ctx);
 
 /*
  * Cost the engine's kernels on layout (tp, ep) over the buckets of shape; the collectives are
- * registered in colls under group. The engine's time beyond its kernels (step_overhead +
- * seq_overhead x sequences) is the caller's measurement. 0 or an error naming tg->key.
+ * registered in colls under group. The engine's time beyond its kernels is the caller's measurement
+ * (et; NULL: none). 0 or an error naming tg->key.
  */
 int sv_infer_init(struct sv_infer *x, const struct sv_target *tg, struct op_cache *cache, struct sv_colls *colls,
-                  int group, int tp, bool ep, const struct sv_infer_shape *shape, double step_overhead_s,
-                  double seq_overhead_s, struct npu_diag *diag);
+                  int group, int tp, bool ep, const struct sv_infer_shape *shape, const struct sv_engine_time *et,
+                  struct npu_diag *diag);
 /* Time of a cost once the collectives are timed. */
 double sv_cost_s(const struct sv_infer *x, const struct sv_cost *c);
 

@@ -224,8 +224,7 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
   struct sv_group g[3] = {{prefill_ranks, s->tp, 1, "serve.tp"},
                           {0, job->prefill_tp, 1, s->prefill_tp ? "serve.prefill.tp" : "serve.tp"},
                           {0, 2, prefill_ranks, "serve.prefill.replicas"}};
-  int rc = sv_infer_init(&dec.x, &tg, cache, &colls, 0, s->tp, s->expert_parallel, &shape, s->step_overhead_s,
-                         s->seq_overhead_s, diag);
+  int rc = sv_infer_init(&dec.x, &tg, cache, &colls, 0, s->tp, s->expert_parallel, &shape, &s->engine, diag);
   dec.x.draft_layers = s->speculative == SV_SPEC_MTP ? 1 : 0;
   int kv_small = -1, kv_big = -1;
   const double small = 1 << 20, big = 64.0 * (1 << 20);
@@ -233,8 +232,7 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
     struct sv_target tp = tg;
     tp.key = g[1].key;
     struct sv_infer_shape sp = {s->max_batched_tokens, rows, job->longest, 0, 0}; /* it never decodes */
-    rc = sv_infer_init(&pre.x, &tp, cache, &colls, 1, job->prefill_tp, s->expert_parallel, &sp, s->step_overhead_s,
-                       s->seq_overhead_s, diag);
+    rc = sv_infer_init(&pre.x, &tp, cache, &colls, 1, job->prefill_tp, s->expert_parallel, &sp, &s->engine, diag);
     kv_small = sv_coll(&colls, IC_OP_SEND, small, 2);
     kv_big = sv_coll(&colls, IC_OP_SEND, big, 2);
   }

@@ -54,8 +54,7 @@ struct sv_spec {
   int preemption;              /* enum sv_preemption */
   double memory_utilization;   /* share of HBM the engine may use */
   bool graph;                  /* decode-only steps padded to graph capture sizes */
-  double step_overhead_s;      /* engine time per step beyond the kernels */
-  double seq_overhead_s;       /* engine time per step and scheduled sequence beyond the kernels */
+  struct sv_engine_time engine; /* engine time per step beyond the kernels */
   int speculative;             /* enum sv_speculative */
   int spec_tokens;             /* draft tokens per step and sequence */
   double spec_acceptance;      /* per draft token, given the ones before it were accepted */

@@ -5,10 +5,12 @@
  * block_size 16, chunked prefill and prefix caching on, gpu_memory_utilization 0.9, recompute
  * preemption, CUDA graphs on. Arrivals follow vLLM's benchmark_serving: gamma-distributed gaps
  * of shape `burstiness` and mean 1 / rate (Poisson at burstiness 1). The engine's time per step
- * beyond its kernels (step_overhead + seq_overhead x scheduled sequences) is a measurement:
- * vLLM's offline latency of Llama-3-8B (fp16, TP1) on one H100 at batch 1-64 (LLM-Inference-
- * Bench, arXiv 2411.00136) minus npusim's prediction of the same runs, per decode step, fitted
- * as 2.36 ms + 29 us per sequence (docs/RL.md, "Inference costs"); the RL rollout uses the same.
+ * beyond its kernels (serve/infer.h, struct sv_engine_time) is a measurement: vLLM's offline
+ * latency of Llama-3-8B (fp16, input = output = 128 tokens, batch 1-64) on H100 at TP 1, 2 and
+ * 4 (LLM-Inference-Bench, arXiv 2411.00136; calibration/data/engine.csv) minus npusim's
+ * prediction of the same runs, per step, fitted as 0.64 ms + 42 us per sequence, and 2.15 ms +
+ * 0.22 ms per device beyond two more on an engine of several devices (docs/SERVING.md, "Engine
+ * time"); the RL rollout uses the same.
  */
 #include "serve/serve.h"
 
@@ -94,11 +96,17 @@ static const struct npu_param params[] = {
     NPU_PARAM_BOOL("serve.graph", graph, "true",
          "decode-only steps run as captured graphs: padded up to the next capture size (1, 2, 4, 8, 16, ... "
          "vLLM's list up to 512); kernels are costed as queued on the stream either way"),
-    {"serve.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(step_overhead_s), 0, "2.36ms", NPU_PF_NONNEG, 0, 0, NULL,
+    {"serve.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.step_s), 0, "0.64ms", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step beyond the kernels (scheduler, input preparation, sampling, output processing); "
-     "default: vLLM on H100, fitted to LLM-Inference-Bench (docs/RL.md)"},
-    {"serve.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(seq_overhead_s), 0, "29us", NPU_PF_NONNEG, 0, 0, NULL,
+     "default: vLLM V0 on H100, fitted to LLM-Inference-Bench (docs/SERVING.md, Engine time)"},
+    {"serve.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.seq_s), 0, "42us", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step and scheduled sequence beyond the kernels; default: as serve.step_overhead"},
+    {"serve.worker_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.worker_s), 0, "2.15ms", NPU_PF_NONNEG, 0, 0, NULL,
+     "engine time per step added on an engine of more than one device (the multi-GPU executor hands each step's "
+     "inputs to its workers, which run in lockstep); default: as serve.step_overhead, fitted at TP 2 and 4"},
+    {"serve.worker_rank_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.worker_rank_s), 0, "0.22ms", NPU_PF_NONNEG, 0,
+     0, NULL, "engine time per step added for each device of an engine beyond the second; default: as "
+     "serve.worker_overhead"},
     NPU_PARAM_ENUM("serve.speculative.method", speculative, "none", spec_names,
          "speculative decoding: none; ngram (prompt lookup: drafts cost nothing on the device); mtp (a draft module "
          "of one decoder layer and the head per draft token: DeepSeek MTP, EAGLE)"),

@@ -36,8 +36,7 @@ static void fix_init(struct fix *f, int prompt_len, const char *const *sets)
   struct sv_target tg = {&f->job.model, &f->job.sys, f->job.run.fidelity, f->job.path, "rl.rollout.tp"};
   struct sv_infer_shape sh = {s->rollout.max_batched_tokens, 256, prompt_len + 4096, 256, 0};
   struct npu_diag d;
-  cr_assert_eq(sv_infer_init(&f->x, &tg, f->cache, &f->colls, RL_GROUP_ROLLOUT_TP, 1, false, &sh,
-                             s->rollout.step_overhead_s, s->rollout.seq_overhead_s, &d),
+  cr_assert_eq(sv_infer_init(&f->x, &tg, f->cache, &f->colls, RL_GROUP_ROLLOUT_TP, 1, false, &sh, &s->rollout.engine, &d),
                0, "%s", d.msg);
 }
 
@@ -120,8 +119,9 @@ Test(rl_rollout, fixed_lengths_grow_by_steps_times_the_overhead, .timeout = 60)
     struct rl_rollout_stats with, without;
     rl__rollout(&f.x, &f.job, len, n[i], 256, plenty, &with);
     rl__rollout(&g.x, &g.job, len, n[i], 256, plenty, &without);
-    tr_close(with.time_s - without.time_s, 300 * (2.36e-3 + n[i] * 29e-6), 1e-9, "300 steps x overhead");
-    tr_close(with.prefill_s - without.prefill_s, 2.36e-3 + n[i] * 29e-6, 1e-9, "the prefill step's overhead");
+    const struct sv_engine_time *et = &f.job.spec.rollout.engine; /* the defaults, at TP 1 */
+    tr_close(with.time_s - without.time_s, 300 * (et->step_s + n[i] * et->seq_s), 1e-9, "300 steps x overhead");
+    tr_close(with.prefill_s - without.prefill_s, et->step_s + n[i] * et->seq_s, 1e-9, "the prefill step's overhead");
     cr_assert_eq(with.decode_steps, 300);
   }
   fix_fini(&g);

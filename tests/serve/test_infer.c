@@ -1,7 +1,8 @@
 /*
  * test_infer.c - the inference step costs (serve/infer.c) against closed forms: decode is
  * memory-bound (weights read once per step, the KV cache at no more than the HBM bandwidth),
- * the engine's time beyond its kernels is exactly step_overhead + sequences x seq_overhead,
+ * the engine's time beyond its kernels is exactly step_overhead + sequences x seq_overhead (and
+ * worker_overhead + worker_rank_overhead x (tp - 2) more on an engine of several devices),
  * prefill of long prompts is compute-bound, MoE decode reads the experts it touches, and the
  * memory arithmetic of an engine.
  */
@@ -45,8 +46,7 @@ static void fix_init(struct fix *f, const char *system, const char *model, int t
   const struct sv_spec *s = &f->job.spec;
   struct sv_target tg = {&f->job.model, &f->job.sys, f->job.run.fidelity, f->job.path, "serve.tp"};
   struct sv_infer_shape sh = {s->max_batched_tokens, 256, 4096 + 256, 64, 0};
-  cr_assert_eq(sv_infer_init(&f->x, &tg, f->cache, &f->colls, 0, tp, ep, &sh, s->step_overhead_s, s->seq_overhead_s,
-                             &d),
+  cr_assert_eq(sv_infer_init(&f->x, &tg, f->cache, &f->colls, 0, tp, ep, &sh, &s->engine, &d),
                0, "%s", d.msg);
   for (int i = 0; i < f->colls.n; i++) f->colls.v[i].time_s = 0; /* kernels only */
 }
@@ -131,11 +131,33 @@ Test(infer, the_engine_time_is_step_overhead_plus_sequences_times_seq_overhead, 
   }
   fix_fini(&g);
   fix_fini(&f);
-  /* the defaults: 2.36 ms + 29 us per sequence (the RL rollout's measurement, docs/RL.md) */
+  /* the defaults: vLLM V0 on H100 (docs/SERVING.md, Engine time) */
   fix_init(&f, a2, llama4, 1, false, "");
-  cr_expect_float_eq(f.job.spec.step_overhead_s, 2.36e-3, 1e-12);
-  cr_expect_float_eq(f.job.spec.seq_overhead_s, 29e-6, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.step_s, 0.64e-3, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.seq_s, 42e-6, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.worker_s, 2.15e-3, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.worker_rank_s, 0.22e-3, 1e-12);
   fix_fini(&f);
+}
+
+Test(infer, an_engine_of_several_devices_adds_the_worker_time_to_every_step, .timeout = 60)
+{
+  /* step + worker + worker_rank x (tp - 2) at tp > 1; step alone at tp = 1 */
+  const char *on = "step_overhead = \"1ms\"; seq_overhead = \"0s\"; worker_overhead = \"2ms\"; "
+                   "worker_rank_overhead = \"0.5ms\";";
+  const char *off = "step_overhead = \"0s\"; seq_overhead = \"0s\"; worker_overhead = \"0s\"; "
+                    "worker_rank_overhead = \"0s\";";
+  const int tps[] = {1, 2, 4};
+  const double want[] = {1e-3, 3e-3, 4e-3};
+  for (int i = 0; i < 3; i++) {
+    struct fix f, g;
+    fix_init(&f, a2, llama4, tps[i], false, off);
+    fix_init(&g, a2, llama4, tps[i], false, on);
+    double d = decode(&g.x, 8, 8 * 3000.0, NULL) - decode(&f.x, 8, 8 * 3000.0, NULL);
+    cr_expect(fabs(d - want[i]) < 1e-12, "tp %d: %g s more, want %g", tps[i], d, want[i]);
+    fix_fini(&g);
+    fix_fini(&f);
+  }
 }
 
 Test(infer, a_long_prefill_is_compute_bound, .timeout = 60)
