@@ -172,9 +172,10 @@ struct vcase {
 #define WHY_LIB                                                                                                       \
   "npusim is fast on Llama-3-8B at TP 2 and 4 with long contexts and large batches (to -24% at TP 4, batch 64, "     \
   "length 2048, over the suite's whole grid), and not on Llama-2-7B at the same TP, so the time that grows with "    \
-  "batch x context (the KV reads) is short at GQA with few KV heads per device. Not attributed; a candidate: vLLM's " \
-  "paged-attention kernel of the time gives each query head its own blocks, so an H100 holding 2 of Llama-3-8B's "   \
-  "8 KV heads (TP 4) reads each 4 times, from L2 at best (docs/SERVING.md, Engine time)"
+  "batch x context (the KV reads) is short where a device holds few KV heads (GQA). Not attributed: npusim costs "   \
+  "decode attention with vLLM's own paged-attention algorithm, while vLLM of mid-2024 decoded on H100 with "         \
+  "FlashAttention's paged KV-cache kernel (vllm-flash-attn, vLLM PR 3648), whose efficiency at 2 KV heads per "      \
+  "device is not measured here (docs/SERVING.md, Engine time)"
 #define L128 "serve.prompt.mean=128", "serve.output.mean=128"
 
 static const struct vcase cases[] = {
