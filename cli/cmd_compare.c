@@ -9,6 +9,12 @@
  * name; numbers are shown with B - A and B / A, texts when they differ, and the columns only
  * one side has are listed. With --tolerance PCT a shared number that differs by more than PCT
  * percent of A's fails the command (exit 1, the message naming each: a regression check).
+ *
+ * Two collective tables (nccl-tests' output, or `npusim collective`'s, which prints the same
+ * columns; report/nccl_table.h) are compared size by size instead: the out-of-place time and
+ * bus bandwidth of A and B at every size both have, B / A, and the mean and largest time
+ * difference; --tolerance applies to the time at each size. A measured curve against the
+ * simulated one is the check a collective's calibration (docs/INTERCONNECT.md) starts from.
  */
 #include <errno.h>
 #include <math.h>
@@ -19,6 +25,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "report/nccl_table.h"
 #include "sweep/table.h"
 
 static const char usage[] =
@@ -29,9 +36,13 @@ static const char usage[] =
     "a sweep's or a batch's CSV) or directories holding summary.csv; PATH:N takes data row N\n"
     "(1-based, default 1). A measurement compares with a simulation when its CSV names its\n"
     "figures as npusim does (step_time_s, tokens_per_s, mfu, memory_peak_bytes, ...; docs/OUTPUTS.md).\n"
+    "Two collective tables (nccl-tests output, or what `npusim collective` prints: a '#' header\n"
+    "naming busbw, then rows of size count type redop root time algbw busbw ...) are compared\n"
+    "size by size: the out-of-place time and bus bandwidth, B / A per size, the mean and the\n"
+    "largest time difference.\n"
     "\n"
-    "  --tolerance PCT   fail (exit 1, naming them) when shared numbers differ from A's by more\n"
-    "                    than PCT percent\n";
+    "  --tolerance PCT   fail (exit 1, naming them) when shared numbers (collective tables: the\n"
+    "                    time at a size) differ from A's by more than PCT percent\n";
 
 struct side {
   char path[1100];
@@ -76,6 +87,80 @@ static bool number(const char *s, double *v)
   return !*end && errno == 0 && isfinite(*v);
 }
 
+/* Two collective tables, size by size (see the file comment). */
+static int compare_collectives(const char *pa, const char *pb, double tol, struct npu_buf *out,
+                               struct npu_diag *diag)
+{
+  struct nccl_table a, b;
+  int rc = nccl_table_read(pa, &a, diag);
+  if (rc) return rc;
+  rc = nccl_table_read(pb, &b, diag);
+  if (rc) return nccl_table_free(&a), rc;
+  npu_buf_printf(out, "A  %s (a collective's table, %d sizes)\nB  %s (a collective's table, %d sizes)\n\n", pa, a.n,
+                 pb, b.n);
+  npu_buf_printf(out, "  %14s %12s %12s %10s %14s %14s\n", "size(B)", "A time(us)", "B time(us)", "B / A",
+                 "A busbw(GB/s)", "B busbw(GB/s)");
+  int shared = 0, beyond = 0;
+  double sum = 0, sum_abs = 0, worst = -1, worst_size = 0;
+  struct npu_buf only_a = {0}, only_b = {0}, texts = {0}, bad = {0};
+  for (int i = 0; i < a.n; i++) {
+    const struct nccl_row *x = &a.rows[i], *y = NULL;
+    for (int k = 0; k < b.n && !y; k++)
+      if (b.rows[k].size == x->size) y = &b.rows[k];
+    if (!y) {
+      npu_buf_printf(&only_a, "%s%.0f", only_a.len ? ", " : "", x->size);
+      continue;
+    }
+    shared++;
+    if (strcmp(x->type, y->type) || strcmp(x->redop, y->redop))
+      npu_buf_printf(&texts, "  %.0f B: %s %s | %s %s\n", x->size, x->type, x->redop, y->type, y->redop);
+    char ratio[32] = "-";
+    double rel = x->time_us > 0 ? y->time_us / x->time_us - 1 : NAN;
+    if (x->time_us > 0) {
+      snprintf(ratio, sizeof ratio, "%.4f", y->time_us / x->time_us);
+      sum += rel;
+      sum_abs += fabs(rel);
+      if (fabs(rel) > worst) {
+        worst = fabs(rel);
+        worst_size = x->size;
+      }
+    }
+    bool out_of_tol = tol >= 0 && (x->time_us > 0 ? fabs(rel) * 100 > tol : y->time_us > 0);
+    npu_buf_printf(out, "  %14.0f %12.2f %12.2f %10s %14.2f %14.2f%s\n", x->size, x->time_us, y->time_us, ratio,
+                   x->busbw_gbps, y->busbw_gbps, out_of_tol ? "  beyond tolerance" : "");
+    if (out_of_tol && beyond++ < 6)
+      npu_buf_printf(&bad, "%s%.0f B %.4g -> %.4g us", bad.len ? "; " : "", x->size, x->time_us, y->time_us);
+  }
+  for (int k = 0; k < b.n; k++) {
+    bool found = false;
+    for (int i = 0; i < a.n && !found; i++) found = a.rows[i].size == b.rows[k].size;
+    if (!found) npu_buf_printf(&only_b, "%s%.0f", only_b.len ? ", " : "", b.rows[k].size);
+  }
+  if (texts.len) npu_buf_printf(out, "\ntypes or reductions that differ (A | B)\n%s", npu_buf_str(&texts));
+  if (only_a.len) npu_buf_printf(out, "\nsizes only in A, bytes: %s\n", npu_buf_str(&only_a));
+  if (only_b.len) npu_buf_printf(out, "\nsizes only in B, bytes: %s\n", npu_buf_str(&only_b));
+  if (worst >= 0)
+    npu_buf_printf(out, "\n%d sizes shared: time B / A - 1 mean %+.2f%%, mean |B / A - 1| %.2f%%, largest %.2f%% at %.0f B",
+                   shared, 100 * sum / shared, 100 * sum_abs / shared, 100 * worst, worst_size);
+  else
+    npu_buf_printf(out, "\n%d sizes shared", shared);
+  if (tol >= 0) npu_buf_printf(out, "; %d beyond %g%%", beyond, tol);
+  npu_buf_puts(out, "\n");
+  if (!shared)
+    rc = npu_diag_set(diag, "command line", 0, NULL, "%s and %s have no message size in common", pa, pb);
+  else if (beyond)
+    rc = (npu_diag_set(diag, NULL, 0, "--tolerance", "%d size%s beyond %g%%: %s%s", beyond, beyond == 1 ? "" : "s", tol,
+                       npu_buf_str(&bad), beyond > 6 ? "; ..." : ""),
+          NPU_EINTERNAL);
+  npu_buf_release(&only_a);
+  npu_buf_release(&only_b);
+  npu_buf_release(&texts);
+  npu_buf_release(&bad);
+  nccl_table_free(&a);
+  nccl_table_free(&b);
+  return rc;
+}
+
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   const char *args[2] = {NULL, NULL};
@@ -99,6 +184,14 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     }
   }
   if (!rc && nargs < 2) rc = npu_diag_set(diag, "command line", 0, NULL, "compare needs two results: A B");
+  if (!rc) {
+    bool ca = nccl_table_sniff(args[0]), cb = nccl_table_sniff(args[1]);
+    if (ca && cb) return compare_collectives(args[0], args[1], tol, out, diag);
+    if (ca != cb)
+      return npu_diag_set(diag, ca ? args[1] : args[0], 0, NULL,
+                          "is not a collective's table, while %s is (nccl-tests columns): compare two of a kind",
+                          ca ? args[0] : args[1]);
+  }
   struct side a, b;
   memset(&a, 0, sizeof a);
   memset(&b, 0, sizeof b);

@@ -73,3 +73,75 @@ Test(compare, a_measurement_under_npusim_names_is_checked_against_a_run)
   ts_rmtree(dir);
   free(dir);
 }
+
+/* nccl-tests' table (tests/cli/data: its layout, made-up numbers) against one whose times are
+ * twice A's at two sizes, with a size of its own: B / A 2 at each shared size, the mean +100%. */
+Test(compare, collective_tables_are_compared_size_by_size)
+{
+  char *dir = ts_tmpdir(), meas[2048];
+  snprintf(meas, sizeof meas, "%s/tests/cli/data/nccl_tests_all_reduce.txt", NPUSIM_SOURCE_DIR);
+  char *twice = ts_write(dir, "twice.txt",
+                         "#       size  count  type  redop  root  time  algbw  busbw\n"
+                         "     1048576 262144 float    sum    -1 40.00  26.21  45.88      1  dummy\n"
+                         "     2097152 524288 float    sum    -1 50.00  41.94  73.40      1  dummy\n"
+                         "    16777216 4194304 float   sum    -1 90.00 186.41 326.22      1  dummy\n");
+  struct run_result r = ts_npusim("compare", meas, twice, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "         1048576        20.00        40.00     2.0000          91.75          45.88\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "sizes only in A, bytes: 4194304, 8388608\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "sizes only in B, bytes: 16777216\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "2 sizes shared: time B / A - 1 mean +100.00%, mean |B / A - 1| 100.00%"), "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, twice, "--tolerance", "50", NULL);
+  cr_assert_eq(r.status, 1, "twice the time fails a 50%% tolerance: %s", r.out);
+  cr_assert(strstr(r.err, "--tolerance: 2 sizes beyond 50%: 1048576 B 20 -> 40 us; 2097152 B 25 -> 50 us"), "%s", r.err);
+  ts_run_free(&r);
+  /* what npusim collective prints is such a table: a measured curve against the simulated one */
+  r = ts_npusim("collective", "--op", "allreduce", "--bytes", "1MiB:8MiB", "--arch", "dgx-h100", "--ranks", "8", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *sim = ts_write(dir, "sim.txt", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, sim, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "4 sizes shared: "), "%s", r.out);
+  cr_assert(strstr(r.out, "types or reductions that differ") == NULL, "both float sum: %s", r.out);
+  ts_run_free(&r);
+  free(sim);
+  free(twice);
+  ts_rmtree(dir);
+  free(dir);
+}
+
+Test(compare, a_malformed_collective_row_is_refused_with_its_line)
+{
+  char *dir = ts_tmpdir(), meas[2048];
+  snprintf(meas, sizeof meas, "%s/tests/cli/data/nccl_tests_all_reduce.txt", NPUSIM_SOURCE_DIR);
+  char *bad = ts_write(dir, "bad.txt",
+                       "# size count type redop root time algbw busbw\n"
+                       "node01:1001:1001 [0] NCCL INFO a log line, not a row\n"
+                       "     1048576 262144 float sum -1 20.00 fast 91.75 0\n");
+  struct run_result r = ts_npusim("compare", meas, bad, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:3: not a row of a collective's table", bad);
+  cr_assert(strstr(r.err, want) && strstr(r.err, "time, algbw and busbw must be numbers >= 0"), "%s", r.err);
+  ts_run_free(&r);
+  char *csv = ts_write(dir, "m.csv", "step_time_s\n2.0\n");
+  r = ts_npusim("compare", meas, csv, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  cr_assert(strstr(r.err, "is not a collective's table"), "%s", r.err);
+  ts_run_free(&r);
+  char *dup = ts_write(dir, "dup.txt",
+                       "# size count type redop root time algbw busbw\n"
+                       " 8 2 float sum -1 1.0 0.01 0.01\n 8 2 float sum -1 1.0 0.01 0.01\n");
+  r = ts_npusim("compare", meas, dup, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  cr_assert(strstr(r.err, "size 8 B again (first at line 2)"), "%s", r.err);
+  ts_run_free(&r);
+  free(dup);
+  free(csv);
+  free(bad);
+  ts_rmtree(dir);
+  free(dir);
+}
