@@ -24,12 +24,13 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/compare.h"
 #include "common/err.h"
 #include "report/nccl_table.h"
 #include "sweep/table.h"
 
 static const char usage[] =
-    "usage: npusim compare A B [--tolerance PCT]\n"
+    "usage: npusim compare A B [--tolerance PCT] [--steps N] [--stage S]\n"
     "\n"
     "Show two results column by column: B - A and B / A for every number both have, the texts\n"
     "that differ, and the columns only one has. A and B are results CSVs (a run's summary.csv,\n"
@@ -40,9 +41,18 @@ static const char usage[] =
     "naming busbw, then rows of size count type redop root time algbw busbw ...) are compared\n"
     "size by size: the out-of-place time and bus bandwidth, B / A per size, the mean and the\n"
     "largest time difference.\n"
+    "A measured operator profile, msprof's op_statistic CSV (OP Type, Count, Total Time(us)),\n"
+    "compares with a run's operators.csv (B: the file, or the -o directory): per npusim\n"
+    "operator, the CANN types it stands for summed (MatMulV2 and BatchMatMul as gemm, forward\n"
+    "and backward together), calls and time per step of each and B / A; types npusim has no\n"
+    "operator for are listed with their time.\n"
     "\n"
     "  --tolerance PCT   fail (exit 1, naming them) when shared numbers (collective tables: the\n"
-    "                    time at a size) differ from A's by more than PCT percent\n";
+    "                    time at a size; a profile: an operator's time) differ from A's by more\n"
+    "                    than PCT percent\n"
+    "  --steps N         a profile: the training steps A covers (its totals are divided by N;\n"
+    "                    default 1)\n"
+    "  --stage S         a profile: the pipeline stage of B's operators to compare (default 0)\n";
 
 struct side {
   char path[1100];
@@ -164,7 +174,8 @@ static int compare_collectives(const char *pa, const char *pb, double tol, struc
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   const char *args[2] = {NULL, NULL};
-  int nargs = 0, rc = 0;
+  int nargs = 0, rc = 0, nsteps = 1, stage = 0;
+  const char *profile_opt = NULL; /* --steps or --stage: for a measured profile only */
   double tol = -1;
   for (int i = 1; i < argc && !rc; i++) {
     if (!strcmp(argv[i], "--tolerance")) {
@@ -175,6 +186,17 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
                           i + 1 < argc ? argv[i + 1] : "");
       tol = v;
       i++;
+    } else if (!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--stage")) {
+      char *end;
+      long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+      bool steps = argv[i][4] == 'e';
+      if (i + 1 >= argc || end == argv[i + 1] || *end || v < (steps ? 1 : 0) || v > 1000000)
+        rc = npu_diag_set(diag, "command line", 0, argv[i], "expected a whole number %s, got '%s'",
+                          steps ? ">= 1" : ">= 0", i + 1 < argc ? argv[i + 1] : "");
+      else if (steps) nsteps = (int)v;
+      else stage = (int)v;
+      profile_opt = argv[i];
+      i++;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       rc = cli_bad_arg(diag, "compare", argv[i]);
     } else if (nargs < 2) {
@@ -184,6 +206,15 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     }
   }
   if (!rc && nargs < 2) rc = npu_diag_set(diag, "command line", 0, NULL, "compare needs two results: A B");
+  if (!rc && cli_is_op_statistic(args[0]))
+    return cli_compare_op_statistic(args[0], args[1], nsteps, stage, tol, out, diag);
+  if (!rc && cli_is_op_statistic(args[1]))
+    return npu_diag_set(diag, args[1], 0, NULL, "is msprof's op_statistic: the measured profile goes first (A), "
+                                                "the run's operators.csv second (B)");
+  if (!rc && profile_opt)
+    return npu_diag_set(diag, "command line", 0, profile_opt,
+                        "applies to a measured operator profile (msprof's op_statistic as A), and %s is none",
+                        args[0]);
   if (!rc) {
     bool ca = nccl_table_sniff(args[0]), cb = nccl_table_sniff(args[1]);
     if (ca && cb) return compare_collectives(args[0], args[1], tol, out, diag);

@@ -145,3 +145,61 @@ Test(compare, a_malformed_collective_row_is_refused_with_its_line)
   ts_rmtree(dir);
   free(dir);
 }
+
+/* msprof's op_statistic (tests/cli/data: its columns, made-up numbers) over 2 steps against an
+ * operators.csv of two stages: CANN types summed per npusim operator (MatMulV2 + BatchMatMulV2
+ * as gemm: 4.4 s over 2 steps, 2200 ms a step), halved by --steps, B / A per operator, types
+ * npusim has no operator for listed with their time. */
+Test(compare, a_measured_operator_profile_is_compared_per_operator_and_step)
+{
+  char *dir = ts_tmpdir(), meas[2048];
+  snprintf(meas, sizeof meas, "%s/tests/cli/data/msprof_op_statistic.csv", NPUSIM_SOURCE_DIR);
+  char *ops = ts_write(dir, "operators.csv",
+                       "stage,ep,op,category,calls,total_s,mean_s,min_s,max_s,step_share\n"
+                       "0,0,gemm,gemm,3136,4.4,0.0014,0.0014,0.0014,0.6\n"
+                       "0,0,flash_attention,attention,512,1.1,0.002,0.002,0.002,0.2\n"
+                       "0,0,swiglu,vector,512,0.1,0.0002,0.0002,0.0002,0.02\n"
+                       "1,0,gemm,gemm,3136,2.2,0.0007,0.0007,0.0007,0.6\n");
+  struct run_result r = ts_npusim("compare", meas, ops, "--steps", "2", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "  gemm                         3136       3136     2200.000     4400.000     2.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  flash_attention               512        512     1100.000     1100.000     1.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  rms_norm                     1056          0      100.000        0.000          -\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  swiglu                          0        512        0.000      100.000          -\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "types npusim has no operator for (A, per step): Cast 100.000 ms, TransData 500.000 ms\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "2 operators on both sides: mean |B / A - 1| 50.00%\n"), "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, ops, "--steps", "2", "--stage", "1", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "  gemm                         3136       3136     2200.000     2200.000     1.0000\n"), "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, ops, "--steps", "2", "--tolerance", "10", NULL);
+  cr_assert_eq(r.status, 1, "gemm twice the profile's fails 10%%: %s", r.out);
+  cr_assert(strstr(r.err, "--tolerance: 1 operator beyond 10%: gemm 2200 -> 4400 ms"), "%s", r.err);
+  ts_run_free(&r);
+  /* refusals: --steps without a profile, a profile second, a malformed count */
+  r = ts_npusim("compare", ops, ops, "--steps", "2", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "--steps: applies to a measured operator profile"), "%s", r.err);
+  ts_run_free(&r);
+  r = ts_npusim("compare", ops, meas, NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "is msprof's op_statistic: the measured profile goes first (A)"), "%s", r.err);
+  ts_run_free(&r);
+  char *bad = ts_write(dir, "bad.csv", "OP Type,Count,Total Time(us)\nMatMulV2,many,10.0\n");
+  r = ts_npusim("compare", bad, ops, NULL);
+  cr_assert_eq(r.status, 2);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:2: Count and Total Time(us) must be numbers >= 0", bad);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, ops, "--stage", "5", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "has no operator of stage 5"), "%s", r.err);
+  ts_run_free(&r);
+  free(bad);
+  free(ops);
+  ts_rmtree(dir);
+  free(dir);
+}

@@ -1,0 +1,26 @@
+/*
+ * compare.h - the parts of `npusim compare` that read measured profiles (compare_ops.c).
+ */
+#ifndef NPUSIM_CLI_COMPARE_H
+#define NPUSIM_CLI_COMPARE_H
+
+#include <stdbool.h>
+
+#include "common/diag.h"
+#include "common/strutil.h"
+
+/* The npusim operator a CANN operator type (msprof's "OP Type") is costed as, or NULL. */
+const char *cli_cann_op(const char *type);
+
+/* Whether path is msprof's op_statistic CSV (a header with "OP Type" and "Total Time(us)"). */
+bool cli_is_op_statistic(const char *path);
+
+/*
+ * measured (op_statistic over `steps` steps) against simulated (npusim's operators.csv, or the
+ * -o directory holding it), stage `stage`: per npusim operator the calls and time per step of
+ * each, B / A; with tol >= 0 an operator further than tol percent fails (NPU_EINTERNAL).
+ */
+int cli_compare_op_statistic(const char *measured, const char *simulated, int steps, int stage, double tol,
+                             struct npu_buf *out, struct npu_diag *diag);
+
+#endif
