@@ -9,6 +9,7 @@
 #include "common/diag.h"
 #include "common/err.h"
 #include "common/units.h"
+#include "report/nccl_table.h"
 #include "scenario/scenario.h"
 #include "sweep/table.h"
 
@@ -87,5 +88,15 @@ int fuzz_csv(const uint8_t *data, size_t size)
     for (int i = 0; i < t.ncols; i++) sw_table_col(&t, t.cols[i]);
   }
   sw_table_free(&t);
+  return 0;
+}
+
+int fuzz_nccl(const uint8_t *data, size_t size)
+{
+  struct nccl_table t;
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  const char *path = fuzz_file("t.txt", data, size);
+  if (nccl_table_sniff(path) && nccl_table_read(path, &t, &d) == 0) nccl_table_free(&t);
   return 0;
 }

@@ -69,6 +69,11 @@ Test(fuzz, results_csvs_of_the_corpus)
   cr_assert_geq(replay(fuzz_csv, CORPUS "csv", false), 5);
 }
 
+Test(fuzz, collective_tables_of_the_corpus)
+{
+  cr_assert_geq(replay(fuzz_nccl, CORPUS "nccl", false), 5);
+}
+
 Test(fuzz, scenario_files_of_the_corpus_and_of_the_project)
 {
   int n = replay(fuzz_scenario, CORPUS "scenario", false);
