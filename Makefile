@@ -49,7 +49,7 @@ golden: build
 fuzz: deps
 	@command -v clang >/dev/null || { echo "fuzz: needs clang (libFuzzer)"; exit 1; }
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_FUZZ=ON -DNPUSIM_WERROR=OFF >/dev/null
-	@cmake --build $(BUILD_FUZZ) -j$(JOBS) --target npusim fuzz_units fuzz_set fuzz_scenario fuzz_csv fuzz_nccl
+	@cmake --build $(BUILD_FUZZ) -j$(JOBS) --target npusim fuzz_units fuzz_set fuzz_scenario fuzz_csv fuzz_nccl fuzz_kineto
 	@scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
 
 bench: build

@@ -26,6 +26,7 @@
 #include "cli/cli.h"
 #include "cli/compare.h"
 #include "common/err.h"
+#include "report/kineto.h"
 #include "report/nccl_table.h"
 #include "sweep/table.h"
 
@@ -45,12 +46,15 @@ static const char usage[] =
     "compares with a run's operators.csv (B: the file, or the -o directory): per npusim\n"
     "operator, the CANN types it stands for summed (MatMulV2 and BatchMatMul as gemm, forward\n"
     "and backward together), calls and time per step of each and B / A; types npusim has no\n"
-    "operator for are listed with their time.\n"
+    "operator for are listed with their time. A PyTorch profiler trace (Kineto's JSON) compares\n"
+    "the same way by category: its GPU kernels classed by name (nccl: communication; flash,\n"
+    "fmha, attention: attention; gemm, cutlass, cublas, nvjet: gemm; adam: optimizer; the rest:\n"
+    "vector), memory copies apart, against the run's operators by category.\n"
     "\n"
     "  --tolerance PCT   fail (exit 1, naming them) when shared numbers (collective tables: the\n"
     "                    time at a size; a profile: an operator's time) differ from A's by more\n"
     "                    than PCT percent\n"
-    "  --steps N         a profile: the training steps A covers (its totals are divided by N;\n"
+    "  --steps N         a profile or trace: the steps A covers (its totals are divided by N;\n"
     "                    default 1)\n"
     "  --stage S         a profile: the pipeline stage of B's operators to compare (default 0)\n";
 
@@ -208,12 +212,17 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (!rc && nargs < 2) rc = npu_diag_set(diag, "command line", 0, NULL, "compare needs two results: A B");
   if (!rc && cli_is_op_statistic(args[0]))
     return cli_compare_op_statistic(args[0], args[1], nsteps, stage, tol, out, diag);
+  if (!rc && kineto_sniff(args[0])) return cli_compare_kineto(args[0], args[1], nsteps, stage, tol, out, diag);
+  if (!rc && kineto_sniff(args[1]))
+    return npu_diag_set(diag, args[1], 0, NULL, "is a PyTorch profiler trace: the measured profile goes first (A), "
+                                                "the run's operators.csv second (B)");
   if (!rc && cli_is_op_statistic(args[1]))
     return npu_diag_set(diag, args[1], 0, NULL, "is msprof's op_statistic: the measured profile goes first (A), "
                                                 "the run's operators.csv second (B)");
   if (!rc && profile_opt)
     return npu_diag_set(diag, "command line", 0, profile_opt,
-                        "applies to a measured operator profile (msprof's op_statistic as A), and %s is none",
+                        "applies to a measured profile (msprof's op_statistic or a PyTorch profiler trace as A), "
+                        "and %s is none",
                         args[0]);
   if (!rc) {
     bool ca = nccl_table_sniff(args[0]), cb = nccl_table_sniff(args[1]);

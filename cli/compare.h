@@ -23,4 +23,15 @@ bool cli_is_op_statistic(const char *path);
 int cli_compare_op_statistic(const char *measured, const char *simulated, int steps, int stage, double tol,
                              struct npu_buf *out, struct npu_diag *diag);
 
+/* The category npusim costs a Kineto event as (cat "kernel": by its name; gpu_memcpy and
+ * gpu_memset: "memcpy"), or NULL for host events. */
+const char *cli_kernel_category(const char *cat, const char *name);
+
+/*
+ * measured (a PyTorch profiler trace over `steps` steps) against simulated (operators.csv or its
+ * directory), stage `stage`: GPU kernel time per step by category beside npusim's; tol as above.
+ */
+int cli_compare_kineto(const char *measured, const char *simulated, int steps, int stage, double tol,
+                       struct npu_buf *out, struct npu_diag *diag);
+
 #endif

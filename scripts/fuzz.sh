@@ -19,7 +19,7 @@ dict="$build/npusim.dict"
   done
 } > "$dict"
 total=0
-for t in units set scenario csv nccl; do
+for t in units set scenario csv nccl kineto; do
   c="$build/corpus/$t"
   mkdir -p "$c"
   cp -n "$src/tests/fuzz/corpus/$t/"* "$c/" 2>/dev/null || true

@@ -162,17 +162,17 @@ Test(compare, a_measured_operator_profile_is_compared_per_operator_and_step)
                        "1,0,gemm,gemm,3136,2.2,0.0007,0.0007,0.0007,0.6\n");
   struct run_result r = ts_npusim("compare", meas, ops, "--steps", "2", NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert(strstr(r.out, "  gemm                         3136       3136     2200.000     4400.000     2.0000\n"), "%s", r.out);
-  cr_assert(strstr(r.out, "  flash_attention               512        512     1100.000     1100.000     1.0000\n"), "%s", r.out);
-  cr_assert(strstr(r.out, "  rms_norm                     1056          0      100.000        0.000          -\n"), "%s", r.out);
-  cr_assert(strstr(r.out, "  swiglu                          0        512        0.000      100.000          -\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  gemm                       3136.0       3136     2200.000     4400.000     2.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  flash_attention             512.0        512     1100.000     1100.000     1.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  rms_norm                   1056.0          0      100.000        0.000          -\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  swiglu                        0.0        512        0.000      100.000          -\n"), "%s", r.out);
   cr_assert(strstr(r.out, "types npusim has no operator for (A, per step): Cast 100.000 ms, TransData 500.000 ms\n"),
             "%s", r.out);
   cr_assert(strstr(r.out, "2 operators on both sides: mean |B / A - 1| 50.00%\n"), "%s", r.out);
   ts_run_free(&r);
   r = ts_npusim("compare", meas, ops, "--steps", "2", "--stage", "1", NULL);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert(strstr(r.out, "  gemm                         3136       3136     2200.000     2200.000     1.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  gemm                       3136.0       3136     2200.000     2200.000     1.0000\n"), "%s", r.out);
   ts_run_free(&r);
   r = ts_npusim("compare", meas, ops, "--steps", "2", "--tolerance", "10", NULL);
   cr_assert_eq(r.status, 1, "gemm twice the profile's fails 10%%: %s", r.out);
@@ -181,7 +181,7 @@ Test(compare, a_measured_operator_profile_is_compared_per_operator_and_step)
   /* refusals: --steps without a profile, a profile second, a malformed count */
   r = ts_npusim("compare", ops, ops, "--steps", "2", NULL);
   cr_assert_eq(r.status, 2);
-  cr_assert(strstr(r.err, "--steps: applies to a measured operator profile"), "%s", r.err);
+  cr_assert(strstr(r.err, "--steps: applies to a measured profile"), "%s", r.err);
   ts_run_free(&r);
   r = ts_npusim("compare", ops, meas, NULL);
   cr_assert_eq(r.status, 2);
@@ -197,6 +197,53 @@ Test(compare, a_measured_operator_profile_is_compared_per_operator_and_step)
   r = ts_npusim("compare", meas, ops, "--stage", "5", NULL);
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "has no operator of stage 5"), "%s", r.err);
+  ts_run_free(&r);
+  free(bad);
+  free(ops);
+  ts_rmtree(dir);
+  free(dir);
+}
+
+/* A PyTorch profiler trace (tests/cli/data: Kineto's layout, made-up times) over 2 steps against
+ * an operators.csv: GPU kernels classed by name and summed per category (the cuBLAS and nvjet
+ * GEMMs 4 ms: 2 ms a step; the flash kernel, whose name also says cutlass, is attention; NCCL is
+ * communication, beside the run's TP and DP collectives summed), host events left out. */
+Test(compare, a_pytorch_profiler_trace_is_compared_per_category_and_step)
+{
+  char *dir = ts_tmpdir(), meas[2048];
+  snprintf(meas, sizeof meas, "%s/tests/cli/data/kineto_trace.json", NPUSIM_SOURCE_DIR);
+  char *ops = ts_write(dir, "operators.csv",
+                       "stage,ep,op,category,calls,total_s,mean_s,min_s,max_s,step_share\n"
+                       "0,0,gemm,gemm,4,0.002,0,0,0,0\n"
+                       "0,0,flash_attention,attention,2,0.0009,0,0,0,0\n"
+                       "0,0,tp allreduce,tp_comm,2,0.0002,0,0,0,0\n"
+                       "0,0,dp reducescatter,dp_comm,1,0.0001,0,0,0,0\n"
+                       "0,0,rms_norm,vector,3,0.0002,0,0,0,0\n");
+  struct run_result r = ts_npusim("compare", meas, ops, "--steps", "2", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "  gemm                          1.0          4        2.000        2.000     1.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  attention                     0.5          2        0.600        0.900     1.5000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  communication                 0.5          3        0.300        0.300     1.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  vector                        0.5          3        0.100        0.200     2.0000\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  optimizer                     0.5          0        0.200        0.000          -\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "  memcpy                        0.5          0        0.020        0.000          -\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "4 categories on both sides: mean |B / A - 1| 37.50%\n"), "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, ops, "--steps", "2", "--tolerance", "60", NULL);
+  cr_assert_eq(r.status, 1, "vector twice the trace's: %s", r.out);
+  cr_assert(strstr(r.err, "--tolerance: 1 category beyond 60%: vector 0.1 -> 0.2 ms"), "%s", r.err);
+  ts_run_free(&r);
+  /* malformed JSON: refused with its line */
+  char *bad = ts_write(dir, "bad.json", "{\n  \"traceEvents\": [\n    {\"ph\": \"X\", \"name\": \"k\", \"dur\": 1,}\n  ]\n}\n");
+  r = ts_npusim("compare", bad, ops, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:3: not a trace's JSON: expected a string", bad);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  ts_run_free(&r);
+  r = ts_npusim("compare", ops, meas, NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "is a PyTorch profiler trace: the measured profile goes first (A)"), "%s", r.err);
   ts_run_free(&r);
   free(bad);
   free(ops);

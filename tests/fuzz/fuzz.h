@@ -18,6 +18,7 @@ int fuzz_set(const uint8_t *data, size_t size);      /* --set KEY=VALUE on a tra
 int fuzz_scenario(const uint8_t *data, size_t size); /* a scenario file of any kind, loaded and checked */
 int fuzz_csv(const uint8_t *data, size_t size);      /* a results CSV (merge, report, plot, compare) */
 int fuzz_nccl(const uint8_t *data, size_t size);     /* a collective's table, nccl-tests' layout (compare) */
+int fuzz_kineto(const uint8_t *data, size_t size);   /* a PyTorch profiler trace, Kineto's JSON (compare) */
 
 /* Scenarios the loader accepted so far (fuzz_set, fuzz_scenario), for the replay test. */
 extern int fuzz_loaded;

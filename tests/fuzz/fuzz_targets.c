@@ -9,6 +9,7 @@
 #include "common/diag.h"
 #include "common/err.h"
 #include "common/units.h"
+#include "report/kineto.h"
 #include "report/nccl_table.h"
 #include "scenario/scenario.h"
 #include "sweep/table.h"
@@ -98,5 +99,21 @@ int fuzz_nccl(const uint8_t *data, size_t size)
   npu_diag_clear(&d);
   const char *path = fuzz_file("t.txt", data, size);
   if (nccl_table_sniff(path) && nccl_table_read(path, &t, &d) == 0) nccl_table_free(&t);
+  return 0;
+}
+
+static void count_event(const struct kineto_event *ev, void *ctx)
+{
+  *(double *)ctx += ev->dur_us + (double)strlen(ev->cat) + (double)strlen(ev->name);
+}
+
+int fuzz_kineto(const uint8_t *data, size_t size)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  double sum = 0;
+  const char *path = fuzz_file("t.json", data, size);
+  kineto_sniff(path);
+  kineto_read(path, count_event, &sum, &d);
   return 0;
 }

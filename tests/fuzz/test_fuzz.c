@@ -74,6 +74,11 @@ Test(fuzz, collective_tables_of_the_corpus)
   cr_assert_geq(replay(fuzz_nccl, CORPUS "nccl", false), 5);
 }
 
+Test(fuzz, profiler_traces_of_the_corpus)
+{
+  cr_assert_geq(replay(fuzz_kineto, CORPUS "kineto", false), 5);
+}
+
 Test(fuzz, scenario_files_of_the_corpus_and_of_the_project)
 {
   int n = replay(fuzz_scenario, CORPUS "scenario", false);
