@@ -20,7 +20,8 @@
 #include "scenario/scenario.h"
 
 static const char usage[] =
-    "usage: npusim run SCENARIO.cfg [-o DIR] [--trace[=gz]] [--progress|--no-progress] [--set KEY=VALUE]...\n"
+    "usage: npusim run SCENARIO.cfg [-o DIR] [--trace[=gz]] [--html FILE] [--progress|--no-progress]\n"
+    "                  [--set KEY=VALUE]...\n"
     "\n"
     "Simulate one training step of a scenario: the system (chip, node, cluster), the model\n"
     "and the parallel plan. Prints step time, tokens/s, MFU and HFU (with the formula and the\n"
@@ -37,6 +38,9 @@ static const char usage[] =
     "  --trace      with -o: DIR/trace.json, a Chrome trace (a track per stage and stream),\n"
     "               streamed to disk while the scenario runs, never cut\n"
     "  --trace=gz   the same, gzip-compressed: DIR/trace.json.gz\n"
+    "  --html FILE  a training step: one self-contained HTML page (no network) with the key\n"
+    "               figures, the step breakdown and the memory per stage as charts, and the\n"
+    "               slowest stage's operators\n"
     "  --progress   a progress line on stderr (kernels costed, schedule slots replayed, blocks of\n"
     "               an event-fidelity kernel); the default when stderr is a terminal;\n"
     "               --no-progress turns it off\n"
@@ -78,11 +82,25 @@ static int write_outputs(const char *dir, const struct scn_scenario *s, struct n
   return rc;
 }
 
+/* The directory a file is to be written in exists and takes files. */
+static int writable_parent(const char *file, struct npu_diag *diag)
+{
+  char d[4096];
+  npu_strlcpy(d, file, sizeof d);
+  char *slash = strrchr(d, '/');
+  if (slash == d) slash[1] = '\0';
+  else if (slash) *slash = '\0';
+  else npu_strlcpy(d, ".", sizeof d);
+  if (access(d, W_OK | X_OK))
+    return npu_diag_set(diag, file, 0, "--html", "cannot write into %s: %s", d, strerror(errno)), NPU_EIO;
+  return 0;
+}
+
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   /* several scenarios, or --csv: a batch run, one CSV row per scenario (cli/cmd_sweep.c) */
   if (cli_run_is_batch(argc, argv)) return cli_run_batch(argc, argv, out, diag);
-  const char *path = NULL, *dir = NULL;
+  const char *path = NULL, *dir = NULL, *html = NULL;
   bool want_trace = false, gzip = false;
   int progress = -1; /* on when stderr is a terminal */
   struct cli_sets sets = {0};
@@ -94,6 +112,9 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     else if (!strcmp(argv[i], "-o")) {
       if (i + 1 >= argc) rc = npu_diag_set(diag, "command line", 0, "-o", "needs a directory");
       else dir = argv[++i];
+    } else if (!strcmp(argv[i], "--html")) {
+      if (i + 1 >= argc) rc = npu_diag_set(diag, "command line", 0, "--html", "needs a file name");
+      else html = argv[++i];
     } else if (!strcmp(argv[i], "--progress") || !strcmp(argv[i], "--no-progress")) {
       progress = argv[i][2] == 'p';
     } else if (!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace=gz")) {
@@ -113,8 +134,13 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   struct rpt_trace_file *tf = NULL;
   char tpath[4096];
   if (!rc) rc = scn_load(&s, NULL, path, (const char *const *)sets.items, sets.n, diag);
-  /* the directory and the trace before the run: an unwritable -o fails before any simulation */
+  if (!rc && html && !scn_has_html(s))
+    rc = npu_diag_set(diag, "command line", 0, "--html", "a %s scenario has no HTML report yet (training has)",
+                      s->kind->name);
+  /* the directory, the HTML file's and the trace before the run: unwritable, they fail before
+   * any simulation */
   if (!rc && dir) rc = ensure_dir(dir, diag);
+  if (!rc && html) rc = writable_parent(html, diag);
   if (!rc && want_trace) {
     snprintf(tpath, sizeof tpath, "%s/%s", dir, gzip ? "trace.json.gz" : "trace.json");
     rc = rpt_trace_file_open(&tf, tpath, "--trace", diag);
@@ -129,6 +155,12 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   }
   if (!rc && tf) rc = rpt_trace_file_close(tf, &s->trace, diag), tf = NULL;
   if (!rc && dir) rc = write_outputs(dir, s, diag);
+  if (!rc && html) {
+    struct npu_buf page = {0};
+    scn_html(s, &page);
+    rc = cli_write_file(html, &page, "--html", diag);
+    npu_buf_release(&page);
+  }
   if (!rc) scn_text(s, out);
   rpt_trace_file_abort(tf);
   scn_destroy(s);

@@ -217,7 +217,8 @@ bool cli_run_is_batch(int argc, char **argv)
   int files = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--csv") || !strncmp(argv[i], "--csv=", 6)) return true;
-    if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--set") || !strcmp(argv[i], "-j") || !strcmp(argv[i], "--timeout"))
+    if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--set") || !strcmp(argv[i], "-j") || !strcmp(argv[i], "--timeout") ||
+        !strcmp(argv[i], "--html"))
       i++;
     else if (argv[i][0] != '-') files++;
   }

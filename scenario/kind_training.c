@@ -71,6 +71,11 @@ static void text(const struct scn_scenario *s, struct npu_buf *out)
   wl_summary_text(&T(s)->job, &T(s)->res, out);
 }
 
+static void html(const struct scn_scenario *s, struct npu_buf *out)
+{
+  wl_summary_html(&T(s)->job, &T(s)->res, out);
+}
+
 /* operators.csv: the per-operator statistics of the slowest stage (workloads/opstats.h). */
 static const char *extra_file(const struct scn_scenario *s, int i, struct npu_buf *out)
 {
@@ -108,6 +113,7 @@ const struct scn_kind scn__kind_training = {
     .json = json,
     .text = text,
     .extra_file = extra_file,
+    .html = html,
     .set_display = set_display,
     .release = release,
     .probe_open = probe_open,

@@ -154,6 +154,17 @@ const char *scn_extra_file(const struct scn_scenario *s, int i, struct npu_buf *
   return s->kind->extra_file ? s->kind->extra_file(s, i, out) : NULL;
 }
 
+bool scn_has_html(const struct scn_scenario *s)
+{
+  return s->kind->html != NULL;
+}
+
+void scn_html(const struct scn_scenario *s, struct npu_buf *out)
+{
+  NPU_ASSERT(s->ran && s->kind->html);
+  s->kind->html(s, out);
+}
+
 /* The first line of a CSV text, without its newline. */
 static void first_line(struct npu_buf *out, const struct npu_buf *csv)
 {

@@ -81,6 +81,8 @@ struct scn_kind {
   /* Further files of `npusim run -o DIR` (NULL: none): the name of file i (i = 0, 1, ...; NULL
    * past the last) and its contents. */
   const char *(*extra_file)(const struct scn_scenario *s, int i, struct npu_buf *out);
+  /* One self-contained HTML page of the result (`npusim run --html`); NULL: the kind has none. */
+  void (*html)(const struct scn_scenario *s, struct npu_buf *out);
   void (*set_display)(struct scn_scenario *s, const char *name);   /* the name the scenario column shows */
   void (*release)(struct scn_scenario *s);                         /* frees s */
   /* Probes (sweeps): open (load with the kind's sections, overrides applied), finish (the
@@ -134,6 +136,9 @@ void scn_csv(const struct scn_scenario *s, struct npu_buf *out);
 /* The kind's further output file i (npusim run -o): its name, with its contents in out; NULL
  * past the last. */
 const char *scn_extra_file(const struct scn_scenario *s, int i, struct npu_buf *out);
+/* Whether the scenario's kind writes an HTML report; after scn_run, the page into out. */
+bool scn_has_html(const struct scn_scenario *s);
+void scn_html(const struct scn_scenario *s, struct npu_buf *out);
 
 /* The CSV header of a kind's columns, one line without its newline (a sweep's metric columns). */
 void scn_kind_header(const struct scn_kind *kind, struct npu_buf *out);

@@ -108,7 +108,7 @@ int wl_op_stats(const struct wl_program *p, int rank, struct wl_op_stat **out)
 }
 
 /* The slowest replay rank's statistics. */
-static int slowest(const struct wl_result *r, struct wl_op_stat **out)
+int wl_op_stats_slowest(const struct wl_result *r, struct wl_op_stat **out)
 {
   const struct wl_stage_result *sr = &r->stages[r->slowest_stage];
   return wl_op_stats(r->program, sr->stage * r->program->E + sr->ep, out);
@@ -117,7 +117,7 @@ static int slowest(const struct wl_result *r, struct wl_op_stat **out)
 void wl_op_stats_text(const struct wl_result *r, int top, struct npu_buf *out)
 {
   struct wl_op_stat *s;
-  int n = slowest(r, &s);
+  int n = wl_op_stats_slowest(r, &s);
   const struct wl_stage_result *sr = &r->stages[r->slowest_stage];
   char who[32] = "";
   if (r->ep > 1) snprintf(who, sizeof who, " (EP rank %d)", sr->ep);
@@ -136,7 +136,7 @@ void wl_op_stats_text(const struct wl_result *r, int top, struct npu_buf *out)
 void wl_op_stats_json(const struct wl_result *r, struct npu_json *j)
 {
   struct wl_op_stat *s;
-  int n = slowest(r, &s);
+  int n = wl_op_stats_slowest(r, &s);
   npu_json_array_begin(j);
   for (int i = 0; i < n; i++) {
     npu_json_object_begin(j);
@@ -168,7 +168,7 @@ static void real(struct npu_buf *out, double v)
 void wl_op_stats_csv(const struct wl_result *r, struct npu_buf *out)
 {
   struct wl_op_stat *s;
-  int n = slowest(r, &s);
+  int n = wl_op_stats_slowest(r, &s);
   const struct wl_stage_result *sr = &r->stages[r->slowest_stage];
   npu_buf_printf(out, "stage,ep,op,category,calls,total_s,mean_s,min_s,max_s,step_share\n");
   for (int i = 0; i < n; i++) {

@@ -31,6 +31,9 @@ struct wl_op_stat {
  * (ties by name); *out is allocated (free it). Returns the number of operators. */
 int wl_op_stats(const struct wl_program *p, int rank, struct wl_op_stat **out);
 
+/* The statistics of the result's slowest replay rank (as wl_op_stats); their count. */
+int wl_op_stats_slowest(const struct wl_result *r, struct wl_op_stat **out);
+
 /* The table of the result's slowest replay rank: as text (the top `top` operators; 0: all),
  * and as CSV (a header and a row per operator: op, category, calls, total_s, mean_s, min_s,
  * max_s, share of the step). */

@@ -23,7 +23,7 @@ static const char *dtype_name(const struct wl_plan *p)
   return p->dtype == WL_DTYPE_FP16 ? "fp16" : "bf16";
 }
 
-static void plan_text(const struct wl_plan *p, char *buf, size_t n)
+void wl_plan_text(const struct wl_plan *p, char *buf, size_t n)
 {
   char rc[128];
   snprintf(rc, sizeof rc, "%s", (const char *[]){"none", "selective", "full"}[p->recompute]);
@@ -82,7 +82,7 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
   const struct wl_model *m = &job->model;
   const struct wl_plan *p = &job->plan;
   char plan[512];
-  plan_text(p, plan, sizeof plan);
+  wl_plan_text(p, plan, sizeof plan);
   char mtp[96] = "";
   if (m->mtp_layers)
     snprintf(mtp, sizeof mtp, ", with %d MTP module%s of %.1fB", m->mtp_layers, m->mtp_layers > 1 ? "s" : "",
@@ -167,7 +167,7 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_key(&j, "seed");
   npu_json_int(&j, job->run.seed);
   char plan[512];
-  plan_text(&job->plan, plan, sizeof plan);
+  wl_plan_text(&job->plan, plan, sizeof plan);
   npu_json_key(&j, "plan");
   npu_json_string(&j, plan);
   num(&j, "step_time_s", r->step_s);

@@ -24,6 +24,11 @@ const struct rpt_column *wl_summary_columns(void);
 
 void wl_summary_text(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);
 void wl_summary_json(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);
+/* One self-contained HTML page (report/html.h): the key figures, the step breakdown and the
+ * memory per stage as charts, the slowest stage's operators (summary_html.c). */
+void wl_summary_html(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);
+/* The plan in a line: "TP8 (SP) CP1 PP4 DP2, 1f1b, ZeRO-1, ...". */
+void wl_plan_text(const struct wl_plan *p, char *buf, size_t n);
 /* The CSV header line and one row of wl_summary_columns (each ends with a newline). */
 void wl_summary_csv_header(struct npu_buf *out);
 void wl_summary_csv_row(const struct wl_job *job, const struct wl_result *res, struct npu_buf *out);

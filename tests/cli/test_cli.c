@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/support.h"
 
@@ -352,4 +353,60 @@ Test(cli, auto_allreduce_is_never_slower_than_one_or_two_shot)
     ones += one[i] < two[i];
   }
   cr_expect(ones > 0 && ones < n, "the crossover lies inside the range (%d of %d sizes one-shot)", ones, n);
+}
+
+/* Count the non-overlapping occurrences of needle in hay. */
+static int count(const char *hay, const char *needle)
+{
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + strlen(needle), needle)) n++;
+  return n;
+}
+
+/* --html: one self-contained page (no script, no request to a network, closed tags) with the
+ * key figures, a bar per stage in the breakdown and memory charts, the operators table; refused
+ * for a kind without one and for a directory that cannot take it, before anything runs. */
+Test(cli, run_html_writes_one_self_contained_page, .timeout = 120)
+{
+  char *dir = ts_tmpdir(), page[2048], cfg[2048];
+  snprintf(page, sizeof page, "%s/step.html", dir);
+  snprintf(cfg, sizeof cfg, "%s/tests/workloads/data/tiny.cfg", NPUSIM_SOURCE_DIR);
+  struct run_result r = ts_npusim("run", cfg, "--html", page, "--set", "plan.pp=2", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  char *html = ts_read(page);
+  cr_assert(html != NULL);
+  cr_assert(!strncmp(html, "<!DOCTYPE html>\n", 16));
+  cr_assert(strstr(html, "<h2>Step breakdown per stage</h2>") && strstr(html, "<h2>Memory per stage</h2>"), "%s", html);
+  cr_assert(strstr(html, ">stage 0</text>") && strstr(html, ">stage 1</text>"), "a bar per stage: %s", html);
+  cr_assert(strstr(html, "<title>gemm: "), "the categories' segments: %s", html);
+  cr_assert(strstr(html, ">HBM "), "the HBM capacity marked: %s", html);
+  cr_assert(strstr(html, "<th>operator</th>"), "%s", html);
+  cr_assert(!strstr(html, "http:") && !strstr(html, "https:") && !strstr(html, "<script") && !strstr(html, "<link"),
+            "self-contained: %s", html);
+  cr_assert_eq(count(html, "<svg"), count(html, "</svg>"));
+  cr_assert_eq(count(html, "<svg"), 2);
+  cr_assert_eq(count(html, "<table"), count(html, "</table>"));
+  cr_assert_eq(count(html, "<tr>"), count(html, "</tr>"));
+  cr_assert(strstr(html, "</html>\n"));
+  free(html);
+  /* a kernel scenario has none: refused before it runs */
+  snprintf(cfg, sizeof cfg, "%s/scenarios/gemm_910b2.cfg", NPUSIM_SOURCE_DIR);
+  char other[2100];
+  snprintf(other, sizeof other, "%s/kernel.html", dir);
+  r = ts_npusim("run", cfg, "--html", other, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  cr_assert(strstr(r.err, "--html: a kernel scenario has no HTML report yet"), "%s", r.err);
+  ts_run_free(&r);
+  cr_assert(access(other, F_OK) != 0, "nothing written");
+  /* a directory that does not exist: refused before the run */
+  snprintf(cfg, sizeof cfg, "%s/tests/workloads/data/tiny.cfg", NPUSIM_SOURCE_DIR);
+  snprintf(other, sizeof other, "%s/no/such/dir/step.html", dir);
+  r = ts_npusim("run", cfg, "--html", other, NULL);
+  cr_assert_neq(r.status, 0);
+  cr_assert(strstr(r.err, "--html: cannot write into"), "%s", r.err);
+  cr_assert(strstr(r.out, "step time") == NULL, "the run did not happen: %s", r.out);
+  ts_run_free(&r);
+  ts_rmtree(dir);
+  free(dir);
 }
