@@ -82,13 +82,12 @@ void rpt_html_table_begin(struct npu_buf *b, const char *const *head, int ncols)
   npu_buf_puts(b, "</tr>\n");
 }
 
-/* A cell that reads as a number is right-aligned. */
+/* A cell that reads as a number (with a unit after it: "12.5 ms", "41%") is right-aligned. */
 static bool numeric(const char *s)
 {
   if (!s || !*s) return false;
-  for (; *s; s++)
-    if (!strchr("0123456789.,+-e% ", *s)) return false;
-  return true;
+  if (*s == '-' || *s == '+') s++;
+  return *s >= '0' && *s <= '9';
 }
 
 void rpt_html_row(struct npu_buf *b, const char *const *cells, int ncols)

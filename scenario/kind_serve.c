@@ -78,6 +78,11 @@ static void text(const struct scn_scenario *s, struct npu_buf *out)
   sv_summary_text(&S(s)->job, &S(s)->res, out);
 }
 
+static void html(const struct scn_scenario *s, struct npu_buf *out)
+{
+  sv_summary_html(&S(s)->job, &S(s)->res, out);
+}
+
 static void set_display(struct scn_scenario *s, const char *name)
 {
   snprintf(S(s)->job.path, sizeof S(s)->job.path, "%s", name);
@@ -107,6 +112,7 @@ const struct scn_kind scn__kind_serve = {
     .row = row,
     .json = json,
     .text = text,
+    .html = html,
     .set_display = set_display,
     .release = release,
     .probe_open = probe_open,

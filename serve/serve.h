@@ -173,5 +173,7 @@ const struct rpt_column *sv_summary_columns(void);
 /* Reports (serve/summary.c): what `npusim run` prints, and summary.json. */
 void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct npu_buf *out);
 void sv_summary_json(const struct sv_job *job, const struct sv_result *r, struct npu_buf *out);
+/* One self-contained HTML page (report/html.h): key figures, latencies, engine time by step kind. */
+void sv_summary_html(const struct sv_job *job, const struct sv_result *r, struct npu_buf *out);
 
 #endif

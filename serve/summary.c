@@ -13,6 +13,7 @@
 
 #include "common/json.h"
 #include "report/columns.h"
+#include "report/html.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -214,6 +215,79 @@ void sv_summary_text(const struct sv_job *job, const struct sv_result *r, struct
   }
   npu_buf_printf(out, "  MFU            %.1f%%\n", 100 * r->mfu);
   npu_buf_printf(out, "  bottleneck     %s\n", r->bottleneck);
+}
+
+/* ------------------------------------------------------------------ HTML */
+
+/* One latency's row of the page's table: mean and percentiles in ms (s above 10 s). */
+static void latency_row(struct npu_buf *out, const char *name, const struct sv_latency *l)
+{
+  bool sec = l->max >= 10.0;
+  double k = sec ? 1.0 : 1e3;
+  char c[5][32];
+  const double v[5] = {l->mean, l->p50, l->p90, l->p99, l->max};
+  for (int i = 0; i < 5; i++) snprintf(c[i], sizeof c[i], "%.*f %s", sec ? 2 : 1, k * v[i], sec ? "s" : "ms");
+  const char *cells[] = {name, c[0], c[1], c[2], c[3], c[4]};
+  rpt_html_row(out, cells, 6);
+}
+
+void sv_summary_html(const struct sv_job *job, const struct sv_result *r, struct npu_buf *out)
+{
+  const struct sv_spec *s = &job->spec;
+  const struct wl_model *m = &job->model;
+  char title[256], deploy[256], work[768], dur[64], tput[160], good[160], kv[160], mfu[32];
+  snprintf(title, sizeof title, "Serving %s on %d x %s", m->title[0] ? m->title : m->name, job->devices,
+           job->sys.chip.name);
+  if (job->prefill_replicas)
+    snprintf(deploy, sizeof deploy, "%d prefill engine%s of TP%d, %d decode engine%s of TP%d, %s router",
+             job->prefill_replicas, job->prefill_replicas == 1 ? "" : "s", job->prefill_tp, job->replicas,
+             job->replicas == 1 ? "" : "s", s->tp, sv_router_name(s->router));
+  else
+    snprintf(deploy, sizeof deploy, "%d engine%s of TP%d%s, %s router", job->replicas, job->replicas == 1 ? "" : "s",
+             s->tp, s->expert_parallel ? " (EP)" : "", sv_router_name(s->router));
+  if (s->trace[0]) snprintf(work, sizeof work, "%d requests from %s", job->nreq, s->trace);
+  else if (s->rate > 0) snprintf(work, sizeof work, "%d requests at %g/s (seed %d)", job->nreq, s->rate, s->seed);
+  else snprintf(work, sizeof work, "%d requests at once (seed %d)", job->nreq, s->seed);
+  snprintf(dur, sizeof dur, "%.4g s", r->duration_s);
+  snprintf(tput, sizeof tput, "%.4g requests/s, %.0f input and %.0f output tokens/s (%.0f output per device)",
+           r->request_rate, r->input_tokens_per_s, r->output_tokens_per_s, r->output_tokens_per_s_per_device);
+  if (s->slo_ttft_s || s->slo_tpot_s || s->slo_e2e_s)
+    snprintf(good, sizeof good, "%.4g requests/s: %.1f%% of requests meet the SLOs", r->goodput,
+             100 * r->slo_attainment);
+  else
+    snprintf(good, sizeof good, "no SLOs given");
+  snprintf(kv, sizeof kv, "mean %.1f%%, peak %.1f%%, %ld preemptions", 100 * r->kv_mean, 100 * r->kv_peak,
+           r->preemptions);
+  snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r->mfu);
+  rpt_html_begin(out, title);
+  const char *names[] = {"scenario", "deployment", "workload", "duration", "throughput", "goodput", "KV cache", "MFU",
+                         "bottleneck"};
+  const char *values[] = {job->path, deploy, work, dur, tput, good, kv, mfu, r->bottleneck};
+  rpt_html_facts(out, names, values, 9);
+  rpt_html_heading(out, "Latency per request");
+  static const char *const head[] = {"", "mean", "p50", "p90", "p99", "max"};
+  rpt_html_table_begin(out, head, 6);
+  latency_row(out, "time to first token", &r->ttft);
+  latency_row(out, "time per output token", &r->tpot);
+  latency_row(out, "inter-token latency", &r->itl);
+  latency_row(out, "end to end", &r->e2e);
+  rpt_html_table_end(out);
+  rpt_html_heading(out, "Engine time by kind of step");
+  rpt_html_para(out, "Where the engines' busy time goes (seconds summed over the engines): each kind of step split "
+                     "into its parts. Hover a segment for its value.");
+  const char *series[SV_PART_COUNT], *rows[SV_STEP_KINDS];
+  double v[SV_STEP_KINDS * SV_PART_COUNT];
+  int n = 0;
+  for (int p = 0; p < SV_PART_COUNT; p++) series[p] = sv_part_name(p);
+  for (int k = 0; k < SV_STEP_KINDS; k++) {
+    if (r->kind_s[k] <= 0) continue;
+    rows[n] = kind_names[k];
+    for (int p = 0; p < SV_PART_COUNT; p++) v[n * SV_PART_COUNT + p] = r->kind_parts_s[k][p];
+    n++;
+  }
+  struct rpt_html_chart ch = {series, SV_PART_COUNT, rows, n, v, 0, "s", 1, 0, NULL};
+  rpt_html_bars(out, &ch);
+  rpt_html_end(out);
 }
 
 /* ------------------------------------------------------------------ JSON */
