@@ -40,7 +40,8 @@ static const char usage[] =
     "  --trace=gz   the same, gzip-compressed: DIR/trace.json.gz\n"
     "  --html FILE  one self-contained HTML page (no network): a training step's key figures,\n"
     "               breakdown and memory per stage as charts and the slowest stage's operators;\n"
-    "               a serving run's figures, latencies and engine time by kind of step\n"
+    "               a serving run's figures, latencies and engine time by kind of step; an RL\n"
+    "               iteration's figures and phases\n"
     "  --progress   a progress line on stderr (kernels costed, schedule slots replayed, blocks of\n"
     "               an event-fidelity kernel); the default when stderr is a terminal;\n"
     "               --no-progress turns it off\n"
@@ -135,7 +136,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   char tpath[4096];
   if (!rc) rc = scn_load(&s, NULL, path, (const char *const *)sets.items, sets.n, diag);
   if (!rc && html && !scn_has_html(s))
-    rc = npu_diag_set(diag, "command line", 0, "--html", "a %s scenario has no HTML report yet (training and serve have one)",
+    rc = npu_diag_set(diag, "command line", 0, "--html", "a %s scenario has no HTML report yet (training, serve and rl have one)",
                       s->kind->name);
   /* the directory, the HTML file's and the trace before the run: unwritable, they fail before
    * any simulation */

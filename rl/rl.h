@@ -172,6 +172,8 @@ const struct rpt_column *rl_summary_columns(void);
 /* Reports (rl/summary.c): text, summary.json, the CSV header and row (each ends with '\n'). */
 void rl_summary_text(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out);
 void rl_summary_json(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out);
+/* One self-contained HTML page (report/html.h): key figures, the phases per pool. */
+void rl_summary_html(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out);
 void rl_summary_csv_header(struct npu_buf *out);
 void rl_summary_csv_row(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out);
 

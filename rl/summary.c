@@ -12,6 +12,7 @@
 
 #include "common/json.h"
 #include "report/columns.h"
+#include "report/html.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -85,6 +86,54 @@ void rl_summary_text(const struct rl_job *job, const struct rl_result *r, struct
                  r->train_bottleneck);
   npu_buf_printf(out, "  weight sync    %.4g GB moved\n", r->sync_bytes / 1e9);
   npu_buf_printf(out, "  bottleneck     %s\n", r->bottleneck);
+}
+
+void rl_summary_html(const struct rl_job *job, const struct rl_result *r, struct npu_buf *out)
+{
+  const struct rl_spec *s = &job->spec;
+  const struct wl_model *m = &job->model;
+  char title[256], place[128], iter[64], tput[128], util[96], train[384];
+  snprintf(title, sizeof title, "%s RL iteration: %s on %d x %s", s->algorithm ? "PPO" : "GRPO",
+           m->title[0] ? m->title : m->name, job->devices, job->sys.chip.name);
+  snprintf(place, sizeof place, "%s, %s; %d engines of TP%d", rl_placement_name(s->placement),
+           s->mode == RL_MODE_ASYNC ? "one-step async" : "sync", job->engines, s->rollout.tp);
+  snprintf(iter, sizeof iter, "%.4g s", r->iteration_s);
+  snprintf(tput, sizeof tput, "%.0f generated tokens/s, %.0f trained tokens/s", r->generated_tokens_per_s,
+           r->trained_tokens_per_s);
+  snprintf(util, sizeof util, "rollout pool %.1f%%, training pool %.1f%%", 100 * r->util_rollout,
+           100 * r->util_train);
+  snprintf(train, sizeof train, "%.4g s a step, MFU %.1f%%, %.2f GiB per device%s", r->train_step_s,
+           100 * r->train_mfu, r->train_memory_bytes / GIB, r->train_oom ? " (OUT OF MEMORY)" : "");
+  rpt_html_begin(out, title);
+  const char *names[] = {"scenario", "placement", "iteration", "throughput", "utilisation", "training step",
+                         "bottleneck"};
+  const char *values[] = {job->path, place, iter, tput, util, train, r->bottleneck};
+  rpt_html_facts(out, names, values, 7);
+  rpt_html_heading(out, "Phases");
+  rpt_html_para(out, "Each phase's time on its pool (seconds), in the order they start; the table gives the starts.");
+  const char *rows[RL_MAX_PHASES], *series[] = {"all", "rollout", "train"};
+  double v[RL_MAX_PHASES * 3] = {0};
+  for (int i = 0; i < r->nphases; i++) {
+    const struct rl_phase *ph = &r->phase[i];
+    rows[i] = ph->name;
+    const char *pool = pool_name(job, ph->pool);
+    v[i * 3 + (!strcmp(pool, "all") ? 0 : !strcmp(pool, "rollout") ? 1 : 2)] = ph->time_s;
+  }
+  struct rpt_html_chart ch = {series, 3, rows, r->nphases, v, r->iteration_s, "s", 1, 0, NULL};
+  rpt_html_bars(out, &ch);
+  static const char *const head[] = {"phase", "pool", "start", "time", "MFU"};
+  rpt_html_table_begin(out, head, 5);
+  for (int i = 0; i < r->nphases; i++) {
+    const struct rl_phase *ph = &r->phase[i];
+    char st[32], t[32], mf[32];
+    snprintf(st, sizeof st, "%.4g s", ph->start_s);
+    snprintf(t, sizeof t, "%.4g s", ph->time_s);
+    snprintf(mf, sizeof mf, "%.1f%%", 100 * ph->mfu);
+    const char *cells[] = {ph->name, pool_name(job, ph->pool), st, t, mf};
+    rpt_html_row(out, cells, 5);
+  }
+  rpt_html_table_end(out);
+  rpt_html_end(out);
 }
 
 static void num(struct npu_json *j, const char *k, double v)

@@ -76,6 +76,11 @@ static void text(const struct scn_scenario *s, struct npu_buf *out)
   rl_summary_text(&R(s)->job, &R(s)->res, out);
 }
 
+static void html(const struct scn_scenario *s, struct npu_buf *out)
+{
+  rl_summary_html(&R(s)->job, &R(s)->res, out);
+}
+
 static void set_display(struct scn_scenario *s, const char *name)
 {
   snprintf(R(s)->job.path, sizeof R(s)->job.path, "%s", name);
@@ -105,6 +110,7 @@ const struct scn_kind scn__kind_rl = {
     .row = row,
     .json = json,
     .text = text,
+    .html = html,
     .set_display = set_display,
     .release = release,
     .probe_open = probe_open,
