@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/units.h"
@@ -16,15 +18,44 @@
 #error "NPUSIM_SOURCE_DIR must be defined by the build"
 #endif
 
+/* PREFIX/share/npusim of the running executable (PREFIX/bin/npusim), if it holds presets. */
+static bool installed_root(char *out, size_t n)
+{
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return false;
+  exe[len] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return false;
+  *slash = '\0'; /* PREFIX/bin */
+  slash = strrchr(exe, '/');
+  if (!slash || strcmp(slash, "/bin")) return false;
+  *slash = '\0'; /* PREFIX */
+  char presets[4200];
+  snprintf(presets, sizeof presets, "%s/share/npusim/arch/presets", exe);
+  struct stat st;
+  if (stat(presets, &st) || !S_ISDIR(st.st_mode)) return false;
+  return snprintf(out, n, "%s/share/npusim", exe) < (int)n;
+}
+
 const char *arch_source_root(void)
 {
-  return NPUSIM_SOURCE_DIR;
+  static char root[4200];
+  if (!root[0]) {
+    const char *env = getenv("NPUSIM_DATA_DIR");
+    if (env && env[0]) snprintf(root, sizeof root, "%s", env);
+    else if (!installed_root(root, sizeof root)) snprintf(root, sizeof root, "%s", NPUSIM_SOURCE_DIR);
+  }
+  return root;
 }
 
 const char *arch_preset_dir(void)
 {
+  static char dir[4300];
   const char *env = getenv("NPUSIM_PRESET_DIR");
-  return env && env[0] ? env : NPUSIM_SOURCE_DIR "/arch/presets";
+  if (env && env[0]) return env;
+  snprintf(dir, sizeof dir, "%s/arch/presets", arch_source_root());
+  return dir;
 }
 
 void arch_register(struct npu_cfg *cfg, struct arch_system *sys)

@@ -228,10 +228,16 @@ double arch_link_fraction(const struct arch_node *n, double key_bytes, bool p2p)
  */
 int arch_curve_parse(const char *text, struct arch_curve *out, char *why, size_t nwhy);
 
-/* Where presets live: $NPUSIM_PRESET_DIR if set, else the source tree's arch/presets. */
+/* Where presets live: $NPUSIM_PRESET_DIR if set, else the data root's arch/presets. */
 const char *arch_preset_dir(void);
 
-/* The source tree root (for display paths). */
+/*
+ * The data root: the folder holding arch/presets, scenarios/models, scenarios/validation and
+ * calibration/data, as the source tree does. $NPUSIM_DATA_DIR if set; else, for an installed
+ * npusim, PREFIX/share/npusim beside the executable's PREFIX/bin (where `make install` puts
+ * them); else the source tree the executable was built from. Also the root display paths are
+ * given relative to.
+ */
 const char *arch_source_root(void);
 
 /* Element size in bits -> K0 of a fractal for that dtype (elements). */

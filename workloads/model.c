@@ -4,6 +4,7 @@
 #include "workloads/model.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,8 +170,11 @@ const struct npu_table *wl_model_table(void)
 
 const char *wl_model_preset_dir(void)
 {
+  static char dir[4300];
   const char *env = getenv("NPUSIM_MODEL_DIR");
-  return env && env[0] ? env : NPUSIM_SOURCE_DIR "/scenarios/models";
+  if (env && env[0]) return env;
+  snprintf(dir, sizeof dir, "%s/scenarios/models", arch_source_root());
+  return dir;
 }
 
 void wl_model_register(struct npu_cfg *cfg, struct wl_model *m)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/support.h"
 
@@ -281,6 +282,54 @@ Test(plugins, kernel_help_lists_an_operators_parameters)
   cr_assert(strstr(r.out, "usage: npusim kernel list"), "%s", r.out);
   ts_run_free(&r);
   free(so);
+  ts_rmtree(dir);
+  free(dir);
+}
+
+/* make install puts the presets, model presets, validation scenarios and calibration data under
+ * PREFIX/share/npusim, and the installed npusim reads them there, not from the source tree (a
+ * preset removed from the install is unknown to it); the manual page and the bash completion
+ * are installed, and --version names the commit. */
+Test(plugins, an_installed_npusim_reads_its_own_data_and_has_a_manual_and_completion)
+{
+  char *dir = ts_tmpdir();
+  install(dir);
+  char npusim[1024], path[1100], moved[1100];
+  snprintf(npusim, sizeof npusim, "%s/prefix/bin/npusim", dir);
+  const char *const files[] = {"share/npusim/arch/presets/ascend-910b2.cfg", "share/npusim/scenarios/models/llama2-7b.cfg",
+                               "share/npusim/scenarios/validation/mindspeed_llama2_7b.cfg",
+                               "share/npusim/calibration/data/gemm.csv", "share/man/man1/npusim.1",
+                               "share/bash-completion/completions/npusim"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    snprintf(path, sizeof path, "%s/prefix/%s", dir, files[i]);
+    cr_assert(access(path, R_OK) == 0, "%s installed", files[i]);
+  }
+  char *argv1[] = {npusim, "arch", "show", "ascend-910b2", NULL};
+  struct run_result r = ts_run(argv1, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  snprintf(path, sizeof path, "%s/prefix/share/npusim/arch/presets/ascend-910b2.cfg", dir);
+  snprintf(moved, sizeof moved, "%s/moved.cfg", dir);
+  cr_assert_eq(rename(path, moved), 0);
+  r = ts_run(argv1, NULL);
+  cr_assert_eq(r.status, 2, "the installed npusim reads its own presets: %s", r.out);
+  cr_assert(strstr(r.err, "unknown preset 'ascend-910b2'"), "%s", r.err);
+  ts_run_free(&r);
+  char *argv2[] = {npusim, "--version", NULL};
+  r = ts_run(argv2, NULL);
+  cr_assert_eq(r.status, 0);
+  cr_assert(strncmp(r.out, "npusim ", 7) == 0 && strstr(r.out, " (commit "), "%s", r.out);
+  ts_run_free(&r);
+  snprintf(path, sizeof path, "%s/prefix/share/man/man1/npusim.1", dir);
+  char *man = ts_read(path);
+  cr_assert(man && !strncmp(man, ".TH NPUSIM 1", 12) && strstr(man, ".SS run\n"), "%s", man ? man : "");
+  free(man);
+  snprintf(path, sizeof path, "%s/prefix/share/bash-completion/completions/npusim", dir);
+  char *comp = ts_read(path);
+  cr_assert(comp && strstr(comp, "complete -o filenames -F _npusim npusim") && strstr(comp, "  run) opts=\"") &&
+                strstr(comp, "--html"),
+            "%s", comp ? comp : "");
+  free(comp);
   ts_rmtree(dir);
   free(dir);
 }
