@@ -8,18 +8,21 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "report/html.h"
 #include "common/err.h"
 #include "sweep/table.h"
 
 static const char usage[] =
     "usage: npusim report RESULTS.csv [--best [min:|max:]METRIC] [--pareto M1,M2[,...]] [--top N]\n"
-    "                     [--include-oom]\n"
+    "                     [--include-oom] [--html FILE]\n"
     "\n"
     "Summarise a sweep's results (npusim sweep, npusim run --csv): points by status and the\n"
     "failures' messages; with --best, the best points by a metric (mfu, hfu and throughputs are\n"
     "maximised, times, bytes and fractions minimised; min:/max: says otherwise); with --pareto,\n"
     "the points no other point beats on every listed metric. Only points with status ok count,\n"
-    "and not those out of memory (oom = 1) unless --include-oom.\n";
+    "and not those out of memory (oom = 1) unless --include-oom. --html FILE also writes one\n"
+    "self-contained HTML page: this report, and with --pareto a scatter plot of the points on\n"
+    "the first two metrics with the front marked (failed and out-of-memory points left out).\n";
 
 
 struct crit {
@@ -108,13 +111,22 @@ static int by_crit(const void *a, const void *b)
 
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
-  const char *path = NULL, *best = NULL, *pareto = NULL;
+  const char *path = NULL, *best = NULL, *pareto = NULL, *html = NULL;
   int top = 1, rc = 0;
   bool with_oom = false;
+  /* --html: the Pareto chart's data (set where the front is found) */
+  struct rpt_html_scatter chart = {0};
+  double *xs = NULL, *ys = NULL;
+  bool *marks = NULL;
+  const char **labels = NULL;
+  char xlabel[160] = "", ylabel[160] = "";
+  chart.xlabel = xlabel;
+  chart.ylabel = ylabel;
   for (int i = 1; i < argc && !rc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--best") && v) best = argv[++i];
     else if (!strcmp(a, "--pareto") && v) pareto = argv[++i];
+    else if (!strcmp(a, "--html") && v) html = argv[++i];
     else if (!strcmp(a, "--top") && v) {
       top = atoi(argv[++i]);
       if (top < 1) rc = npu_diag_set(diag, "command line", 0, "--top", "expected a positive count");
@@ -219,11 +231,48 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       qsort(front, (size_t)nf, sizeof *front, by_crit);
       npu_buf_printf(out, "Pareto front of %s (%d of %d points):\n", pareto, nf, n);
       for (int i = 0; i < nf; i++) show_row(&t, front[i], c, nc, out);
+      if (html) { /* the first two metrics' plane: every point with both values, the front marked */
+        chart.n = n;
+        chart.x = xs = npu_xcalloc((size_t)n + 1, sizeof *xs);
+        chart.y = ys = npu_xcalloc((size_t)n + 1, sizeof *ys);
+        chart.mark = marks = npu_xcalloc((size_t)n + 1, sizeof *marks);
+        chart.labels = labels = npu_xcalloc((size_t)n + 1, sizeof *labels);
+        for (int i = 0; i < n; i++) {
+          num(t.rows[idx[i]][c[0].col], &xs[i]);
+          num(t.rows[idx[i]][c[1].col], &ys[i]);
+          labels[i] = t.rows[idx[i]][0];
+          for (int k = 0; k < nf && !marks[i]; k++) marks[i] = front[k] == idx[i];
+        }
+        snprintf(xlabel, sizeof xlabel, "%s (%s)", c[0].name, c[0].max ? "larger is better" : "smaller is better");
+        snprintf(ylabel, sizeof ylabel, "%s (%s)", c[1].name, c[1].max ? "larger is better" : "smaller is better");
+      }
       free(front);
       free(val);
       free(idx);
     }
   }
+  if (!rc && html) {
+    struct npu_buf page = {0};
+    char title[1200];
+    snprintf(title, sizeof title, "Sweep results: %s", path);
+    rpt_html_begin(&page, title);
+    if (chart.n > 0) {
+      rpt_html_heading(&page, "Pareto front");
+      rpt_html_para(&page, "Every point that ran (status ok) and fits in memory, on the first two metrics of "
+                           "--pareto; the points of the front in red, joined. Failed and out-of-memory points are "
+                           "left out (the text below counts them). Hover a point for its name and values.");
+      rpt_html_scatter(&page, &chart);
+    }
+    rpt_html_heading(&page, "Report");
+    rpt_html_pre(&page, npu_buf_str(out));
+    rpt_html_end(&page);
+    rc = cli_write_file(html, &page, "--html", diag);
+    npu_buf_release(&page);
+  }
+  free(xs);
+  free(ys);
+  free(marks);
+  free(labels);
   free(ok);
   sw_table_free(&t);
   return rc;

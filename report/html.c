@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void rpt_html_text(struct npu_buf *b, const char *s)
@@ -161,4 +162,76 @@ void rpt_html_bars(struct npu_buf *b, const struct rpt_html_chart *c)
     npu_buf_puts(b, "</span>");
   }
   npu_buf_puts(b, "</div>\n");
+}
+
+void rpt_html_pre(struct npu_buf *b, const char *text)
+{
+  npu_buf_puts(b, "<pre>");
+  rpt_html_text(b, text);
+  npu_buf_puts(b, "</pre>\n");
+}
+
+/* The range [lo, hi] of v[0..n), widened when flat. */
+static void range(const double *v, int n, double *lo, double *hi)
+{
+  *lo = *hi = n ? v[0] : 0;
+  for (int i = 1; i < n; i++) {
+    *lo = v[i] < *lo ? v[i] : *lo;
+    *hi = v[i] > *hi ? v[i] : *hi;
+  }
+  if (*hi - *lo <= 1e-12 * (fabs(*hi) + 1)) {
+    *lo -= fabs(*lo) * 0.05 + 0.5;
+    *hi += fabs(*hi) * 0.05 + 0.5;
+  }
+}
+
+void rpt_html_scatter(struct npu_buf *b, const struct rpt_html_scatter *s)
+{
+  const double left = 80, right = 20, top = 16, bottom = 46, w = 640, h = 360;
+  double x0, x1, y0, y1;
+  range(s->x, s->n, &x0, &x1);
+  range(s->y, s->n, &y0, &y1);
+  double pw = w - left - right, ph = h - top - bottom;
+#define SX(v) (left + pw * ((v) - x0) / (x1 - x0))
+#define SY(v) (top + ph * (1 - ((v) - y0) / (y1 - y0)))
+  npu_buf_printf(b, "<svg width=\"%.0f\" height=\"%.0f\" role=\"img\">\n", w, h);
+  npu_buf_printf(b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#999\"/>\n", left,
+                 top, pw, ph);
+  for (int k = 0; k <= 4; k++) {
+    double xv = x0 + (x1 - x0) * k / 4, yv = y0 + (y1 - y0) * k / 4;
+    npu_buf_printf(b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.4g</text>\n", SX(xv), top + ph + 16, xv);
+    npu_buf_printf(b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", left - 6, SY(yv) + 4, yv);
+  }
+  npu_buf_printf(b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">", left + pw / 2, h - 8);
+  rpt_html_text(b, s->xlabel);
+  npu_buf_printf(b, "</text>\n<text x=\"14\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 14 %.0f)\">",
+                 top + ph / 2, top + ph / 2);
+  rpt_html_text(b, s->ylabel);
+  npu_buf_puts(b, "</text>\n");
+  /* the marked points joined in x order */
+  int *order = calloc((size_t)s->n + 1, sizeof *order), nm = 0;
+  for (int i = 0; i < s->n; i++)
+    if (s->mark && s->mark[i]) {
+      int j = nm++;
+      while (j > 0 && s->x[order[j - 1]] > s->x[i]) order[j] = order[j - 1], j--;
+      order[j] = i;
+    }
+  if (nm > 1) {
+    npu_buf_puts(b, "<polyline fill=\"none\" stroke=\"#e15759\" points=\"");
+    for (int k = 0; k < nm; k++) npu_buf_printf(b, "%s%.1f,%.1f", k ? " " : "", SX(s->x[order[k]]), SY(s->y[order[k]]));
+    npu_buf_puts(b, "\"/>\n");
+  }
+  free(order);
+  for (int pass = 0; pass < 2; pass++) /* grey points first, marked ones on top */
+    for (int i = 0; i < s->n; i++) {
+      bool m = s->mark && s->mark[i];
+      if (m != (pass == 1)) continue;
+      npu_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\"><title>", SX(s->x[i]), SY(s->y[i]),
+                     m ? "5" : "3", m ? "#e15759" : "#9aa");
+      if (s->labels) rpt_html_text(b, s->labels[i]);
+      npu_buf_printf(b, " (%.4g, %.4g)</title></circle>\n", s->x[i], s->y[i]);
+    }
+  npu_buf_puts(b, "</svg>\n");
+#undef SX
+#undef SY
 }

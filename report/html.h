@@ -14,6 +14,8 @@
 #ifndef NPUSIM_REPORT_HTML_H
 #define NPUSIM_REPORT_HTML_H
 
+#include <stdbool.h>
+
 #include "common/strutil.h"
 
 /* Append s with &, <, >, " and ' escaped. */
@@ -52,5 +54,22 @@ struct rpt_html_chart {
   const char *mark_label;
 };
 void rpt_html_bars(struct npu_buf *b, const struct rpt_html_chart *c);
+
+/* Preformatted text (a command's text report as it prints it). */
+void rpt_html_pre(struct npu_buf *b, const char *text);
+
+/*
+ * A scatter plot of n points (x[i], y[i]) with axes labelled xlabel and ylabel (with their
+ * units), the points where mark[i] is true drawn larger in colour and joined in x order (a
+ * Pareto front), the others grey; each point's title is label[i] when labels is not NULL.
+ */
+struct rpt_html_scatter {
+  const double *x, *y;
+  const bool *mark;
+  const char *const *labels;
+  int n;
+  const char *xlabel, *ylabel;
+};
+void rpt_html_scatter(struct npu_buf *b, const struct rpt_html_scatter *s);
 
 #endif

@@ -419,6 +419,26 @@ Test(sweep, report_best_and_pareto_and_plot)
   cr_assert(strstr(r.out, "best by step_time_s (smallest):\n  point ") != NULL, "%s", r.out);
   cr_assert(strstr(r.out, "Pareto front of step_time_s,memory_peak_bytes (") != NULL, "%s", r.out);
   ts_run_free(&r);
+  /* --html: the same report in a page, with the points on the two metrics and the front marked */
+  char *page = path_in("rep.html");
+  r = ts_npusim("report", csv, "--pareto", "step_time_s,memory_peak_bytes", "--html", page, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *html = ts_read(page);
+  cr_assert(html && !strncmp(html, "<!DOCTYPE html>\n", 16), "%s", html ? html : "");
+  cr_assert(strstr(html, "<h2>Pareto front</h2>"), "%s", html);
+  int circles = 0, marked = 0;
+  for (const char *p = strstr(html, "<circle "); p; p = strstr(p + 1, "<circle ")) {
+    circles++;
+    marked += strncmp(strstr(p, "fill=\""), "fill=\"#e15759\"", strlen("fill=\"#e15759\"")) == 0;
+  }
+  cr_assert_eq(circles, 4, "a point per ok point: %s", html);
+  cr_assert(marked >= 1 && marked <= 4, "the front marked: %d", marked);
+  cr_assert(strstr(html, ">step_time_s (smaller is better)</text>"), "the x axis named: %s", html);
+  cr_assert(strstr(html, "<pre>") && strstr(html, "4 points: 4 ok"), "the text report in the page: %s", html);
+  cr_assert(!strstr(html, "http:") && !strstr(html, "https:") && !strstr(html, "<script"), "%s", html);
+  free(html);
+  free(page);
+  ts_run_free(&r);
   r = ts_npusim("report", csv, "--best", "mfuu", NULL);
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "no such column; did you mean 'mfu'?") != NULL, "%s", r.err);
