@@ -39,7 +39,8 @@ static const char usage[] =
     "(1-based, default 1). A measurement compares with a simulation when its CSV names its\n"
     "figures as npusim does (step_time_s, tokens_per_s, mfu, memory_peak_bytes, ...; docs/OUTPUTS.md).\n"
     "Two collective tables (nccl-tests output, or what `npusim collective` prints: a '#' header\n"
-    "naming busbw, then rows of size count type redop root time algbw busbw ...) are compared\n"
+    "naming busbw, then rows of size count type redop root time algbw busbw ...; or hccl_test's:\n"
+    "data_size aveg_time alg_bandwidth check_result) are compared\n"
     "size by size: the out-of-place time and bus bandwidth, B / A per size, the mean and the\n"
     "largest time difference.\n"
     "A measured operator profile, msprof's op_statistic CSV (OP Type, Count, Total Time(us)),\n"
@@ -126,7 +127,7 @@ static int compare_collectives(const char *pa, const char *pb, double tol, struc
       continue;
     }
     shared++;
-    if (strcmp(x->type, y->type) || strcmp(x->redop, y->redop))
+    if (x->type[0] && y->type[0] && (strcmp(x->type, y->type) || strcmp(x->redop, y->redop)))
       npu_buf_printf(&texts, "  %.0f B: %s %s | %s %s\n", x->size, x->type, x->redop, y->type, y->redop);
     char ratio[32] = "-";
     double rel = x->time_us > 0 ? y->time_us / x->time_us - 1 : NAN;
@@ -140,8 +141,11 @@ static int compare_collectives(const char *pa, const char *pb, double tol, struc
       }
     }
     bool out_of_tol = tol >= 0 && (x->time_us > 0 ? fabs(rel) * 100 > tol : y->time_us > 0);
-    npu_buf_printf(out, "  %14.0f %12.2f %12.2f %10s %14.2f %14.2f%s\n", x->size, x->time_us, y->time_us, ratio,
-                   x->busbw_gbps, y->busbw_gbps, out_of_tol ? "  beyond tolerance" : "");
+    char bwa[32] = "-", bwb[32] = "-"; /* hccl_test gives no bus bandwidth */
+    if (x->busbw_gbps >= 0) snprintf(bwa, sizeof bwa, "%.2f", x->busbw_gbps);
+    if (y->busbw_gbps >= 0) snprintf(bwb, sizeof bwb, "%.2f", y->busbw_gbps);
+    npu_buf_printf(out, "  %14.0f %12.2f %12.2f %10s %14s %14s%s\n", x->size, x->time_us, y->time_us, ratio, bwa, bwb,
+                   out_of_tol ? "  beyond tolerance" : "");
     if (out_of_tol && beyond++ < 6)
       npu_buf_printf(&bad, "%s%.0f B %.4g -> %.4g us", bad.len ? "; " : "", x->size, x->time_us, y->time_us);
   }

@@ -10,7 +10,10 @@
  *     (B)   (elements)                (us) (GB/s) (GB/s)       (us) (GB/s) (GB/s)
  *
  * the first group out of place, the second in place (a run with -c 0 prints N/A for #wrong),
- * and a footer "# Avg bus bandwidth : X". `npusim collective` prints size, count, type, redop,
+ * and a footer "# Avg bus bandwidth : X". hccl_test (HCCL's performance tester) prints, after a
+ * header line naming data_size, aveg_time, alg_bandwidth and check_result, rows of the data size
+ * per NPU (bytes), the time (us), the algorithm bandwidth (GB/s) and the check's result: read
+ * with no type, reduction or bus bandwidth (busbw_gbps < 0). `npusim collective` prints size, count, type, redop,
  * root, time, algbw, busbw, loops and the algorithm (out of place and in place being the same
  * in the model). Lines whose first field is not a whole number (NCCL's own log lines, a
  * launcher's) are not rows and are passed over; a line that starts with a size but does not
@@ -30,7 +33,7 @@ struct nccl_row {
   char redop[16];     /* sum, none, ... */
   double time_us;     /* out of place */
   double algbw_gbps;  /* GB/s = 1e9 bytes/s */
-  double busbw_gbps;
+  double busbw_gbps;  /* < 0 when the table has none (hccl_test) */
   double ip_time_us;  /* in place; < 0 when the row has none (npusim's rows) */
   int line;           /* in the file */
 };

@@ -250,3 +250,35 @@ Test(compare, a_pytorch_profiler_trace_is_compared_per_category_and_step)
   ts_rmtree(dir);
   free(dir);
 }
+
+/* hccl_test's table (the fields its documentation names: data_size, aveg_time, alg_bandwidth,
+ * check_result; made-up numbers) against npusim collective's: compared size by size, with no
+ * bus bandwidth on the measured side. */
+Test(compare, an_hccl_test_table_is_compared_with_a_simulated_one)
+{
+  char *dir = ts_tmpdir(), meas[2048];
+  snprintf(meas, sizeof meas, "%s/tests/cli/data/hccl_test_all_reduce.txt", NPUSIM_SOURCE_DIR);
+  struct run_result r =
+      ts_npusim("collective", "--op", "allreduce", "--bytes", "1MiB:4MiB", "--arch", "atlas-800t-a2", "--ranks", "8", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *sim = ts_write(dir, "sim.txt", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("compare", meas, sim, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "         1048576        30.00 "), "%s", r.out);
+  cr_assert(strstr(r.out, "3 sizes shared: "), "%s", r.out);
+  cr_assert(strstr(r.out, "types or reductions that differ") == NULL, "hccl_test names none: %s", r.out);
+  ts_run_free(&r);
+  char *bad = ts_write(dir, "bad.txt", "data_size(Bytes): | aveg_time(us): | alg_bandwidth(GB/s): | check_result:\n"
+                                      "1048576 slow 34.95 success\n");
+  r = ts_npusim("compare", bad, sim, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:2: not a row of a collective's table", bad);
+  cr_assert(strstr(r.err, want) && strstr(r.err, "hccl_test's rows are data_size aveg_time alg_bandwidth"), "%s", r.err);
+  ts_run_free(&r);
+  free(bad);
+  free(sim);
+  ts_rmtree(dir);
+  free(dir);
+}
