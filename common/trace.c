@@ -9,12 +9,10 @@
 #include "common/err.h"
 #include "common/strutil.h"
 
-void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
-                   double dur_s)
+static void push(struct npu_trace *t, const struct npu_trace_event *e)
 {
   if (t->sink) {
-    struct npu_trace_event e = {start_s, dur_s, pid, tid, name};
-    t->sink(t->sink_ctx, &e);
+    t->sink(t->sink_ctx, e);
     t->streamed++;
     return;
   }
@@ -22,7 +20,24 @@ void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, doub
     t->cap = t->cap ? 2 * t->cap : 1024;
     t->ev = npu_xrealloc(t->ev, t->cap * sizeof *t->ev);
   }
-  t->ev[t->n++] = (struct npu_trace_event){start_s, dur_s, pid, tid, name};
+  t->ev[t->n++] = *e;
+}
+
+void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
+                   double dur_s)
+{
+  push(t, &(struct npu_trace_event){start_s, dur_s, pid, tid, name, 'X', 0, 0});
+}
+
+void npu_trace_counter(struct npu_trace *t, int pid, const char *name, double ts, double value)
+{
+  push(t, &(struct npu_trace_event){ts, 0, pid, 0, name, 'C', value, 0});
+}
+
+void npu_trace_flow(struct npu_trace *t, int pid, int tid, const char *name, double ts, unsigned long long id,
+                    bool finish)
+{
+  push(t, &(struct npu_trace_event){ts, 0, pid, tid, name, finish ? 'f' : 's', 0, id});
 }
 
 void npu_trace_name(struct npu_trace *t, int pid, int tid, const char *name)

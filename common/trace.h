@@ -9,12 +9,18 @@
 #ifndef NPUSIM_COMMON_TRACE_H
 #define NPUSIM_COMMON_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct npu_trace_event {
   double start_s, dur_s;
   int pid, tid;          /* track: process (e.g. a core) and thread (e.g. a pipe) */
   const char *name;      /* static string */
+  char ph;               /* 0 or 'X': a slice; 'C': a counter of the process (value at start_s);
+                            's' / 'f': a flow arrow's start / finish (id), bound to the slice of the
+                            track at start_s */
+  double value;
+  unsigned long long id;
 };
 
 struct npu_trace_track {
@@ -38,6 +44,12 @@ struct npu_trace {
 void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
                    double dur_s);
 /* Name a track (pid, tid); tid -1 names the process. Later names replace earlier ones. */
+/* A counter track of process pid named name (with its unit) taking value from ts on. */
+void npu_trace_counter(struct npu_trace *t, int pid, const char *name, double ts, double value);
+/* An arrow from the slice of track (pid, tid) at ts (finish = false) to the slice of another
+ * track at its ts (finish = true), both events carrying the same id. */
+void npu_trace_flow(struct npu_trace *t, int pid, int tid, const char *name, double ts, unsigned long long id,
+                    bool finish);
 void npu_trace_name(struct npu_trace *t, int pid, int tid, const char *name);
 /* A copy of name that lives as long as t, for event names built at run time ("F mb 3"); the
  * same text gives the same pointer. */

@@ -27,11 +27,27 @@ void rpt_chrome_event(struct npu_buf *b, const struct npu_trace_event *e)
 {
   npu_buf_puts(b, "{\"name\":");
   npu_json_quote(b, e->name);
-  npu_buf_puts(b, ",\"ph\":\"X\",\"ts\":");
-  rpt_chrome_us(b, e->start_s);
-  npu_buf_puts(b, ",\"dur\":");
-  rpt_chrome_us(b, e->dur_s);
-  npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d}", e->pid, e->tid);
+  switch (e->ph) {
+  case 'C': /* a counter: its value under the counter's name */
+    npu_buf_puts(b, ",\"ph\":\"C\",\"ts\":");
+    rpt_chrome_us(b, e->start_s);
+    npu_buf_printf(b, ",\"pid\":%d,\"args\":{", e->pid);
+    npu_json_quote(b, e->name);
+    npu_buf_printf(b, ":%.6g}}", e->value);
+    return;
+  case 's':
+  case 'f': /* a flow arrow's ends; the finish binds to the slice that encloses it */
+    npu_buf_printf(b, ",\"cat\":\"flow\",\"ph\":\"%c\",\"id\":%llu,\"ts\":", e->ph, e->id);
+    rpt_chrome_us(b, e->start_s);
+    npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d%s}", e->pid, e->tid, e->ph == 'f' ? ",\"bp\":\"e\"" : "");
+    return;
+  default:
+    npu_buf_puts(b, ",\"ph\":\"X\",\"ts\":");
+    rpt_chrome_us(b, e->start_s);
+    npu_buf_puts(b, ",\"dur\":");
+    rpt_chrome_us(b, e->dur_s);
+    npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d}", e->pid, e->tid);
+  }
 }
 
 void rpt_chrome_track(struct npu_buf *b, const struct npu_trace_track *k)

@@ -45,8 +45,11 @@
 #include "interconnect/exec.h"
 #include "interconnect/platform.h"
 #include "interconnect/topo.h"
+#include "workloads/memory.h"
 #include "workloads/program.h"
 #include "workloads/workloads_int.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
 
 #define EPS 1e-12
 
@@ -242,7 +245,7 @@ static void start_slot(struct wl__rank *rk, double now)
 }
 
 /* The slot (and its DualPipe partner) as one slice on the micro-batch track: "F mb 3". */
-static void trace_slot(struct wl__replay *r, const struct wl__rank *rk, bool pair, double now)
+static void trace_slot(struct wl__replay *r, struct wl__rank *rk, bool pair, double now)
 {
   static const char *const phase[] = {"F", "B", "Bi", "W"};
   const struct wl_slot *a = &rk->ps->slots[rk->pc].slot;
@@ -253,6 +256,16 @@ static void trace_slot(struct wl__replay *r, const struct wl__rank *rk, bool pai
     snprintf(name + n, sizeof name - (size_t)n, " + %s mb %d", phase[b->phase], (int)b->mb);
   }
   npu_trace_add(r->trace, rk->idx, 3, npu_trace_intern(r->trace, name), rk->slot_t0, now - rk->slot_t0);
+  /* the memory counter: a forward stores its (micro-batch, chunk)'s activations until its
+   * backward (or the input part of a split backward) frees them */
+  if (rk->pc == 0) npu_trace_counter(r->trace, rk->idx, "memory GiB", rk->slot_t0, rk->mem_static_bytes / GIB);
+  for (int q = 0; q <= (pair ? 1 : 0); q++) {
+    int ph = rk->ps->slots[rk->pc + (size_t)q].slot.phase;
+    rk->live += ph == 0 ? 1 : ph == 3 ? 0 : -1;
+  }
+  if (rk->live < 0) rk->live = 0;
+  npu_trace_counter(r->trace, rk->idx, "memory GiB", now,
+                    (rk->mem_static_bytes + rk->live * rk->mem_unit_bytes) / GIB);
 }
 
 /* A segment's kernels and collectives, in order, on the compute track, ending when the stream
@@ -292,7 +305,10 @@ static void end_slot(struct wl__replay *r, struct wl__rank *rk, double now)
     int send = rk->ps->slots[rk->pc].send;
     if (send >= 0) {
       host_dispatch(r, rk, 1); /* the send's launch */
-      wl__p2p_join(r, wl__p2p_get(r, send, rk->e), 0, now);
+      struct wl__p2p *out = wl__p2p_get(r, send, rk->e);
+      out->from_idx = rk->idx;
+      out->send_t0 = rk->slot_t0;
+      wl__p2p_join(r, out, 0, now);
     }
     rk->pc++;
   }
@@ -550,6 +566,12 @@ static bool on_ready(struct wl__replay *r, struct wl__rank *rk, double now)
       if (wl__p2p_done(r, in, &end)) { /* arrived while the rank computed: hidden */
         if (!in->counted) rk->res->hidden_s[WL_CAT_PP] += wl__p2p_span_s(in, end);
         in->counted = true;
+        if (r->trace && !in->traced) { /* an arrow from the sending slot to the slot it feeds */
+          unsigned long long id = (unsigned long long)(in - r->p2p) + 1;
+          npu_trace_flow(r->trace, in->from_idx, 3, "send", fmax(in->send_t0, in->send_s - 1e-9), id, false);
+          npu_trace_flow(r->trace, rk->idx, 3, "send", now, id, true);
+          in->traced = true;
+        }
         continue;
       }
       wl__p2p_join(r, in, 1, now);
@@ -721,6 +743,12 @@ static void init_ranks(struct wl__replay *r)
     rk->s = i / r->E;
     rk->e = i % r->E;
     rk->idx = i;
+    if (r->trace) { /* the memory counter's parts (trace_slot) */
+      struct wl_mem m;
+      wl_memory_stage(&r->job->model, &r->job->plan, rk->s, &m);
+      rk->mem_static_bytes = m.total_bytes - m.activations_bytes;
+      rk->mem_unit_bytes = m.inflight > 0 ? m.activations_bytes / m.inflight : 0;
+    }
     rk->ps = &r->prog->stages[rk->s];
     rk->next_gather = -1;
     rk->res = &r->res->stages[i];

@@ -158,6 +158,9 @@ struct wl__p2p {
   double recv_s;         /* when the receiver joined (NAN: not yet) */
   double formula_s;      /* run.network = formula: the transfer's time, alone on its route */
   int to_idx;            /* the receiving replay rank */
+  int from_idx;          /* the sending replay rank (set when it sends) */
+  double send_t0;        /* when the sender's slot began (the trace's arrow starts in that slice) */
+  bool traced;           /* its arrow is in the trace */
   bool done;
   bool counted;          /* the receiver has counted its hidden and exposed time */
   double done_s;
@@ -189,6 +192,10 @@ double wl__dp_lost(const struct wl__busy *b, int n, double t0, double t1);
 struct wl__rank {
   int s, e;              /* pipeline stage, EP index */
   int idx;               /* s x E + e */
+  /* the trace's memory counter: what the rank holds besides activations, the activations of one
+   * (micro-batch, chunk) in flight, and how many are in flight */
+  double mem_static_bytes, mem_unit_bytes;
+  int live;
   const struct wl_prog_stage *ps; /* its stage's slots and steps (the program's) */
   size_t pc;             /* current slot */
   enum wl__state st;

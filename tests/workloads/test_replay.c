@@ -667,6 +667,22 @@ Test(replay, many_collectives_keep_their_handles, .timeout = 300)
   cr_expect_gt(o.step_time_s, 0);
 }
 
+/* tiny.cfg at TP4 PP2, 4 micro-batches, replayed with a trace kept in memory. */
+static void traced_tp4_pp2(struct wl_job *job, struct npu_trace *tr, struct wl_result *res)
+{
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  const char *const *sets = SETS("plan.tp=4", "plan.pp=2", "plan.dp=1", "plan.global_batch=4");
+  char msg[1024];
+  int rc = wl_job_load(job, SCN "tiny.cfg", sets, nsets(sets), &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+  memset(tr, 0, sizeof *tr);
+  rc = wl_replay(job, tr, res, &d);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert_eq(rc, 0, "%s", msg);
+}
+
 /* The trace shows what the compute stream ran: each segment's kernels and TP collectives in
  * order (not one opaque block), every slot as a slice named by phase and micro-batch, and the
  * compute track's busy time is the time the step's categories put on it. */
@@ -674,17 +690,8 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
 {
   struct wl_job job;
   struct wl_result res;
-  struct npu_diag d;
-  npu_diag_clear(&d);
-  const char *const *sets = SETS("plan.tp=4", "plan.pp=2", "plan.dp=1", "plan.global_batch=4");
-  char msg[1024];
-  int rc = wl_job_load(&job, SCN "tiny.cfg", sets, nsets(sets), &d);
-  npu_diag_format(&d, msg, sizeof msg);
-  cr_assert_eq(rc, 0, "%s", msg);
-  struct npu_trace tr = {0};
-  rc = wl_replay(&job, &tr, &res, &d);
-  npu_diag_format(&d, msg, sizeof msg);
-  cr_assert_eq(rc, 0, "%s", msg);
+  struct npu_trace tr;
+  traced_tp4_pp2(&job, &tr, &res);
   int tp = 0, gemm = 0, slots = 0, compute_named = 0;
   double tp0 = 0;
   for (size_t i = 0; i < tr.n; i++) {
@@ -695,7 +702,7 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
     }
     if (!strcmp(e->name, "gemm")) gemm++;
     if (!strcmp(e->name, "compute")) compute_named++;
-    if (e->tid == 3) {
+    if (e->tid == 3 && (e->ph == 0 || e->ph == 'X')) { /* the slot slices (flows end there too) */
       slots++;
       cr_assert(!strncmp(e->name, "F mb ", 5) || !strncmp(e->name, "B mb ", 5), "%s", e->name);
       cr_assert_gt(e->dur_s, 0, "a slot is a slice, not a marker");
@@ -708,6 +715,49 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
   /* stage 0's TP events add up to the TP time its step breakdown reports */
   double want = res.stages[0].cat_s[WL_CAT_TP];
   cr_assert(want > 0 && fabs(tp0 - want) <= 1e-9 * want, "TP on stage 0's track %.9g s, in its breakdown %.9g s", tp0, want);
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
+/* The trace's memory counter per stage rises with each forward and falls with each backward,
+ * its peak the stage's peak memory; every pipeline transfer is an arrow from the slot that sent
+ * it to the slot it feeds (a start and a finish with the same id, on another stage). */
+Test(replay, trace_counts_memory_and_draws_pipeline_sends)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_trace tr;
+  traced_tp4_pp2(&job, &tr, &res);
+  double peak[2] = {0, 0}, low[2] = {1e300, 1e300};
+  int starts = 0, finishes = 0, counters = 0;
+  for (size_t i = 0; i < tr.n; i++) {
+    const struct npu_trace_event *e = &tr.ev[i];
+    if (e->ph == 'C') {
+      counters++;
+      cr_assert(e->pid >= 0 && e->pid < 2);
+      peak[e->pid] = fmax(peak[e->pid], e->value);
+      low[e->pid] = fmin(low[e->pid], e->value);
+    } else if (e->ph == 's') {
+      starts++;
+      bool found = false;
+      for (size_t k = 0; k < tr.n && !found; k++)
+        found = tr.ev[k].ph == 'f' && tr.ev[k].id == e->id && tr.ev[k].pid != e->pid &&
+                tr.ev[k].start_s >= e->start_s;
+      cr_assert(found, "the arrow %llu ends on another stage, later", e->id);
+    } else if (e->ph == 'f') {
+      finishes++;
+    }
+  }
+  cr_assert_eq(starts, 2 * 4, "activations forward and gradients back, 4 micro-batches: %d", starts);
+  cr_assert_eq(finishes, starts);
+  cr_assert_eq(counters, 2 * (1 + 2 * 4), "a value at the start and after every slot: %d", counters);
+  for (int s = 0; s < 2; s++) {
+    double want = res.stages[s].mem.total_bytes / (1024.0 * 1024.0 * 1024.0);
+    cr_assert(fabs(peak[s] - want) <= 1e-9 * want, "stage %d: peak %.9g GiB, memory model %.9g", s, peak[s], want);
+    double rest = (res.stages[s].mem.total_bytes - res.stages[s].mem.activations_bytes) / (1024.0 * 1024.0 * 1024.0);
+    cr_assert(fabs(low[s] - rest) <= 1e-9 * rest, "stage %d starts and ends without activations", s);
+  }
   npu_trace_release(&tr);
   wl_result_release(&res);
   wl_job_release(&job);
