@@ -16,6 +16,7 @@
 static const char *const fid_names[] = {"event", "analytic", NULL};
 static const char *const cfid_names[] = {"step", "bulk", NULL};
 static const char *const network_names[] = {"flows", "formula", NULL};
+static const char *const detail_names[] = {"auto", "all", NULL};
 
 static const struct npu_section sections[] = {
     {"run", false, "how to simulate"},
@@ -32,6 +33,10 @@ static const struct npu_param params[] = {
     {"run.seed", NPU_PT_INT, NPU_PARAM_OFF(seed), 0, "1", NPU_PF_NONNEG, 0, 0, NULL, "seed of anything random (reported)"},
     {"run.cost_cache", NPU_PT_STRING, NPU_PARAM_OFF(cost_cache), NPU_PARAM_SZ(cost_cache), "", 0, 0, 0, NULL,
      "file of kernel costs kept across runs (\"\": in memory only)"},
+    {"run.trace_detail", NPU_PT_ENUM, NPU_PARAM_OFF(trace_detail), 0, "auto", 0, 0, 0, detail_names,
+     "a training trace (--trace): all (every kernel, wait and bucket of every replay rank) or auto (as all up to "
+     "64 replay ranks; above, those of the first EP rank of each stage, the others' schedule slots, arrows and "
+     "memory only: a 1,024-rank step stays below 100 MB)"},
 };
 
 static const struct npu_table table = {sections, sizeof sections / sizeof sections[0], params,

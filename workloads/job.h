@@ -72,7 +72,11 @@ struct wl_run {
   int network;              /* enum wl_network */
   int seed;                 /* for anything random (reported) */
   char cost_cache[256];     /* persistent kernel cost cache file; "" none */
+  int trace_detail;         /* enum wl_trace_detail */
 };
+
+/* How much of a training step a trace holds (run.trace_detail). */
+enum wl_trace_detail { WL_TRACE_AUTO, WL_TRACE_ALL };
 
 /* A stretch of one rank's compute stream: a layer's forward, its backward, the head, ... */
 struct wl_seg {

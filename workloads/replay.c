@@ -388,7 +388,7 @@ static bool host_copy(struct wl__replay *r, struct wl__rank *rk, const struct wl
     *end = t + *dur;
   }
   if (t <= now) return false;
-  if (r->trace) npu_trace_add(r->trace, rk->idx, 1, out ? "wait offload" : "wait reload", now, t - now);
+  if (rk->detail) npu_trace_add(r->trace, rk->idx, 1, out ? "wait offload" : "wait reload", now, t - now);
   rk->run_end = t;
   rk->st = WL__ST_RUN;
   return true;
@@ -412,7 +412,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         const struct wl_seg *sg = s->u.seg.seg;
         end = stream_end(r, rk, now, sg->time_s, sg->host_lead_s, sg->launches, sg->dp_loss);
         add_seg(rk, sg);
-        if (r->trace) trace_seg(r, rk, sg, end);
+        if (rk->detail) trace_seg(r, rk, sg, end);
       } else { /* the experts' model FLOPs are not counted per rank (the model's formula has
                   them); what recomputation reruns is (HFU) */
         int layer = s->u.experts.layer, m = step_mb(rk, s);
@@ -425,7 +425,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         end = stream_end(r, rk, now, dev, wl__host_lead_equal(dev, 3, r->host_d), 3, r->prog->dp_loss);
       }
       double d = end - now;
-      if (r->trace && d > 0 && s->kind == WL_STEP_EXPERTS) npu_trace_add(r->trace, rk->idx, 0, "experts", now, d);
+      if (rk->detail && d > 0 && s->kind == WL_STEP_EXPERTS) npu_trace_add(r->trace, rk->idx, 0, "experts", now, d);
       rk->run_end = now + d;
       rk->sk++;
       rk->st = WL__ST_RUN;
@@ -520,7 +520,7 @@ static bool on_wait_coll(struct wl__replay *r, struct wl__rank *rk, double now)
 {
   if (!sh_done(r, rk->waitsh)) return false;
   rk->res->cat_s[rk->waitcat] += now - rk->since;
-  if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
+  if (rk->detail && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
   if (rk->waitcat == WL_CAT_DP) dp_done(r, rk, rk->waitsh, rk->wait_t0);
   sh_drop(r, rk->waitsh);
   rk->st = WL__ST_STEP;
@@ -533,7 +533,7 @@ static bool on_wait_a2a(struct wl__replay *r, struct wl__rank *rk, double now)
   int i = find_deferred(rk, rk->wait_which);
   if (!rk->dq[i].done) return false;
   rk->res->cat_s[WL_CAT_EP] += now - rk->since;
-  if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
+  if (rk->detail && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
   finish_deferred(r, rk, i, now - rk->since);
   rk->sk++;
   rk->st = WL__ST_STEP;
@@ -598,7 +598,7 @@ static bool on_wait_recv(struct wl__replay *r, struct wl__rank *rk, double now)
   rk->res->cat_s[WL_CAT_PP] += waited; /* now == end unless woken late */
   rk->res->hidden_s[WL_CAT_PP] += fmax(0, wl__p2p_span_s(p, end) - waited);
   p->counted = true;
-  if (r->trace && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait input", rk->since, now - rk->since);
+  if (rk->detail && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait input", rk->since, now - rk->since);
   rk->st = WL__ST_READY; /* then the partner's input, if any */
   return true;
 }
@@ -628,7 +628,7 @@ static bool ids_done(struct wl__replay *r, struct wl__rank *rk)
 {
   for (int i = 0; i < rk->nids; i++)
     if (!sh_done(r, rk->ids[i])) return false;
-  for (int i = 0; r->trace && i < rk->nids; i++) trace_dp(r, rk, i);
+  for (int i = 0; rk->detail && i < rk->nids; i++) trace_dp(r, rk, i);
   for (int i = 0; i < rk->nids; i++) dp_done(r, rk, rk->ids[i], rk->ids_t[i]);
   for (int i = 0; i < rk->nids; i++) sh_drop(r, rk->ids[i]);
   rk->nids = 0;
@@ -645,7 +645,7 @@ static bool on_wait_dp(struct wl__replay *r, struct wl__rank *rk, double now)
    * host waits for the stream, then dispatches the optimizer's kernels */
   if (rk->host < now) rk->host = now;
   rk->run_end = stream_end(r, rk, now, opt->time_s, opt->host_lead_s, opt->launches, opt->dp_loss);
-  if (r->trace) npu_trace_add(r->trace, rk->idx, 0, "optimizer", now, rk->run_end - now);
+  if (rk->detail) npu_trace_add(r->trace, rk->idx, 0, "optimizer", now, rk->run_end - now);
   rk->st = WL__ST_OPT;
   return true;
 }
@@ -743,6 +743,8 @@ static void init_ranks(struct wl__replay *r)
     rk->s = i / r->E;
     rk->e = i % r->E;
     rk->idx = i;
+    /* a large step's trace keeps the kernels, waits and buckets of each stage's first EP rank */
+    rk->detail = r->trace && (r->job->run.trace_detail == WL_TRACE_ALL || r->nr <= 64 || rk->e == 0);
     if (r->trace) { /* the memory counter's parts (trace_slot) */
       struct wl_mem m;
       wl_memory_stage(&r->job->model, &r->job->plan, rk->s, &m);

@@ -196,6 +196,7 @@ struct wl__rank {
    * (micro-batch, chunk) in flight, and how many are in flight */
   double mem_static_bytes, mem_unit_bytes;
   int live;
+  bool detail;           /* the trace holds its kernels, waits and buckets (run.trace_detail) */
   const struct wl_prog_stage *ps; /* its stage's slots and steps (the program's) */
   size_t pc;             /* current slot */
   enum wl__state st;

@@ -667,20 +667,26 @@ Test(replay, many_collectives_keep_their_handles, .timeout = 300)
   cr_expect_gt(o.step_time_s, 0);
 }
 
-/* tiny.cfg at TP4 PP2, 4 micro-batches, replayed with a trace kept in memory. */
-static void traced_tp4_pp2(struct wl_job *job, struct npu_trace *tr, struct wl_result *res)
+/* Scenario scn with sets, replayed with a trace kept in memory. */
+static void traced(const char *scn, const char *const *sets, struct wl_job *job, struct npu_trace *tr,
+                   struct wl_result *res)
 {
   struct npu_diag d;
   npu_diag_clear(&d);
-  const char *const *sets = SETS("plan.tp=4", "plan.pp=2", "plan.dp=1", "plan.global_batch=4");
   char msg[1024];
-  int rc = wl_job_load(job, SCN "tiny.cfg", sets, nsets(sets), &d);
+  int rc = wl_job_load(job, scn, sets, nsets(sets), &d);
   npu_diag_format(&d, msg, sizeof msg);
   cr_assert_eq(rc, 0, "%s", msg);
   memset(tr, 0, sizeof *tr);
   rc = wl_replay(job, tr, res, &d);
   npu_diag_format(&d, msg, sizeof msg);
   cr_assert_eq(rc, 0, "%s", msg);
+}
+
+/* tiny.cfg at TP4 PP2, 4 micro-batches, traced. */
+static void traced_tp4_pp2(struct wl_job *job, struct npu_trace *tr, struct wl_result *res)
+{
+  traced(SCN "tiny.cfg", SETS("plan.tp=4", "plan.pp=2", "plan.dp=1", "plan.global_batch=4"), job, tr, res);
 }
 
 /* The trace shows what the compute stream ran: each segment's kernels and TP collectives in
@@ -820,4 +826,46 @@ Test(replay, data_parallel_collectives_slow_the_compute_beside_them)
   cr_assert_eq(wl_run_isolated(SCN "tiny.cfg", sets, nsets(sets), &bad, &d), 0, "%s", d.msg);
   cr_expect_neq(bad.status, 0);
   cr_expect(strstr(bad.message, "node.ccl.cores") != NULL, "%s", bad.message);
+}
+
+/* A trace of more than 64 replay ranks keeps the kernels of each stage's first EP rank only
+ * (run.trace_detail = auto): the others show their slots and memory; "all" keeps every rank's. */
+static void ep72_kernels(const char *detail, int *gemm0, int *gemm5, int *slots5)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_trace tr;
+  char det[64];
+  snprintf(det, sizeof det, "run.trace_detail=\"%s\"", detail);
+  traced(SCN "tiny_moe.cfg", SETS("cluster.nodes=9", "model.moe.experts=72", "plan.ep=72", "plan.global_batch=72", det),
+         &job, &tr, &res);
+  *gemm0 = *gemm5 = *slots5 = 0;
+  for (size_t i = 0; i < tr.n; i++) {
+    const struct npu_trace_event *e = &tr.ev[i];
+    bool gemm = !strcmp(e->name, "gemm");
+    if (gemm && e->pid == 0) (*gemm0)++;
+    if (gemm && e->pid == 5) (*gemm5)++;
+    if (e->pid == 5 && e->tid == 3 && e->ph == 'X') (*slots5)++;
+  }
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
+Test(replay, a_large_step_traces_the_kernels_of_one_ep_rank_per_stage, .timeout = 120)
+{
+  int g0, g5, s5;
+  ep72_kernels("auto", &g0, &g5, &s5);
+  cr_assert_gt(g0, 0, "EP rank 0 in full");
+  cr_assert_eq(g5, 0, "EP rank 5's kernels left out");
+  cr_assert_eq(s5, 2, "its forward and backward slots kept");
+}
+
+/* (one SimGrid engine per process: the other detail in a test of its own) */
+Test(replay, trace_detail_all_traces_the_kernels_of_every_rank, .timeout = 120)
+{
+  int g0, g5, s5;
+  ep72_kernels("all", &g0, &g5, &s5);
+  cr_assert(g0 > 0 && g5 == g0, "every rank in full: %d and %d", g0, g5);
+  cr_assert_eq(s5, 2);
 }
