@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *npu_strerror(int err)
 {
@@ -67,4 +68,16 @@ char *npu__xstrdup(const char *s, const char *file, int line)
   char *p = npu__xmalloc(n, file, line);
   memcpy(p, s, n);
   return p;
+}
+
+#ifdef NPUSIM_COVERAGE
+void __gcov_dump(void);
+#endif
+
+_Noreturn void npu_child_exit(int status)
+{
+#ifdef NPUSIM_COVERAGE
+  __gcov_dump();
+#endif
+  _exit(status);
 }

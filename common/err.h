@@ -35,6 +35,10 @@ const char *npu_strerror(int err);
 int npu_exit_status(int err);
 
 /* Abort with file:line and a message. Never returns. */
+/* A fork()ed child's end: _exit(status), its coverage counters written first in a coverage
+ * build (NPUSIM_COVERAGE, scripts/coverage.sh), which _exit would otherwise lose. */
+_Noreturn void npu_child_exit(int status);
+
 _Noreturn void npu__panic(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -337,7 +337,7 @@ static int run_child(const struct op_desc *d, const struct op_args *a, const str
       if (w <= 0) break;
       off += (size_t)w;
     }
-    _exit(0);
+    npu_child_exit(0);
   }
   close(fd[1]);
   struct npu_buf b = {0};

@@ -162,7 +162,7 @@ static void child(const struct sw_spec *s, int index, int fd)
   bool ok = npu_write_all(fd, &h, sizeof h) && npu_write_all(fd, msg, h.msglen) &&
             npu_write_all(fd, npu_buf_str(&row), h.rowlen);
   close(fd);
-  _exit(ok ? 0 : 1);
+  npu_child_exit(ok ? 0 : 1);
 }
 
 void sw_pool_start(struct sw_pool *p, int index)

@@ -80,7 +80,7 @@ static int start_child(void (*fn)(void *ctx, void *record), void *ctx, void *rec
     fn(ctx, record); /* the child's copy of record */
     bool ok = npu_write_all(fds[1], record, size);
     close(fds[1]);
-    _exit(ok ? 0 : 1);
+    npu_child_exit(ok ? 0 : 1);
   }
   close(fds[1]);
   *st = (struct started){pid, fds[0]};

@@ -410,3 +410,48 @@ Test(cli, run_html_writes_one_self_contained_page, .timeout = 120)
   ts_rmtree(dir);
   free(dir);
 }
+
+/* npusim kernel --parity from the command line: the cases run (batch sizes, tilings, cores), the
+ * one that changes the output's bits named with its first differing element, the JSON count. */
+Test(cli, kernel_parity_reports_which_changes_alter_the_bits, .timeout = 120)
+{
+  struct run_result r = ts_npusim("kernel", "rms_norm", "--rows", "64", "--hidden", "256", "--parity", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "  batch   rows=1 ") && strstr(r.out, "  cores   cores halved"), "%s", r.out);
+  cr_assert(strstr(r.out, "  tiling  tile_cols=64 ") && strstr(r.out, "y[2]: "), "%s", r.out);
+  cr_assert(strstr(r.out, "  result            1 of 9 compared cases change the output bits"), "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("kernel", "rms_norm", "--rows", "64", "--hidden", "256", "--parity", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"cases_differing\": 1,") && strstr(r.out, "\"kind\": \"tiling\""), "%s", r.out);
+  ts_run_free(&r);
+}
+
+/* The run's HTML page rendered by a headless Chromium, where this machine has one (install-deps
+ * does not add it: the test reports itself skipped without it): the browser parses the page and
+ * its DOM holds the charts and the tables. */
+Test(cli, run_html_renders_in_a_headless_browser, .timeout = 120)
+{
+  const char *browsers[] = {"chromium", "chromium-browser", "google-chrome", NULL};
+  const char *browser = NULL;
+  for (int i = 0; browsers[i] && !browser; i++) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", browsers[i]);
+    if (system(cmd) == 0) browser = browsers[i];
+  }
+  if (!browser) cr_skip_test("no headless Chromium on this machine");
+  char *dir = ts_tmpdir(), page[2048], cfg[2048], url[2100];
+  snprintf(page, sizeof page, "%s/step.html", dir);
+  snprintf(cfg, sizeof cfg, "%s/tests/workloads/data/tiny.cfg", NPUSIM_SOURCE_DIR);
+  struct run_result r = ts_npusim("run", cfg, "--html", page, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  snprintf(url, sizeof url, "file://%s", page);
+  char *argv[] = {(char *)browser, "--headless", "--disable-gpu", "--no-sandbox", "--dump-dom", url, NULL};
+  r = ts_run(argv, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "<svg") && strstr(r.out, "<rect") && strstr(r.out, "Step breakdown per stage"), "%s", r.out);
+  ts_run_free(&r);
+  ts_rmtree(dir);
+  free(dir);
+}
