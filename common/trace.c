@@ -26,18 +26,24 @@ static void push(struct npu_trace *t, const struct npu_trace_event *e)
 void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
                    double dur_s)
 {
-  push(t, &(struct npu_trace_event){start_s, dur_s, pid, tid, name, 'X', 0, 0});
+  push(t, &(struct npu_trace_event){start_s, dur_s, pid, tid, name, 'X', 0, 0, NULL});
+}
+
+void npu_trace_add_args(struct npu_trace *t, int pid, int tid, const char *name, double start_s, double dur_s,
+                        const char *args_json)
+{
+  push(t, &(struct npu_trace_event){start_s, dur_s, pid, tid, name, 'X', 0, 0, args_json});
 }
 
 void npu_trace_counter(struct npu_trace *t, int pid, const char *name, double ts, double value)
 {
-  push(t, &(struct npu_trace_event){ts, 0, pid, 0, name, 'C', value, 0});
+  push(t, &(struct npu_trace_event){ts, 0, pid, 0, name, 'C', value, 0, NULL});
 }
 
 void npu_trace_flow(struct npu_trace *t, int pid, int tid, const char *name, double ts, unsigned long long id,
                     bool finish)
 {
-  push(t, &(struct npu_trace_event){ts, 0, pid, tid, name, finish ? 'f' : 's', 0, id});
+  push(t, &(struct npu_trace_event){ts, 0, pid, tid, name, finish ? 'f' : 's', 0, id, NULL});
 }
 
 void npu_trace_name(struct npu_trace *t, int pid, int tid, const char *name)

@@ -21,6 +21,7 @@ struct npu_trace_event {
                             track at start_s */
   double value;
   unsigned long long id;
+  const char *args;      /* a slice's arguments: a JSON object's text (interned), or NULL */
 };
 
 struct npu_trace_track {
@@ -44,6 +45,10 @@ struct npu_trace {
 void npu_trace_add(struct npu_trace *t, int pid, int tid, const char *name, double start_s,
                    double dur_s);
 /* Name a track (pid, tid); tid -1 names the process. Later names replace earlier ones. */
+/* npu_trace_add with the slice's arguments: args_json a JSON object's text ({"k": v, ...}),
+ * kept as given (intern it, or give a static string). */
+void npu_trace_add_args(struct npu_trace *t, int pid, int tid, const char *name, double start_s, double dur_s,
+                        const char *args_json);
 /* A counter track of process pid named name (with its unit) taking value from ts on. */
 void npu_trace_counter(struct npu_trace *t, int pid, const char *name, double ts, double value);
 /* An arrow from the slice of track (pid, tid) at ts (finish = false) to the slice of another

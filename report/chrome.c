@@ -46,7 +46,12 @@ void rpt_chrome_event(struct npu_buf *b, const struct npu_trace_event *e)
     rpt_chrome_us(b, e->start_s);
     npu_buf_puts(b, ",\"dur\":");
     rpt_chrome_us(b, e->dur_s);
-    npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d}", e->pid, e->tid);
+    npu_buf_printf(b, ",\"pid\":%d,\"tid\":%d", e->pid, e->tid);
+    if (e->args) {
+      npu_buf_puts(b, ",\"args\":");
+      npu_buf_puts(b, e->args);
+    }
+    npu_buf_puts(b, "}");
   }
 }
 

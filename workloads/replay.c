@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "common/err.h"
+#include "common/json.h"
 #include "engine/engine.h"
 #include "interconnect/comm.h"
 #include "interconnect/exec.h"
@@ -279,18 +280,26 @@ static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const str
     const struct wl_item *it = &j->items[i];
     double d = wl__item_time(j, i);
     if (d <= 0) continue;
-    const char *name;
     if (it->coll) {
+      const char *name;
       static const char *const dims[] = {"TP", "CP", "EP", "DP", "PP", "ETP"}; /* + WL_GROUP_ETP */
       const struct wl_coll *c = &j->colls[it->index];
       char buf[64];
       snprintf(buf, sizeof buf, "%s %s%s", dims[c->dim], ic_op_name(c->op),
                it->ovl != WL_OVL_NONE || it->hide >= 0 ? " (exposed)" : "");
       name = npu_trace_intern(r->trace, buf);
-    } else {
-      name = j->kernels[it->index].op;
+      npu_trace_add(r->trace, rk->idx, 0, name, t, d);
+    } else { /* the kernel's arguments, FLOPs and bound as the slice's arguments */
+      const struct wl_kernel *k = &j->kernels[it->index];
+      struct npu_buf a = {0};
+      npu_buf_puts(&a, "{\"args\":");
+      npu_json_quote(&a, k->args);
+      npu_buf_printf(&a, ",\"flops\":%.6g,\"bound\":", k->flops);
+      npu_json_quote(&a, k->bottleneck);
+      npu_buf_puts(&a, "}");
+      npu_trace_add_args(r->trace, rk->idx, 0, k->op, t, d, npu_trace_intern(r->trace, npu_buf_str(&a)));
+      npu_buf_release(&a);
     }
-    npu_trace_add(r->trace, rk->idx, 0, name, t, d);
     t += d;
   }
 }

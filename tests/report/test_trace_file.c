@@ -102,7 +102,7 @@ Test(trace_file, an_aborted_trace_leaves_no_file)
   struct rpt_trace_file *f;
   struct npu_diag d = {0};
   cr_assert_eq(rpt_trace_file_open(&f, path, "--trace", &d), 0);
-  rpt_trace_file_event(f, &(struct npu_trace_event){0, 1e-9, 0, 0, "x", 'X', 0, 0});
+  rpt_trace_file_event(f, &(struct npu_trace_event){0, 1e-9, 0, 0, "x", 'X', 0, 0, NULL});
   rpt_trace_file_abort(f);
   cr_assert_eq(rmdir(dir), 0, "the directory is empty again (no trace, no partial file)");
   free(dir);

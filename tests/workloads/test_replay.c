@@ -706,7 +706,12 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
       tp++;
       if (e->pid == 0) tp0 += e->dur_s;
     }
-    if (!strcmp(e->name, "gemm")) gemm++;
+    if (!strcmp(e->name, "gemm")) {
+      gemm++;
+      cr_assert(e->args && strstr(e->args, "{\"args\":\"m=") && strstr(e->args, ",\"flops\":") &&
+                    strstr(e->args, ",\"bound\":"),
+                "a kernel's slice carries its shape, FLOPs and bound: %s", e->args ? e->args : "(none)");
+    }
     if (!strcmp(e->name, "compute")) compute_named++;
     if (e->tid == 3 && (e->ph == 0 || e->ph == 'X')) { /* the slot slices (flows end there too) */
       slots++;
