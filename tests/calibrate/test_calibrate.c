@@ -539,3 +539,23 @@ Test(calibrate, best_of_search_figures_are_shown_and_not_fitted)
     cal_set_release(&set);
   }
 }
+
+/* --json: the preset, each knob's fit (points, value, the value before, rms) and every point's
+ * residual with where it comes from; the HBM share of the H100 preset reproduces its own value
+ * (the preset's was written by this fit); --fidelity takes analytic or event only. */
+Test(calibrate, the_json_report_carries_every_point_of_the_fit)
+{
+  struct run_result r = ts_npusim("calibrate", "nvidia-h100-sxm", "--knob", "chip.calib.hbm", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"preset\": \"nvidia-h100-sxm\"") && strstr(r.out, "\"key\": \"chip.calib.hbm\""), "%s", r.out);
+  cr_assert(strstr(r.out, "\"points\": 5,") && strstr(r.out, "\"rms\": ") && strstr(r.out, "\"residuals\": ["), "%s", r.out);
+  cr_assert(strstr(r.out, "\"where\": \"calibration/data/hbm.csv:7\"") && strstr(r.out, "\"measured_s\": "), "%s", r.out);
+  const char *v = strstr(r.out, "\"value\": "), *b = strstr(r.out, "\"before\": ");
+  cr_assert(v && b);
+  cr_assert(fabs(atof(v + 9) - atof(b + 10)) < 1e-4, "refitted %g, preset %g", atof(v + 9), atof(b + 10));
+  ts_run_free(&r);
+  r = ts_npusim("calibrate", "nvidia-h100-sxm", "--knob", "chip.calib.hbm", "--fidelity", "exact", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "--fidelity: expected analytic or event, got 'exact'"), "%s", r.err);
+  ts_run_free(&r);
+}
