@@ -1,22 +1,25 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    install what is missing, build, run the default scenario
 #   make test   install what is missing, build, run every test through ctest
-# Also: make install [PREFIX=/usr/local] (the executable and the kernel API for out-of-tree
-# kernels, with pkg-config's npusim-kernel.pc: docs/KERNELS.md), make test-sanitize (the suite under ASan + UBSan),
-# make fuzz [FUZZ_SECONDS=60] (the libFuzzer targets of tests/fuzz/, clang), make golden (rewrite the golden
+# Also: make install [PREFIX=/usr/local] (the executable; its presets and data under share/npusim;
+# the manual page and bash completion; the kernel API for out-of-tree kernels, with pkg-config's
+# npusim-kernel.pc: docs/KERNELS.md), make test-sanitize (the suite under ASan + UBSan),
+# make fuzz [FUZZ_SECONDS=60] (the libFuzzer targets of tests/fuzz/, clang), make coverage (line coverage
+# of the suite per source folder, gcov), make golden (rewrite the golden
 # figures beside every scenario from what the code computes now: review the diff), make build,
 # make clean.
 
 BUILD ?= build
 BUILD_SAN ?= build-sanitize
 BUILD_FUZZ ?= build-fuzz
+BUILD_COV ?= build-coverage
 FUZZ_SECONDS ?= 60
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
 PREFIX ?= /usr/local
 
-.PHONY: all deps build run test test-sanitize golden bench clean install fuzz
+.PHONY: all deps build run test test-sanitize golden bench clean install fuzz coverage
 
 all: build
 
@@ -45,6 +48,11 @@ golden: build
 	NPUSIM_GOLDEN_UPDATE=1 ctest --test-dir $(BUILD) -R '^(cli|sweep)$$' -j$(JOBS)
 	@git status --short -- scenarios
 
+# Line coverage of the suite per source folder (gcov; scripts/coverage.sh): the folders and files
+# below 85% named.
+coverage: deps
+	@JOBS=$(JOBS) scripts/coverage.sh $(BUILD_COV) 85
+
 # The libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; needs clang.
 fuzz: deps
 	@command -v clang >/dev/null || { echo "fuzz: needs clang (libFuzzer)"; exit 1; }
@@ -56,4 +64,4 @@ bench: build
 	@for b in $(BUILD)/bench/*/bench_*; do echo "== $$b"; $$b || exit 1; done
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_COV)
