@@ -665,7 +665,12 @@ static inline int vx_plan_rows(struct vx_rowplan *p, uint64_t rows, uint32_t col
     uint64_t per_core = (rows + (uint64_t)cores - 1) / (uint64_t)cores;
     uint64_t target = 32768 / ((uint64_t)rs * es_in);
     if (target < 1) target = 1;
-    uint32_t want = (uint32_t)vx_min64(vx_min64(target, per_core), vx_min64(rows, 4096));
+    /* tiles of about the target, balanced over a core's rows: per_core rows in
+     * ceil(per_core / target) equal tiles, so no core runs one more, smaller wave than the
+     * others (65 rows a core in 64-row tiles took a second wave on two cores) */
+    uint64_t per_tile = per_core <= target ? per_core : (per_core + (per_core + target - 1) / target - 1) /
+                                                             ((per_core + target - 1) / target);
+    uint32_t want = (uint32_t)vx_min64(per_tile, vx_min64(rows, 4096));
     if (tile_rows) want = (uint32_t)tile_rows;
     uint32_t r3 = vx__fit_rows(need, ctx, rs, 3, want, ub), r2 = vx__fit_rows(need, ctx, rs, 2, want, ub);
     if (tile_rows && r2 < want) {

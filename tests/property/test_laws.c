@@ -217,6 +217,21 @@ Test(laws, more_work_never_takes_less_time, .init = load)
   }
 }
 
+/* The case of the law above that 10,000 generated cases found (seed 0x6e7075736d6c6176, case
+ * 2345): RMSNorm of 8,551 rows on the H100 preset cut into 64-row tiles left two cores a second,
+ * one-tile wave, and took longer than 17,102 rows; the row tiling now balances a core's rows over
+ * equal tiles (ops/vecops_int.h, vx_plan_rows). */
+Test(laws, rms_norm_rows_doubled_on_the_h100_take_longer, .init = load)
+{
+  struct call c = {"rms_norm", {"hidden=128"}, 1, ""}, d = c;
+  arg(&c, "rows=%ld", 8551);
+  arg(&d, "rows=%ld", 17102);
+  int p = 3; /* nvidia-h100-sxm */
+  cr_assert_str_eq(presets[p], "nvidia-h100-sxm");
+  double t0 = run_call(&sys[p].chip, &c).total.time_s, t1 = run_call(&sys[p].chip, &d).total.time_s;
+  cr_assert(t1 >= t0, "17,102 rows %.9g s, 8,551 rows %.9g s", t1, t0);
+}
+
 Test(laws, a_collective_costs_more_for_more_bytes_and_slower_links)
 {
   static const enum ic_op ops[] = {IC_OP_ALLREDUCE, IC_OP_ALLGATHER, IC_OP_REDUCESCATTER, IC_OP_BROADCAST,
