@@ -291,14 +291,18 @@ static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const str
       npu_trace_add(r->trace, rk->idx, 0, name, t, d);
     } else { /* the kernel's arguments, FLOPs and bound as the slice's arguments */
       const struct wl_kernel *k = &j->kernels[it->index];
-      struct npu_buf a = {0};
-      npu_buf_puts(&a, "{\"args\":");
-      npu_json_quote(&a, k->args);
-      npu_buf_printf(&a, ",\"flops\":%.6g,\"bound\":", k->flops);
-      npu_json_quote(&a, k->bottleneck);
-      npu_buf_puts(&a, "}");
-      npu_trace_add_args(r->trace, rk->idx, 0, k->op, t, d, npu_trace_intern(r->trace, npu_buf_str(&a)));
-      npu_buf_release(&a);
+      if (!r->kargs) r->kargs = npu_xcalloc((size_t)j->nkernels + 1, sizeof *r->kargs);
+      if (!r->kargs[it->index]) {
+        struct npu_buf a = {0};
+        npu_buf_puts(&a, "{\"args\":");
+        npu_json_quote(&a, k->args);
+        npu_buf_printf(&a, ",\"flops\":%.6g,\"bound\":", k->flops);
+        npu_json_quote(&a, k->bottleneck);
+        npu_buf_puts(&a, "}");
+        r->kargs[it->index] = npu_trace_intern(r->trace, npu_buf_str(&a));
+        npu_buf_release(&a);
+      }
+      npu_trace_add_args(r->trace, rk->idx, 0, k->op, t, d, r->kargs[it->index]);
     }
     t += d;
   }
@@ -908,6 +912,7 @@ static void trace_tracks(const struct wl__replay *r)
 static void rp_release(struct wl__replay *r)
 {
   if (r->x) ic_exec_destroy(r->x);
+  free(r->kargs);
   for (int i = 0; r->rk && i < r->nr; i++) {
     free(r->rk[i].ids);
     free(r->rk[i].ids_t);

@@ -257,6 +257,7 @@ struct wl__replay {
   const struct wl_program *prog;
   struct wl_result *res;
   struct npu_trace *trace;
+  const char **kargs;    /* traced: each kernel's slice arguments (JSON, interned), built once */
   struct ic_topo *topo;
   struct ic_params icp;
   struct ic_exec *x;
