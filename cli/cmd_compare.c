@@ -115,9 +115,9 @@ static int compare_collectives(const char *pa, const char *pb, double tol, struc
                  pb, b.n);
   npu_buf_printf(out, "  %14s %12s %12s %10s %14s %14s\n", "size(B)", "A time(us)", "B time(us)", "B / A",
                  "A busbw(GB/s)", "B busbw(GB/s)");
-  int shared = 0, beyond = 0;
-  double sum = 0, sum_abs = 0, worst = -1, worst_size = 0;
-  struct npu_buf only_a = {0}, only_b = {0}, texts = {0}, bad = {0};
+  int shared = 0;
+  struct cli_tally t = {.tol = tol};
+  struct npu_buf only_a = {0}, only_b = {0}, texts = {0};
   for (int i = 0; i < a.n; i++) {
     const struct nccl_row *x = &a.rows[i], *y = NULL;
     for (int k = 0; k < b.n && !y; k++)
@@ -129,25 +129,14 @@ static int compare_collectives(const char *pa, const char *pb, double tol, struc
     shared++;
     if (x->type[0] && y->type[0] && (strcmp(x->type, y->type) || strcmp(x->redop, y->redop)))
       npu_buf_printf(&texts, "  %.0f B: %s %s | %s %s\n", x->size, x->type, x->redop, y->type, y->redop);
-    char ratio[32] = "-";
-    double rel = x->time_us > 0 ? y->time_us / x->time_us - 1 : NAN;
-    if (x->time_us > 0) {
-      snprintf(ratio, sizeof ratio, "%.4f", y->time_us / x->time_us);
-      sum += rel;
-      sum_abs += fabs(rel);
-      if (fabs(rel) > worst) {
-        worst = fabs(rel);
-        worst_size = x->size;
-      }
-    }
-    bool out_of_tol = tol >= 0 && (x->time_us > 0 ? fabs(rel) * 100 > tol : y->time_us > 0);
-    char bwa[32] = "-", bwb[32] = "-"; /* hccl_test gives no bus bandwidth */
+    char ratio[32] = "-", label[48], bwa[32] = "-", bwb[32] = "-"; /* hccl_test gives no bus bandwidth */
+    if (x->time_us > 0) snprintf(ratio, sizeof ratio, "%.4f", y->time_us / x->time_us);
+    snprintf(label, sizeof label, "%.0f B", x->size);
+    bool out_of_tol = cli_tally_add(&t, label, x->size, x->time_us, y->time_us, "us");
     if (x->busbw_gbps >= 0) snprintf(bwa, sizeof bwa, "%.2f", x->busbw_gbps);
     if (y->busbw_gbps >= 0) snprintf(bwb, sizeof bwb, "%.2f", y->busbw_gbps);
     npu_buf_printf(out, "  %14.0f %12.2f %12.2f %10s %14s %14s%s\n", x->size, x->time_us, y->time_us, ratio, bwa, bwb,
                    out_of_tol ? "  beyond tolerance" : "");
-    if (out_of_tol && beyond++ < 6)
-      npu_buf_printf(&bad, "%s%.0f B %.4g -> %.4g us", bad.len ? "; " : "", x->size, x->time_us, y->time_us);
   }
   for (int k = 0; k < b.n; k++) {
     bool found = false;
@@ -157,23 +146,22 @@ static int compare_collectives(const char *pa, const char *pb, double tol, struc
   if (texts.len) npu_buf_printf(out, "\ntypes or reductions that differ (A | B)\n%s", npu_buf_str(&texts));
   if (only_a.len) npu_buf_printf(out, "\nsizes only in A, bytes: %s\n", npu_buf_str(&only_a));
   if (only_b.len) npu_buf_printf(out, "\nsizes only in B, bytes: %s\n", npu_buf_str(&only_b));
-  if (worst >= 0)
+  if (t.matched)
     npu_buf_printf(out, "\n%d sizes shared: time B / A - 1 mean %+.2f%%, mean |B / A - 1| %.2f%%, largest %.2f%% at %.0f B",
-                   shared, 100 * sum / shared, 100 * sum_abs / shared, 100 * worst, worst_size);
+                   shared, 100 * t.sum / shared, 100 * t.sum_abs / shared, 100 * t.worst, t.worst_at);
   else
     npu_buf_printf(out, "\n%d sizes shared", shared);
-  if (tol >= 0) npu_buf_printf(out, "; %d beyond %g%%", beyond, tol);
+  if (tol >= 0) npu_buf_printf(out, "; %d beyond %g%%", t.beyond, tol);
   npu_buf_puts(out, "\n");
-  if (!shared)
+  if (!shared) {
+    npu_buf_release(&t.bad);
     rc = npu_diag_set(diag, "command line", 0, NULL, "%s and %s have no message size in common", pa, pb);
-  else if (beyond)
-    rc = (npu_diag_set(diag, NULL, 0, "--tolerance", "%d size%s beyond %g%%: %s%s", beyond, beyond == 1 ? "" : "s", tol,
-                       npu_buf_str(&bad), beyond > 6 ? "; ..." : ""),
-          NPU_EINTERNAL);
+  } else {
+    rc = cli_tally_finish(&t, "size", "sizes", diag);
+  }
   npu_buf_release(&only_a);
   npu_buf_release(&only_b);
   npu_buf_release(&texts);
-  npu_buf_release(&bad);
   nccl_table_free(&a);
   nccl_table_free(&b);
   return rc;

@@ -9,6 +9,24 @@
 #include "common/diag.h"
 #include "common/strutil.h"
 
+/*
+ * A comparison's tally of B against A row by row (a collective's sizes, a profile's operators):
+ * the rows on both sides, the mean and largest |B / A - 1|, and the rows further than tol
+ * percent (tol < 0: no tolerance), the first six named for the failure's message.
+ */
+struct cli_tally {
+  double tol;
+  int matched, beyond;
+  double sum, sum_abs, worst;
+  double worst_at;        /* the caller's key of the largest (a size) */
+  struct npu_buf bad;
+};
+/* Add a row: label, A's and B's figure in unit; A <= 0 counts only as beyond when B > 0. Whether
+ * the row is beyond the tolerance. */
+bool cli_tally_add(struct cli_tally *t, const char *label, double key, double a, double b, const char *unit);
+/* 0, or NPU_EINTERNAL with "N <what|many> beyond T%: ..." in diag; releases the tally. */
+int cli_tally_finish(struct cli_tally *t, const char *what, const char *many, struct npu_diag *diag);
+
 /* The npusim operator a CANN operator type (msprof's "OP Type") is costed as, or NULL. */
 const char *cli_cann_op(const char *type);
 

@@ -178,6 +178,38 @@ static int add_sim(struct sums *s, const char *arg, int stage, bool by_category,
   return rc;
 }
 
+bool cli_tally_add(struct cli_tally *t, const char *label, double key, double a, double b, const char *unit)
+{
+  bool out;
+  if (a > 0) {
+    double rel = b / a - 1;
+    t->matched++;
+    t->sum += rel;
+    t->sum_abs += fabs(rel);
+    if (t->matched == 1 || fabs(rel) > t->worst) {
+      t->worst = fabs(rel);
+      t->worst_at = key;
+    }
+    out = t->tol >= 0 && fabs(rel) * 100 > t->tol;
+  } else {
+    out = t->tol >= 0 && b > 0;
+  }
+  if (out && t->beyond++ < 6)
+    npu_buf_printf(&t->bad, "%s%s %.4g -> %.4g %s", t->bad.len ? "; " : "", label, a, b, unit);
+  return out;
+}
+
+int cli_tally_finish(struct cli_tally *t, const char *what, const char *many, struct npu_diag *diag)
+{
+  int rc = 0;
+  if (t->beyond)
+    rc = (npu_diag_set(diag, NULL, 0, "--tolerance", "%d %s beyond %g%%: %s%s", t->beyond, t->beyond == 1 ? what : many,
+                       t->tol, npu_buf_str(&t->bad), t->beyond > 6 ? "; ..." : ""),
+          NPU_EINTERNAL);
+  npu_buf_release(&t->bad);
+  return rc;
+}
+
 /*
  * The rows of a profile comparison (what: "operator" or "category"), then the mean difference
  * over the rows both sides have; with tol >= 0 a row further than tol percent fails.
@@ -194,37 +226,24 @@ static int print_sums(const struct opsum *v, int n, const char *what, const char
   snprintf(head, sizeof head, "%s (per step)", what);
   npu_buf_printf(out, "  %-22s %10s %10s %12s %12s %10s\n", head, a_count, "B calls", "A time(ms)", "B time(ms)",
                  "B / A");
-  int beyond = 0, matched = 0;
-  double sum_abs = 0;
-  struct npu_buf bad = {0};
+  struct cli_tally t = {.tol = tol};
   for (int i = 0; i < n; i++) {
     const struct opsum *s = &v[i];
     char ratio[32] = "-";
-    bool both = s->time_a > 0 && s->calls_b > 0;
-    double rel = both ? s->time_b / s->time_a - 1 : 0;
+    bool both = s->time_a > 0 && s->calls_b > 0, out_of_tol = false;
     if (both) {
       snprintf(ratio, sizeof ratio, "%.4f", s->time_b / s->time_a);
-      matched++;
-      sum_abs += fabs(rel);
+      out_of_tol = cli_tally_add(&t, s->op, 0, 1e3 * s->time_a, 1e3 * s->time_b, "ms");
     }
-    bool out_of_tol = tol >= 0 && both && fabs(rel) * 100 > tol;
     npu_buf_printf(out, "  %-22s %10.1f %10.0f %12.3f %12.3f %10s%s\n", s->op, s->calls_a, s->calls_b, 1e3 * s->time_a,
                    1e3 * s->time_b, ratio, out_of_tol ? "  beyond tolerance" : "");
-    if (out_of_tol && beyond++ < 6)
-      npu_buf_printf(&bad, "%s%s %.4g -> %.4g ms", bad.len ? "; " : "", s->op, 1e3 * s->time_a, 1e3 * s->time_b);
   }
-  if (matched)
-    npu_buf_printf(out, "\n%d %s on both sides: mean |B / A - 1| %.2f%%\n", matched, matched == 1 ? what : many,
-                   100 * sum_abs / matched);
+  if (t.matched)
+    npu_buf_printf(out, "\n%d %s on both sides: mean |B / A - 1| %.2f%%\n", t.matched, t.matched == 1 ? what : many,
+                   100 * t.sum_abs / t.matched);
   else
     npu_buf_printf(out, "\nno %s on both sides\n", what);
-  int rc = 0;
-  if (beyond)
-    rc = (npu_diag_set(diag, NULL, 0, "--tolerance", "%d %s beyond %g%%: %s%s", beyond, beyond == 1 ? what : many, tol,
-                       npu_buf_str(&bad), beyond > 6 ? "; ..." : ""),
-          NPU_EINTERNAL);
-  npu_buf_release(&bad);
-  return rc;
+  return cli_tally_finish(&t, what, many, diag);
 }
 
 int cli_compare_op_statistic(const char *measured, const char *simulated, int steps, int stage, double tol,
