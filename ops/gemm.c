@@ -1328,7 +1328,7 @@ static uint64_t even(uint64_t n, uint64_t max)
  * The tiling search's candidates (op_desc.variants), when the caller fixed no tile: the default
  * tiling (128 x 256, or narrower N tiles that fill the last wave), 128-row tiles of equal width
  * up to 256 (catlass's 128 x 256 when N is a multiple of 256; a ragged last tile would load all
- * of its A rows for a few columns), 256 x 128 tiles (half the B traffic per block) and 256-row
+ * of its A rows for a few columns), rows balanced over the cores (below), 256 x 128 tiles (half the B traffic per block) and 256-row
  * tiles of equal width up to 128; and, where the default tiles are few (at most 64), K split 1,
  * 2, 4 and 8 ways: the automatic split is a rule (half the cores idle, 4 L1 steps per split)
  * that ignores the launches a split adds (zeroing and casting kernels, 20 us each on A2), so
@@ -1338,7 +1338,8 @@ static uint64_t even(uint64_t n, uint64_t max)
  */
 #define SPLIT_SEARCH_TILES 64 /* default tiles at most: K splits are candidates (more SMs than any preset) */
 
-static int variants(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max)
+static int variants(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip, struct op_args *out,
+                    int max)
 {
   int im = op_param_index(d, "tile_m"), in = op_param_index(d, "tile_n"), ik = op_param_index(d, "tile_k");
   if (a->u[im] || a->u[in] || a->u[ik] || op_u(d, a, "tile_k0") || op_u(d, a, "quant") != Q_NONE) return 0;
@@ -1355,10 +1356,22 @@ static int variants(const struct op_desc *d, const struct op_args *a, struct op_
     }                                                                                                                 \
   } while (0)
   if (M >= 128) CAND(128, even(N, 256), 0);
+  /* rows balanced over the cores where the N tiles are fewer than the cores: the equal M tiles
+   * that fill one wave, and two (M 3627 N 57 on 24 cores: 29 blocks of 128 rows take two waves,
+   * 23 of 160 one), unsplit unless the caller split K (they fill the cores a split would) */
+  int isk = op_param_index(d, "split_k");
+  uint64_t wn = even(N, 256), bn = ops_ceil(N, wn), c = op_u(d, a, "cores") ? op_u(d, a, "cores") : (uint64_t)chip->aic_count;
+  for (uint64_t w = 1, prev = 0; w <= 2 && bn < c; w++) {
+    uint64_t tm = ops_roundup(ops_ceil(M, w * (c / bn)), 16);
+    if (tm != 128 && tm != prev && tm <= 256 && tm < ops_roundup(M, 16) && n < max) {
+      CAND(tm, wn, 0);
+      if (!a->u[isk]) out[n - 1].u[isk] = 1;
+    }
+    prev = tm;
+  }
   if (M >= 256 && N >= 128) CAND(256, 128, 0);
   if (M >= 256 && N >= 128 && N % 128) CAND(256, even(N, 128), 0);
 #undef CAND
-  int isk = op_param_index(d, "split_k");
   if (!a->u[isk] && ops_ceil(M, 128) * ops_ceil(N, 256) <= SPLIT_SEARCH_TILES)
     for (uint64_t sk = 1; sk <= 8 && n < max; sk *= 2) {
       out[n] = *a;

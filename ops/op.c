@@ -548,7 +548,7 @@ static int search(const struct op_desc *d, const struct op_args *a, const struct
   *best = *a;
   if (!d->variants) return 0;
   struct op_args cand[OP_MAX_VARIANTS];
-  int n = d->variants(d, a, cand, OP_MAX_VARIANTS);
+  int n = d->variants(d, a, chip, cand, OP_MAX_VARIANTS);
   if (n <= 1) return 0;
   NPU_ASSERT(n <= OP_MAX_VARIANTS);
   struct op_result *r = npu_xmalloc(sizeof *r);

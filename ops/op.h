@@ -103,11 +103,13 @@ struct op_desc {
    * a itself, the operator's default tiling) and return how many; 0 or 1 when a's tiling is
    * fixed (the caller gave one). op_run costs every candidate at analytic fidelity and runs the
    * fastest (a later one only when faster by more than 0.1%); a candidate whose plan fails (a
-   * tiling the chip's buffers cannot hold) is not a choice. */
-  int (*variants)(const struct op_desc *d, const struct op_args *a, struct op_args *out, int max);
+   * tiling the chip's buffers cannot hold) is not a choice. chip is the chip it runs on (its
+   * core count sizes candidates that balance blocks over the cores). */
+  int (*variants)(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip, struct op_args *out,
+                  int max);
 };
 
-#define OP_MAX_VARIANTS 8 /* candidates of one tiling search */
+#define OP_MAX_VARIANTS 10 /* candidates of one tiling search */
 
 /* The operator registry: the built-in operators, then those loaded from kernel plugins
  * (ops/plugin.h). op_builtins lists the built-in ones alone: what must not depend on which

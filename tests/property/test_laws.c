@@ -198,10 +198,12 @@ Test(laws, more_of_a_resource_never_makes_a_kernel_slower, .init = load, .disabl
 /* More work: a GEMM dimension, a vector kernel's rows or the attention batch doubled. Where the
  * doubled call runs on more cores than the original left busy, it may take less time (the
  * mechanism: idle cores take the new blocks; a 1-row RMSNorm on one vector core, a 20-column
- * GEMM's few blocks): those cases are not compared. Holds on 10,000 cases (2026-12-04) after
+ * GEMM's few blocks): those cases are not compared. Held on 10,000 cases (2026-12-04) after
  * two fixes it found: the default N tile of a GEMM whose blocks fill no wave was the widest
  * (M 705 N 658 K 853 on 18 of 108 A100 SMs: 29.6 us, twice the rows 14.3 us; now 11.1 us), and
- * the automatic K split ignored the launches it adds (now searched, ops/gemm.c variants). */
+ * the automatic K split ignored the launches it adds (now searched, ops/gemm.c variants). On
+ * 2026-12-07 it fails on 6 shapes in 10,000 cases (tests/README.md says which and why: five
+ * where the analytic fidelity parts from the event one). */
 Test(laws, more_work_never_takes_less_time, .init = load)
 {
   uint64_t s = SEED ^ 1;
@@ -230,6 +232,22 @@ Test(laws, rms_norm_rows_doubled_on_the_h100_take_longer, .init = load)
   cr_assert_str_eq(presets[p], "nvidia-h100-sxm");
   double t0 = run_call(&sys[p].chip, &c).total.time_s, t1 = run_call(&sys[p].chip, &d).total.time_s;
   cr_assert(t1 >= t0, "17,102 rows %.9g s, 8,551 rows %.9g s", t1, t0);
+}
+
+/* The case of the law above that 10,000 generated cases found next (case 2657): a GEMM of M 3627,
+ * N 57, K 1643 on the 910B2 cut into 128-row tiles made 29 blocks for 24 cube cores, two waves,
+ * and took longer than N 114 (36.0 against 31.1 us); the tiling search now offers rows balanced
+ * over the cores (23 blocks of 160 rows, one wave: ops/gemm.c, variants). */
+Test(laws, a_gemm_with_n_doubled_on_the_910b2_takes_longer, .init = load)
+{
+  struct call c = {"gemm", {"m=3627", "k=1643", "dtype=fp16"}, 3, ""}, d = c;
+  arg(&c, "n=%ld", 57);
+  arg(&d, "n=%ld", 114);
+  int p = 0; /* ascend-910b2 */
+  cr_assert_str_eq(presets[p], "ascend-910b2");
+  struct op_result r0 = run_call(&sys[p].chip, &c), r1 = run_call(&sys[p].chip, &d);
+  cr_assert(r1.total.time_s >= r0.total.time_s, "N 114 %.9g s, N 57 %.9g s", r1.total.time_s, r0.total.time_s);
+  cr_assert_eq(r0.total.aic_used, 23, "N 57 ran on %d cube cores in one wave of 160-row tiles", r0.total.aic_used);
 }
 
 Test(laws, a_collective_costs_more_for_more_bytes_and_slower_links)
