@@ -269,27 +269,74 @@ static void trace_slot(struct wl__replay *r, struct wl__rank *rk, bool pair, dou
                     (rk->mem_static_bytes + rk->live * rk->mem_unit_bytes) / GIB);
 }
 
+static const char *const comm_dims[] = {"TP", "CP", "EP", "DP", "PP", "ETP"}; /* enum wl_dim, WL_GROUP_ETP */
+
+/* A collective's or a transfer's whole span, t0 to end, on its dimension's communication track
+ * (tid 8 + 2 dim + lane, "TP communication"; data parallelism has its own, trace_dp): two lanes
+ * per dimension, the second for one that starts before the first's last ends (slices on one
+ * thread must nest); a third at once nests on the first. */
+static void trace_comm(struct wl__replay *r, struct wl__rank *rk, int dim, const char *name, double t0, double end)
+{
+  if (!(end > t0)) return;
+  double *lanes = rk->comm_lane_end[dim];
+  int lane = lanes[0] > t0 + EPS && lanes[1] <= t0 + EPS ? 1 : 0;
+  int tid = 8 + 2 * dim + lane;
+  unsigned bit = 1u << (2 * dim + lane);
+  if (!(rk->comm_named & bit)) {
+    char track[40];
+    snprintf(track, sizeof track, "%s communication%s", comm_dims[dim], lane ? " 2" : "");
+    npu_trace_name(r->trace, rk->idx, tid, track);
+    rk->comm_named |= bit;
+  }
+  if (end > lanes[lane]) lanes[lane] = end;
+  npu_trace_add(r->trace, rk->idx, tid, name, t0, end - t0);
+}
+
 /* A segment's kernels and collectives, in order, on the compute track, ending when the stream
  * does (a host-bound segment leaves the stream idle before them); an overlapped collective
- * shows the time it adds (interference and exposed part). */
-static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const struct wl_seg *sg, double end)
+ * shows the time it adds (interference and exposed part) there, and its whole time on its
+ * dimension's communication track, beside the kernel it overlaps (a reduce-scatter of chunks
+ * from the end of the GEMM's first chunk). */
+static void trace_seg(struct wl__replay *r, struct wl__rank *rk, const struct wl_seg *sg, double end)
 {
   const struct wl_program *j = r->prog;
   double t = end - sg->time_s;
+  if (sg->nitems > r->item_cap) {
+    r->item_cap = sg->nitems;
+    r->item_t0 = npu_xrealloc(r->item_t0, (size_t)r->item_cap * sizeof *r->item_t0);
+  }
+  for (int i = 0; i < sg->nitems; i++) { /* where each item starts on the compute track */
+    r->item_t0[i] = t;
+    t += fmax(0, wl__item_time(j, sg->first_item + i));
+  }
   for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
     const struct wl_item *it = &j->items[i];
     double d = wl__item_time(j, i);
-    if (d <= 0) continue;
+    t = r->item_t0[i - sg->first_item];
     if (it->coll) {
-      const char *name;
-      static const char *const dims[] = {"TP", "CP", "EP", "DP", "PP", "ETP"}; /* + WL_GROUP_ETP */
       const struct wl_coll *c = &j->colls[it->index];
+      bool beside = it->ovl != WL_OVL_NONE || it->hide >= 0;
       char buf[64];
-      snprintf(buf, sizeof buf, "%s %s%s", dims[c->dim], ic_op_name(c->op),
-               it->ovl != WL_OVL_NONE || it->hide >= 0 ? " (exposed)" : "");
-      name = npu_trace_intern(r->trace, buf);
-      npu_trace_add(r->trace, rk->idx, 0, name, t, d);
-    } else { /* the kernel's arguments, FLOPs and bound as the slice's arguments */
+      snprintf(buf, sizeof buf, "%s %s", comm_dims[c->dim], ic_op_name(c->op));
+      const char *whole = npu_trace_intern(r->trace, buf);
+      double t0 = t, span = c->time_s;
+      if (beside && it->hide >= sg->first_item && it->hide < sg->first_item + sg->nitems) {
+        t0 = r->item_t0[it->hide - sg->first_item];
+        if (it->ovl == WL_OVL_PIPE) {
+          t0 += j->kernels[j->items[it->hide].index].time_s / it->nchunks;
+          span = it->nchunks * j->colls[it->chunk].time_s;
+        }
+      }
+      trace_comm(r, rk, c->dim, whole, t0, t0 + span);
+      if (d <= 0) continue;
+      if (beside) {
+        snprintf(buf, sizeof buf, "%s %s (exposed)", comm_dims[c->dim], ic_op_name(c->op));
+        npu_trace_add(r->trace, rk->idx, 0, npu_trace_intern(r->trace, buf), t, d);
+      } else {
+        npu_trace_add(r->trace, rk->idx, 0, whole, t, d);
+      }
+    } else {
+      if (d <= 0) continue; /* the kernel's arguments, FLOPs and bound as the slice's arguments */
       const struct wl_kernel *k = &j->kernels[it->index];
       if (!r->kargs) r->kargs = npu_xcalloc((size_t)j->nkernels + 1, sizeof *r->kargs);
       if (!r->kargs[it->index]) {
@@ -304,7 +351,6 @@ static void trace_seg(struct wl__replay *r, const struct wl__rank *rk, const str
       }
       npu_trace_add_args(r->trace, rk->idx, 0, k->op, t, d, r->kargs[it->index]);
     }
-    t += d;
   }
 }
 
@@ -369,6 +415,7 @@ static void finish_deferred(struct wl__replay *r, struct wl__rank *rk, int i, do
   if (q->h >= 0) {
     double end = wl__shared_end_s(&r->sh, q->h, r->x);
     if (end > q->t0) rk->res->hidden_s[WL_CAT_EP] += fmax(0, end - q->t0 - waited);
+    if (rk->detail) trace_comm(r, rk, WL_DIM_EP, "EP all-to-all", q->t0, end);
     charge_dp(r, rk, q->h, q->t0);
     sh_drop(r, q->h);
   }
@@ -461,6 +508,7 @@ static void run_steps(struct wl__replay *r, struct wl__rank *rk, double now)
         wait_on(rk, h, WL_CAT_EP, now);
         return;
       }
+      if (rk->detail) trace_comm(r, rk, WL_DIM_EP, "EP all-to-all", now, wl__shared_end_s(&r->sh, h, r->x));
       sh_drop(r, h);
       break;
     }
@@ -534,6 +582,8 @@ static bool on_wait_coll(struct wl__replay *r, struct wl__rank *rk, double now)
   if (!sh_done(r, rk->waitsh)) return false;
   rk->res->cat_s[rk->waitcat] += now - rk->since;
   if (rk->detail && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait collective", rk->since, now - rk->since);
+  if (rk->detail && rk->waitcat == WL_CAT_EP)
+    trace_comm(r, rk, WL_DIM_EP, "EP all-to-all", rk->since, wl__shared_end_s(&r->sh, rk->waitsh, r->x));
   if (rk->waitcat == WL_CAT_DP) dp_done(r, rk, rk->waitsh, rk->wait_t0);
   sh_drop(r, rk->waitsh);
   rk->st = WL__ST_STEP;
@@ -578,6 +628,7 @@ static bool on_ready(struct wl__replay *r, struct wl__rank *rk, double now)
       double end;
       if (wl__p2p_done(r, in, &end)) { /* arrived while the rank computed: hidden */
         if (!in->counted) rk->res->hidden_s[WL_CAT_PP] += wl__p2p_span_s(in, end);
+        if (!in->counted && rk->detail) trace_comm(r, rk, WL_DIM_PP, "PP receive", in->send_s, end);
         in->counted = true;
         if (r->trace && !in->traced) { /* an arrow from the sending slot to the slot it feeds */
           unsigned long long id = (unsigned long long)(in - r->p2p) + 1;
@@ -610,6 +661,7 @@ static bool on_wait_recv(struct wl__replay *r, struct wl__rank *rk, double now)
   rk->res->cat_s[WL_CAT_BUBBLE] += sent - rk->since;
   rk->res->cat_s[WL_CAT_PP] += waited; /* now == end unless woken late */
   rk->res->hidden_s[WL_CAT_PP] += fmax(0, wl__p2p_span_s(p, end) - waited);
+  if (rk->detail) trace_comm(r, rk, WL_DIM_PP, "PP receive", p->send_s, end);
   p->counted = true;
   if (rk->detail && now > rk->since) npu_trace_add(r->trace, rk->idx, 1, "wait input", rk->since, now - rk->since);
   rk->st = WL__ST_READY; /* then the partner's input, if any */
@@ -913,6 +965,7 @@ static void rp_release(struct wl__replay *r)
 {
   if (r->x) ic_exec_destroy(r->x);
   free(r->kargs);
+  free(r->item_t0);
   for (int i = 0; r->rk && i < r->nr; i++) {
     free(r->rk[i].ids);
     free(r->rk[i].ids_t);

@@ -702,7 +702,7 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
   double tp0 = 0;
   for (size_t i = 0; i < tr.n; i++) {
     const struct npu_trace_event *e = &tr.ev[i];
-    if (!strncmp(e->name, "TP ", 3)) {
+    if (!strncmp(e->name, "TP ", 3) && e->tid == 0) {
       tp++;
       if (e->pid == 0) tp0 += e->dur_s;
     }
@@ -726,6 +726,112 @@ Test(replay, trace_shows_kernels_tp_collectives_and_micro_batches)
   /* stage 0's TP events add up to the TP time its step breakdown reports */
   double want = res.stages[0].cat_s[WL_CAT_TP];
   cr_assert(want > 0 && fabs(tp0 - want) <= 1e-9 * want, "TP on stage 0's track %.9g s, in its breakdown %.9g s", tp0, want);
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
+/* Whether the slices of track (pid, tid) nest: none starts inside another and ends after it. */
+static bool nests(const struct npu_trace *tr, int pid, int tid)
+{
+  for (size_t i = 0; i < tr->n; i++)
+    for (size_t k = 0; k < tr->n; k++) {
+      const struct npu_trace_event *a = &tr->ev[i], *b = &tr->ev[k];
+      if (i == k || a->pid != pid || b->pid != pid || a->tid != tid || b->tid != tid || (a->ph && a->ph != 'X') ||
+          (b->ph && b->ph != 'X'))
+        continue;
+      double ae = a->start_s + a->dur_s, be = b->start_s + b->dur_s;
+      if (b->start_s > a->start_s + 1e-12 && b->start_s < ae - 1e-12 && be > ae + 1e-12) return false;
+    }
+  return true;
+}
+
+/* The tid of rank pid's track named track, or -1. */
+static int track_tid(const struct npu_trace *tr, int pid, const char *track)
+{
+  for (size_t i = 0; i < tr->ntracks; i++)
+    if (tr->tracks[i].pid == pid && !strcmp(tr->tracks[i].name, track)) return tr->tracks[i].tid;
+  return -1;
+}
+
+/* Sum of the slices named name* of rank pid on the track named track and its second lane
+ * ("track 2"), and their count in *n. */
+static double track_sum(const struct npu_trace *tr, int pid, const char *track, const char *name, int *n)
+{
+  char second[64];
+  snprintf(second, sizeof second, "%s 2", track);
+  int tid[2] = {track_tid(tr, pid, track), track_tid(tr, pid, second)};
+  double sum = 0;
+  *n = 0;
+  for (size_t i = 0; i < tr->n; i++) {
+    const struct npu_trace_event *e = &tr->ev[i];
+    if (e->pid != pid || (e->tid != tid[0] && e->tid != tid[1]) || e->tid < 0 || (e->ph && e->ph != 'X') ||
+        strncmp(e->name, name, strlen(name)))
+      continue;
+    sum += e->dur_s;
+    ++*n;
+  }
+  return sum;
+}
+
+/* Each parallel dimension's communication has a track of its own per stage with the real
+ * durations: exposed TP collectives there add up to the step's TP time; the pipeline's receives
+ * (4 micro-batches into each stage) are slices from the send to the arrival; slices nest. */
+Test(replay, trace_has_a_communication_track_per_dimension)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_trace tr;
+  traced_tp4_pp2(&job, &tr, &res);
+  for (int s = 0; s < 2; s++) {
+    int n, npp;
+    double tp = track_sum(&tr, s, "TP communication", "TP ", &n), want = res.stages[s].cat_s[WL_CAT_TP];
+    cr_assert_gt(n, 0, "stage %d has TP collectives on its TP track", s);
+    cr_assert(fabs(tp - want) <= 1e-9 * want, "stage %d: TP track %.9g s, breakdown %.9g s (none overlapped)", s, tp, want);
+    double pp = track_sum(&tr, s, "PP communication", "PP receive", &npp);
+    cr_assert_eq(npp, 4, "stage %d receives 4 micro-batches' activations or gradients: %d", s, npp);
+    cr_assert_gt(pp, 0);
+    for (size_t i = 0; i < tr.ntracks; i++)
+      if (tr.tracks[i].pid == s) cr_assert(nests(&tr, s, tr.tracks[i].tid), "stage %d's %s nests", s, tr.tracks[i].name);
+  }
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
+/* An overlapped TP collective shows only what it adds on the compute track, its whole time on the
+ * TP track (so that track holds more than the step's exposed TP time). */
+Test(replay, an_overlapped_collective_keeps_its_whole_time_on_its_track)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_trace tr;
+  traced(SCN "tiny.cfg", SETS("plan.tp=4", "plan.pp=2", "plan.dp=1", "plan.global_batch=4", "plan.sp=true",
+                              "plan.tp_overlap=\"mc2\""), &job, &tr, &res);
+  int n, ne;
+  double whole = track_sum(&tr, 0, "TP communication", "TP ", &n);
+  double exposed = track_sum(&tr, 0, "compute", "TP ", &ne);
+  cr_assert_gt(n, 0);
+  cr_assert(whole > exposed && exposed >= 0, "TP track %.9g s, exposed on the compute track %.9g s", whole, exposed);
+  double adds = res.stages[0].cat_s[WL_CAT_TP] + res.stages[0].cat_s[WL_CAT_INTERFERE]; /* dp 1: all TP's */
+  cr_assert(fabs(exposed - adds) <= 1e-9 * whole, "the compute track's TP %.9g s is the breakdown's exposed TP and "
+            "interference %.9g s", exposed, adds);
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
+/* MoE all-to-alls have an EP track (their flows, from the join to the end). */
+Test(replay, expert_all_to_alls_have_their_own_track)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_trace tr;
+  int n;
+  traced(SCN_MOE, SETS("plan.ep=4"), &job, &tr, &res);
+  double ep = track_sum(&tr, 0, "EP communication", "EP all-to-all", &n);
+  cr_assert(n > 0 && ep > 0, "%d all-to-alls on rank 0's EP track, %.9g s", n, ep);
+  cr_assert(nests(&tr, 0, track_tid(&tr, 0, "EP communication")));
   npu_trace_release(&tr);
   wl_result_release(&res);
   wl_job_release(&job);
