@@ -121,6 +121,15 @@ void npu_cfg_add_preset_dir(struct npu_cfg *cfg, const char *dir);
  */
 void npu_cfg_set_display_root(struct npu_cfg *cfg, const char *root);
 
+/*
+ * Loads (files, presets, --set) only note which sections are given, as npu_cfg_section_present
+ * reports them: a top-level group, a top-level preset's groups, a --set key's section. No value
+ * is read, no section preset opened, nothing checked below the top level. For choosing what
+ * kind of scenario a file is without the cost of loading it (a third of a load, twice over);
+ * load it again in full to use it.
+ */
+void npu_cfg_set_presence_only(struct npu_cfg *cfg);
+
 /* Load a file on top of what is loaded. Returns 0 or NPU_ECONFIG with diag filled. */
 int npu_cfg_load_file(struct npu_cfg *cfg, const char *path, struct npu_diag *diag);
 

@@ -80,8 +80,10 @@ static enum npu_ptype cfg_type(enum op_ptype t)
 
 /* Every parameter name of every operator, once, in registry order; typed by what the
  * operators take (a name two operators type differently is a string, or a number for
- * integer and real). */
-static struct mc_kparams *kparams_create(void)
+ * integer and real). Built once per process (the keys depend on the built-in operators only,
+ * and building them was 14% of loading a scenario: bench/scenario/bench_load); each
+ * registration gets its own values (kparams_create). */
+static struct mc_kparams *kparams_build(void)
 {
   size_t nops;
   const struct op_desc *const *ops = op_builtins(&nops); /* the keys never depend on what was loaded */
@@ -91,7 +93,6 @@ static struct mc_kparams *kparams_create(void)
   kp->params = npu_xcalloc(cap, sizeof *kp->params);
   kp->names = npu_xcalloc(cap, sizeof *kp->names);
   kp->descs = npu_xcalloc(cap, sizeof *kp->descs);
-  kp->slots = npu_xcalloc(cap, sizeof *kp->slots);
   struct npu_buf *users = npu_xcalloc(cap, sizeof *users); /* "op1, op2; op1: meaning" */
   size_t *first = npu_xcalloc(cap, sizeof *first);          /* the first operator taking it */
   for (size_t o = 0; o < nops; o++) {
@@ -139,13 +140,20 @@ static struct mc_kparams *kparams_create(void)
   return kp;
 }
 
+/* The keys (shared, built at the first call, kept for the process) with values of its own. */
+static struct mc_kparams *kparams_create(void)
+{
+  static struct mc_kparams *keys;
+  if (!keys) keys = kparams_build();
+  struct mc_kparams *kp = npu_xmalloc(sizeof *kp);
+  *kp = *keys;
+  kp->slots = npu_xcalloc(keys->n ? keys->n : 1, sizeof *kp->slots);
+  return kp;
+}
+
 static void kparams_destroy(struct mc_kparams *kp)
 {
   if (!kp) return;
-  for (size_t k = 0; k < kp->n; k++) free(kp->descs[k]);
-  free(kp->params);
-  free(kp->names);
-  free(kp->descs);
   free(kp->slots);
   free(kp);
 }

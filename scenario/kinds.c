@@ -81,12 +81,15 @@ void scn_sections_release(struct scn_sections *s)
   free(s);
 }
 
-int scn_detect(const struct scn_kind **out, const char *path, const char *const *sets, int nsets,
-               struct npu_diag *diag)
+/* The kind of path with sets, loaded with every kind's sections (presence_only: only noting
+ * which sections are given, npu_cfg_set_presence_only). */
+static int detect(const struct scn_kind **out, const char *path, const char *const *sets, int nsets, bool presence_only,
+                  struct npu_diag *diag)
 {
   *out = NULL;
   struct npu_cfg *cfg = npu_cfg_create();
   npu_cfg_set_display_root(cfg, arch_source_root());
+  if (presence_only) npu_cfg_set_presence_only(cfg);
   struct scn_sections *s = scn_sections_add_all(cfg);
   int rc = scn__cfg_load(cfg, path, sets, nsets, diag);
   for (int i = 0; !rc && i < NKINDS && !*out; i++)
@@ -94,6 +97,19 @@ int scn_detect(const struct scn_kind **out, const char *path, const char *const 
   npu_cfg_destroy(cfg);
   scn_sections_release(s);
   return rc;
+}
+
+/* The sections given decide the kind, and the kind's load checks everything: most scenarios
+ * need no more than their top level read here (detecting by a full load was a third of loading
+ * one). Where that fails or finds no kind, the full load with every kind's sections says why,
+ * as it always did. */
+int scn_detect(const struct scn_kind **out, const char *path, const char *const *sets, int nsets,
+               struct npu_diag *diag)
+{
+  struct npu_diag quiet;
+  npu_diag_clear(&quiet);
+  if (!detect(out, path, sets, nsets, true, &quiet) && *out) return 0;
+  return detect(out, path, sets, nsets, false, diag);
 }
 
 /* ------------------------------------------------------------------ scenarios */

@@ -111,9 +111,12 @@ struct scn_sections *scn_sections_add_all(struct npu_cfg *cfg);
 void scn_sections_release(struct scn_sections *s);
 
 /*
- * The kind of the scenario at path with the overrides, from the configuration parsed with every
- * kind's sections: *out is the first kind that detects it, or NULL when none does (a system
- * only). 0, or the loader's error (unknown key, bad value, ...) with diag.
+ * The kind of the scenario at path with the overrides, from the sections it gives (its top level,
+ * its top-level presets', the overrides' sections): *out is the first kind that detects it, or
+ * NULL when none does (a system only). Where that reading fails or finds no kind, the file is
+ * loaded in full with every kind's sections. 0, or that load's error (unknown key, bad value,
+ * ...) with diag; a file of a clear kind with a wrong key or value below its top level is its
+ * kind's load's error (scn_load).
  */
 int scn_detect(const struct scn_kind **out, const char *path, const char *const *sets, int nsets,
                struct npu_diag *diag);

@@ -51,18 +51,29 @@ Test(scenario, detection_reads_the_parsed_sections)
   char *sys = ts_write(dir, "sys.cfg", "preset = \"ascend-910b2\";\n# rl = { prompts = 4; };\n"
                                        "chip = { name = \"kernel = x\"; };\n");
   cr_assert_str_eq(kind_of(sys, NULL, 0), "none");
-  /* a file that does not load is the loader's error, located */
+  /* detection reads which sections are given; a wrong key inside one is the kind's load's error,
+   * located */
   char *bad = ts_write(dir, "bad.cfg", "preset = \"ascend-910b2\";\nrl = { prompt = 4; };\n");
-  const struct scn_kind *k;
+  cr_assert_str_eq(kind_of(bad, NULL, 0), "rl");
+  struct scn_scenario *sc = NULL;
   struct npu_diag d;
   npu_diag_clear(&d);
-  cr_assert_neq(scn_detect(&k, bad, NULL, 0, &d), 0);
+  cr_assert_neq(scn_load(&sc, NULL, bad, NULL, 0, &d), 0);
+  cr_assert_null(sc);
   char msg[512];
   npu_diag_format(&d, msg, sizeof msg);
   cr_assert(strstr(msg, "bad.cfg:2: rl.prompt: unknown key; did you mean 'rl.prompts'?") != NULL, "%s", msg);
+  /* a file whose sections cannot be told is the full loader's error, located */
+  char *typo = ts_write(dir, "typo.cfg", "preset = \"ascend-910b2\";\nrll = { prompts = 4; };\n");
+  const struct scn_kind *k;
+  npu_diag_clear(&d);
+  cr_assert_neq(scn_detect(&k, typo, NULL, 0, &d), 0);
+  npu_diag_format(&d, msg, sizeof msg);
+  cr_assert(strstr(msg, "typo.cfg:2: rll: unknown key; did you mean 'rl'?") != NULL, "%s", msg);
   ts_rmtree(dir);
   free(sys);
   free(bad);
+  free(typo);
   free(dir);
 }
 
