@@ -41,7 +41,8 @@ static const char usage[] =
     "  --html FILE  one self-contained HTML page (no network): a training step's key figures,\n"
     "               breakdown and memory per stage as charts and the slowest stage's operators;\n"
     "               a serving run's figures, latencies and engine time by kind of step; an RL\n"
-    "               iteration's figures and phases\n"
+    "               iteration's figures and phases; a kernel's figures and busy pipes; a\n"
+    "               collective's bandwidths against a device's links and its nccl-tests table\n"
     "  --progress   a progress line on stderr (kernels costed, schedule slots replayed, blocks of\n"
     "               an event-fidelity kernel); the default when stderr is a terminal;\n"
     "               --no-progress turns it off\n"
@@ -136,8 +137,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   char tpath[4096];
   if (!rc) rc = scn_load(&s, NULL, path, (const char *const *)sets.items, sets.n, diag);
   if (!rc && html && !scn_has_html(s))
-    rc = npu_diag_set(diag, "command line", 0, "--html", "a %s scenario has no HTML report yet (training, serve and rl have one)",
-                      s->kind->name);
+    rc = npu_diag_set(diag, "command line", 0, "--html", "a %s scenario has no HTML report", s->kind->name);
   /* the directory, the HTML file's and the trace before the run: unwritable, they fail before
    * any simulation */
   if (!rc && dir) rc = ensure_dir(dir, diag);

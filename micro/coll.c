@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "report/columns.h"
+#include "report/html.h"
 #include "common/units.h"
 #include "interconnect/comm.h"
 #include "interconnect/run.h"
@@ -308,6 +309,45 @@ void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, const
                    r[i].loops, r[i].algorithm);
   }
   npu_buf_printf(out, "# Avg bus bandwidth    : %g GB/s\n", n ? sum / n / 1e9 : 0.0);
+}
+
+void mc_coll_html(const char *path, const char *arch, const struct mc_coll_result *r, double mark_bytes_per_s,
+                  const char *mark, struct npu_buf *out)
+{
+  enum ic_op op = r->op;
+  double algbw = ic_algbw_bytes_per_s(r->bytes, r->time_s), busbw = algbw * ic_busbw_factor(op, r->ranks);
+  char title[256], comm[160], size[64], time[64], alg[64], bus[160], flows[64];
+  snprintf(title, sizeof title, "%s on %d ranks of %s", ic_op_name(op), r->ranks, arch);
+  snprintf(comm, sizeof comm, "%d rank%s on %d server%s of %s", r->ranks, r->ranks == 1 ? "" : "s", r->servers,
+           r->servers == 1 ? "" : "s", arch);
+  npu_fmt_human(r->bytes, "B", size, sizeof size);
+  npu_fmt_human_time(r->time_s, time, sizeof time);
+  npu_fmt_human(algbw, "B/s", alg, sizeof alg);
+  char f[32], b[64];
+  npu_fmt_double(ic_busbw_factor(op, r->ranks), f, sizeof f);
+  npu_fmt_human(busbw, "B/s", b, sizeof b);
+  snprintf(bus, sizeof bus, "%s (algbw x %s, the nccl-tests convention)", b, f);
+  snprintf(flows, sizeof flows, "%lld", (long long)r->flows);
+  rpt_html_begin(out, title);
+  const char *names[] = {"scenario", "operation", "communicator", "size (nccl-tests)", "time", "algbw", "busbw",
+                         "algorithm", "fidelity", "flows"};
+  const char *values[] = {path, ic_op_name(op), comm, size, time, alg, bus, r->algorithm, ic_fidelity_name(r->fidelity),
+                          flows};
+  rpt_html_facts(out, names, values, 10);
+  rpt_html_heading(out, "Bus bandwidth");
+  rpt_html_para(out, "algbw is the size over the time; busbw scales it by what each rank must move for the "
+                     "operation, so it compares with what a device's links carry in one direction (the mark).");
+  static const char *const series[] = {"GB/s"};
+  static const char *const rows[] = {"algbw", "busbw"};
+  double v[2] = {algbw / 1e9, busbw / 1e9}, m = mark_bytes_per_s / 1e9;
+  struct rpt_html_chart ch = {series, 1, rows, 2, v, m > fmax(v[0], v[1]) ? m : 0, "GB/s", 1, m, m > 0 ? mark : NULL};
+  rpt_html_bars(out, &ch);
+  rpt_html_heading(out, "As nccl-tests prints it");
+  struct npu_buf txt = {0};
+  mc_coll_text(arch, r, 1, NULL, &txt);
+  rpt_html_pre(out, npu_buf_str(&txt));
+  npu_buf_release(&txt);
+  rpt_html_end(out);
 }
 
 /* ------------------------------------------------------------------ columns */

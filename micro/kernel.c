@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/json.h"
 #include "report/columns.h"
+#include "report/html.h"
 #include "common/units.h"
 #include "micro/micro_int.h"
 #include "ops/plugin.h"
@@ -432,6 +433,75 @@ void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch
   npu_buf_printf(o, "\n  bottleneck        %s\n", t->bottleneck);
   if (r->checked)
     npu_buf_printf(o, "  functional check  %s: %s\n", r->passed ? "passed" : "FAILED", r->check_summary);
+}
+
+void mc_kernel_html(const char *path, const struct op_desc *d, const char *args, const struct arch_system *sys,
+                    const char *fid, const struct op_result *r, struct npu_buf *o)
+{
+  const struct core_result *t = &r->total;
+  char title[256], what[1280], tiling[256], time[192], flops[160], gm[224], cores[96], check[320];
+  char a[64], b[64];
+  snprintf(title, sizeof title, "%s on %s", d->name, sys->chip.name);
+  snprintf(what, sizeof what, "%s %s (%s fidelity)", d->name, args, fid);
+  if (r->searched)
+    snprintf(tiling, sizeof tiling, "searched %d candidate%s at analytic fidelity: %s", r->searched,
+             r->searched == 1 ? "" : "s", r->chosen[0] ? r->chosen : "the default");
+  else
+    snprintf(tiling, sizeof tiling, "as given (no search)");
+  npu_fmt_human_time(t->time_s, a, sizeof a);
+  npu_fmt_human_time(t->launch_s, b, sizeof b);
+  snprintf(time, sizeof time, "%s (launch overhead %s, %d kernel%s)", a, b, r->nkernels, r->nkernels == 1 ? "" : "s");
+  npu_fmt_human(r->achieved_flops_per_s, "FLOP/s", a, sizeof a);
+  npu_fmt_human(r->flops, "FLOP", b, sizeof b);
+  snprintf(flops, sizeof flops, "%s (%s)", a, b);
+  npu_fmt_human(r->gm_bytes_per_s, "B/s", a, sizeof a);
+  npu_fmt_human(t->hbm_bw_bytes_per_s, "B/s", b, sizeof b);
+  uint64_t moved = t->gm_read_bytes + t->gm_write_bytes;
+  snprintf(gm, sizeof gm, "%s (HBM %s, L2 hits %.1f%%)", a, b, moved ? 100.0 * (double)t->l2_hit_bytes / (double)moved : 0.0);
+  snprintf(cores, sizeof cores, "%d/%d cube, %d/%d vector", t->aic_used, t->aic_total, t->aiv_used, t->aiv_total);
+  if (r->checked) snprintf(check, sizeof check, "%s: %s", r->passed ? "passed" : "FAILED", r->check_summary);
+  else snprintf(check, sizeof check, "not run (timing only)");
+  rpt_html_begin(o, title);
+  const char *names[] = {"scenario", "operator", "chip", "tiling", "time", "achieved", "GM traffic", "cores",
+                         "bottleneck", "functional check"};
+  const char *values[] = {path, what, sys->chip.name, tiling, time, flops, gm, cores, t->bottleneck, check};
+  rpt_html_facts(o, names, values, 10);
+  rpt_html_heading(o, "Pipes");
+  rpt_html_para(o, "The share of the kernel's time each pipe of the cores that ran was busy (msprof's *_ratio "
+                   "columns, averaged over the cores used): the longest bar is where the time goes.");
+  struct ratio x[9];
+  ratios(t, x);
+  const char *rows[9];
+  double v[9];
+  int n = 0;
+  for (int i = 0; i < 9; i++)
+    if (x[i].v > 0) rows[n] = x[i].name, v[n++] = 100 * x[i].v;
+  static const char *const series[] = {"busy"};
+  struct rpt_html_chart ch = {series, 1, rows, n, v, 100, "%", 1, 0, NULL};
+  rpt_html_bars(o, &ch);
+  if (r->nkernels > 1) {
+    rpt_html_heading(o, "Launches");
+    static const char *const head[] = {"kernel", "time", "launch overhead", "cube cores", "vector cores", "bottleneck"};
+    rpt_html_table_begin(o, head, 6);
+    for (int k = 0; k < r->nkernels; k++) {
+      const struct core_result *c = &r->kernel[k];
+      char idx[16], tm[64], lo[64], ac[32], av[32];
+      snprintf(idx, sizeof idx, "%d", k + 1);
+      npu_fmt_human_time(c->time_s, tm, sizeof tm);
+      npu_fmt_human_time(c->launch_s, lo, sizeof lo);
+      snprintf(ac, sizeof ac, "%d/%d", c->aic_used, c->aic_total);
+      snprintf(av, sizeof av, "%d/%d", c->aiv_used, c->aiv_total);
+      const char *cells[] = {idx, tm, lo, ac, av, c->bottleneck};
+      rpt_html_row(o, cells, 6);
+    }
+    rpt_html_table_end(o);
+  }
+  rpt_html_heading(o, "Text report");
+  struct npu_buf txt = {0};
+  mc_kernel_text(d, args, sys, fid, r, &txt);
+  rpt_html_pre(o, npu_buf_str(&txt));
+  npu_buf_release(&txt);
+  rpt_html_end(o);
 }
 
 void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fid,

@@ -108,6 +108,12 @@ void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch
 void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fidelity,
                     uint64_t seed, const struct op_result *r, struct npu_buf *out);
 
+/* The kernel's page (`npusim run --html` of a kernel scenario, report/html.h): the facts of the
+ * text report, the pipes' busy share as bars, each launch of a multi-kernel operator in a table,
+ * and the text report. path names the scenario. */
+void mc_kernel_html(const char *path, const struct op_desc *d, const char *args, const struct arch_system *sys,
+                    const char *fidelity, const struct op_result *r, struct npu_buf *out);
+
 /* The report of `npusim kernel OP --parity` (ops/parity.h): text, one line per case; JSON. */
 void mc_parity_text(const struct op_desc *d, const struct op_parity *p, const struct arch_system *sys, uint64_t seed,
                     struct npu_buf *o);
@@ -194,6 +200,11 @@ void mc_coll_text(const char *arch, const struct mc_coll_result *r, int n, const
 int mc_coll_dtype_bytes(const char *name);
 const char *const *mc_coll_dtype_names(int *n);
 void mc_coll_json(const char *arch, const struct mc_coll_result *r, int n, struct npu_buf *out);
+/* The collective's page (`npusim run --html` of a collective scenario): facts, the bandwidths
+ * against what a device's links carry (mark_bytes_per_s, labelled mark; 0: no mark), the
+ * nccl-tests table. path names the scenario. */
+void mc_coll_html(const char *path, const char *arch, const struct mc_coll_result *r, double mark_bytes_per_s,
+                  const char *mark, struct npu_buf *out);
 
 /* The system's name: cluster.name, else node.name, else chip.name. Lives as long as sys. */
 const char *mc_system_name(const struct arch_system *sys);

@@ -80,6 +80,24 @@ static void text(const struct scn_scenario *s, struct npu_buf *out)
   mc_coll_text(mc_system_name(&C(s)->job.sys), &C(s)->res, 1, NULL, out);
 }
 
+/* What a device's links carry in one direction: its NICs' when the communicator spans servers,
+ * else its links inside the server (0 when the system has no node section). */
+static void html(const struct scn_scenario *s, struct npu_buf *out)
+{
+  const struct arch_system *sys = &C(s)->job.sys;
+  const struct mc_coll_result *r = &C(s)->res;
+  double mark = 0;
+  const char *label = NULL;
+  if (r->servers > 1 && sys->has_cluster) {
+    mark = sys->cluster.scaleout.nic_bw_bytes_per_s * sys->cluster.scaleout.nics_per_device;
+    label = "a device's NICs";
+  } else if (sys->has_node) {
+    mark = sys->node.link.bw_bytes_per_s * (sys->node.link.ports > 0 ? sys->node.link.ports : 1);
+    label = "a device's links";
+  }
+  mc_coll_html(C(s)->job.path, mc_system_name(sys), r, mark, label, out);
+}
+
 static void set_display(struct scn_scenario *s, const char *name)
 {
   snprintf(C(s)->job.path, sizeof C(s)->job.path, "%s", name);
@@ -145,6 +163,7 @@ const struct scn_kind scn__kind_collective = {
     .row = row,
     .json = json,
     .text = text,
+    .html = html,
     .set_display = set_display,
     .release = release,
     .probe_open = probe_open,

@@ -90,6 +90,12 @@ static void text(const struct scn_scenario *s, struct npu_buf *out)
   mc_kernel_text(job->op, job->args_text, &job->sys, fidelity(s), &K(s)->res, out);
 }
 
+static void html(const struct scn_scenario *s, struct npu_buf *out)
+{
+  const struct mc_kernel_job *job = &K(s)->job;
+  mc_kernel_html(job->path, job->op, job->args_text, &job->sys, fidelity(s), &K(s)->res, out);
+}
+
 static void set_display(struct scn_scenario *s, const char *name)
 {
   snprintf(K(s)->job.path, sizeof K(s)->job.path, "%s", name);
@@ -161,6 +167,7 @@ const struct scn_kind scn__kind_kernel = {
     .row = row,
     .json = json,
     .text = text,
+    .html = html,
     .set_display = set_display,
     .release = release,
     .probe_open = probe_open,
