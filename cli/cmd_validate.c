@@ -152,7 +152,7 @@ struct vcase {
   "npusim is fast on four of the five NeMo-RL rows and 13% slow on the Qwen3 asynchronous one. Generation sets the " \
   "pace (the rollout is 65% of the Llama colocated iteration; it runs on serve/'s engine: chunked prefill, the "      \
   "paged-attention kernel for the KV reads, vLLM's graph sizes): each step is charged vLLM V0's per-step engine time "  \
-  "as measured for Llama-3-8B on H100 at TP 1, 2 and 4 (0.64 ms + 42 us per sequence, 2.15 ms more on an engine "     \
+  "as measured for Llama-3-8B on H100 at TP 1, 2 and 4 (0.67 ms + 41 us per sequence, 1.99 ms more on an engine "     \
   "of two devices; docs/SERVING.md), while NeMo-RL runs vLLM V1, whose executor and scheduler are said to cost "      \
   "less (no V1 measurement is in the data; the Llama rows moved 4-6 points faster and the Qwen3 ones 4-8 points "     \
   "slower when the V0 fit went from TP 1 alone to TP 1, 2 and 4 on 2026-12-07), and not for MoE engines, and "         \
@@ -177,6 +177,21 @@ struct vcase {
   "FlashAttention's paged KV-cache kernel (vllm-flash-attn, vLLM PR 3648), whose efficiency at 2 KV heads per "      \
   "device is not measured here (docs/SERVING.md, Engine time)"
 #define L128 "serve.prompt.mean=128", "serve.output.mean=128"
+#define LIBA_SET "LLM-Inference-Bench vLLM (A100)"
+#define LIBA_NOTE                                                                                                     \
+  "ALCF Polaris (the run script is a PBS job with Polaris's filesystems and /lus/grand paths): A100 SXM4 40GB, 4 "   \
+  "per node on NVLink (the polaris preset); vLLM of 2024 (V0, as the H100 rows); the engine time per step is the "   \
+  "H100 host's fit (no A100 run is fitted to); rows at length 1024, batch 1 and 64, of every model and TP the "      \
+  "suite ran on A100 that npusim has a preset for (the H100 rows' rule, fixed before the comparison); the two "      \
+  "Mixtral batch-1 runs averaged"
+#define WHY_LIBA                                                                                                      \
+  "not attributed: every step is charged the engine time vLLM V0 spends beyond its kernels on the H100 suite's "      \
+  "host, and Polaris's host (an AMD EPYC 7543P) is another (docs/SERVING.md, Engine time)"
+#define WHY_LIBA_MOE                                                                                                  \
+  "a batch-1 decode step reads two of the eight experts' weights per layer (6.4 GB per device with the attention), " \
+  "which npusim's grouped GEMM of one row per expert streams at 0.94 TB/s, two thirds of what the card's stream "    \
+  "kernels reach (1.42 TB/s): 60% of an 11.3 ms step; vLLM's fused-MoE Triton kernel at one row per expert is not " \
+  "measured here"
 
 static const struct vcase cases[] = {
     {"gpt3-22b a100 full recompute", "korthikanti_gpt3_22b.cfg", FULL, M_STEP, 1.42, KOR, .set = "Korthikanti (A100, Selene)", .cls = V_VALID, .why = WHY_KOR},
@@ -287,6 +302,19 @@ static const struct vcase cases[] = {
     {"vllm llama2-70b tp4 batch 64 len 1024 h100", "vllm_llama2_70b_h100.cfg", {"serve.requests=64", NULL}, M_DURATION, 35.14, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
     {"vllm llama3-70b tp4 batch 1 len 1024 h100", "vllm_llama3_70b_h100.cfg", {NULL}, M_DURATION, 19.61, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
     {"vllm llama3-70b tp4 batch 64 len 1024 h100", "vllm_llama3_70b_h100.cfg", {"serve.requests=64", NULL}, M_DURATION, 35.08, LIB, .set = LIB_SET, .cls = V_VALID, .note = LIB_NOTE, .why = WHY_LIB},
+    {"vllm llama2-7b tp1 batch 1 len 1024 a100", "vllm_llama2_7b_a100.cfg", {NULL}, M_DURATION, 13.98, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama2-7b tp1 batch 64 len 1024 a100", "vllm_llama2_7b_a100.cfg", {"serve.requests=64", NULL}, M_DURATION, 88.28, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama2-7b tp2 batch 1 len 1024 a100", "vllm_llama2_7b_a100.cfg", {"serve.tp=2", NULL}, M_DURATION, 9.113, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama2-7b tp2 batch 64 len 1024 a100", "vllm_llama2_7b_a100.cfg", {"serve.tp=2", "serve.requests=64", NULL}, M_DURATION, 40.29, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama2-7b tp4 batch 1 len 1024 a100", "vllm_llama2_7b_a100.cfg", {"serve.tp=4", NULL}, M_DURATION, 6.518, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama2-7b tp4 batch 64 len 1024 a100", "vllm_llama2_7b_a100.cfg", {"serve.tp=4", "serve.requests=64", NULL}, M_DURATION, 24.43, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama3-8b tp1 batch 1 len 1024 a100", "vllm_llama3_8b_a100.cfg", {NULL}, M_DURATION, 14.94, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama3-8b tp1 batch 64 len 1024 a100", "vllm_llama3_8b_a100.cfg", {"serve.requests=64", NULL}, M_DURATION, 36.16, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama3-8b tp2 batch 1 len 1024 a100", "vllm_llama3_8b_a100.cfg", {"serve.tp=2", NULL}, M_DURATION, 10.04, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama3-8b tp2 batch 64 len 1024 a100", "vllm_llama3_8b_a100.cfg", {"serve.tp=2", "serve.requests=64", NULL}, M_DURATION, 25.84, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm llama2-70b tp4 batch 1 len 1024 a100", "vllm_llama2_70b_a100.cfg", {NULL}, M_DURATION, 34.35, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA},
+    {"vllm mixtral-8x7b tp4 batch 1 len 1024 a100", "vllm_mixtral_8x7b_a100.cfg", {NULL}, M_DURATION, 10.39, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA_MOE},
+    {"vllm mixtral-8x7b tp4 batch 64 len 1024 a100", "vllm_mixtral_8x7b_a100.cfg", {"serve.requests=64", NULL}, M_DURATION, 34.75, LIB, .set = LIBA_SET, .cls = V_VALID, .note = LIBA_NOTE, .why = WHY_LIBA_MOE},
     {"vllm llama3-8b tp1 batch 1 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, NULL}, M_DURATION, 0.9939, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
     {"vllm llama3-8b tp1 batch 16 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.requests=16", NULL}, M_DURATION, 1.165, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},
     {"vllm llama3-8b tp1 batch 32 len 128 h100", "vllm_llama3_8b_h100.cfg", {L128, "serve.requests=32", NULL}, M_DURATION, 1.307, LIB, .set = LIB_SET, .cls = V_CALIB, .note = LIB_CAL},

@@ -99,9 +99,9 @@ int rl_run(struct rl_job *job, struct npu_trace *trace, struct rl_result *res, s
     }
   }
   /* the groups: the first rollout engine's ranks, the first training TP group, every rank */
-  struct sv_group groups[3] = {{job->rollout_first, tpr, 1, "rl.rollout.tp"},
-                               {job->train_first, job->plan.tp, 1, "plan.tp"},
-                               {0, job->devices, 1, "rl.placement"}};
+  struct sv_group groups[3] = {{job->rollout_first, tpr, 1, "rl.rollout.tp", job->spec.rollout.custom_allreduce},
+                               {job->train_first, job->plan.tp, 1, "plan.tp", false},
+                               {0, job->devices, 1, "rl.placement", false}};
   if (!rc) rc = sv_probe(&job->sys, job->devices, &colls, groups, 3, job->path, diag);
   struct rl_train tr;
   if (!rc) rc = rl__train(job, tokens, &tr, diag);

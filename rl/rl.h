@@ -53,6 +53,7 @@ struct rl_spec {
     int max_batched_tokens;    /* prefill chunk per engine step (vLLM max_num_batched_tokens) */
     double memory_utilization; /* share of HBM the engine may use (vLLM gpu_memory_utilization) */
     struct sv_engine_time engine; /* engine time per step beyond the kernels (scheduling, sampling, launch) */
+    bool custom_allreduce;     /* TP all-reduces as vLLM's custom all-reduce where it applies (serve/probe.c) */
   } rollout;
   struct {
     int devices;               /* training pool (disaggregated); 0: the devices the rollout pool leaves */

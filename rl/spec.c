@@ -61,15 +61,20 @@ static const struct npu_param params[] = {
         "prompt tokens per prefill chunk (vLLM max_num_batched_tokens)"),
     {"rl.rollout.memory_utilization", NPU_PT_REAL, NPU_PARAM_OFF(rollout.memory_utilization), 0, "0.9", NPU_PF_FRACTION, 0, 0,
      NULL, "share of HBM the engine may use for weights, activations and KV cache (vLLM gpu_memory_utilization)"},
-    {"rl.rollout.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.step_s), 0, "0.64ms", NPU_PF_NONNEG, 0, 0,
+    NPU_PARAM_BOOL("rl.rollout.custom_allreduce", rollout.custom_allreduce, "true",
+        "TP all-reduces of an inference engine run as vLLM's custom all-reduce (disable_custom_all_reduce = false) where vLLM "
+         "takes it: GPUs of one server on NVLink, 2, 4, 6 or 8 of them, under 8 MiB; one-shot (each device reads its "
+         "peers' buffers) on 2 devices, on 4 under 512 KiB, on 8 under 256 KiB, else two-shot; false, or Ascend "
+         "(HCCL), the collective library's choice"),
+    {"rl.rollout.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.step_s), 0, "0.67ms", NPU_PF_NONNEG, 0, 0,
      NULL, "engine time per step beyond the kernels (scheduler, input preparation, sampling, output processing); "
      "default: vLLM V0 on H100, fitted to LLM-Inference-Bench (docs/SERVING.md, Engine time)"},
-    {"rl.rollout.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.seq_s), 0, "42us", NPU_PF_NONNEG, 0, 0, NULL,
+    {"rl.rollout.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.seq_s), 0, "41us", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step and running sequence beyond the kernels; default: as rl.rollout.step_overhead"},
-    {"rl.rollout.worker_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.worker_s), 0, "2.15ms", NPU_PF_NONNEG, 0,
+    {"rl.rollout.worker_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.worker_s), 0, "1.99ms", NPU_PF_NONNEG, 0,
      0, NULL, "engine time per step added on an engine of more than one device (the multi-GPU executor); default: "
      "as rl.rollout.step_overhead, fitted at TP 2 and 4"},
-    {"rl.rollout.worker_rank_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.worker_rank_s), 0, "0.22ms",
+    {"rl.rollout.worker_rank_overhead", NPU_PT_TIME, NPU_PARAM_OFF(rollout.engine.worker_rank_s), 0, "0.24ms",
      NPU_PF_NONNEG, 0, 0, NULL, "engine time per step added for each device of an engine beyond the second; "
      "default: as rl.rollout.worker_overhead"},
     NPU_PARAM_INT("rl.train.devices", train.devices, "0", NPU_PF_NONNEG,

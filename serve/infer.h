@@ -46,12 +46,17 @@ void sv_colls_release(struct sv_colls *c);
 struct sv_group {
   int first, size, stride;
   const char *key;         /* the key that chose it, for messages */
+  bool custom_allreduce;   /* an inference engine's TP group: its all-reduces as vLLM's custom
+                              all-reduce where vLLM takes it (sv_probe) */
 };
 
 /*
  * Time every collective of c alone, one after another, on the platform of sys with `ranks`
  * ranks, in a fork()ed child (SimGrid allows one engine per process): collective i runs over
  * groups[c->v[i].group]. Fills time_s. 0 or an error with diag (path named when the child dies).
+ * An all-reduce of a custom_allreduce group runs as vLLM's custom all-reduce kernel (vLLM's
+ * csrc/custom_all_reduce.cuh: one-shot or two-shot over the peers' buffers) where vLLM takes it:
+ * a GPU platform (not HCCL), the group inside one server, 2, 4, 6 or 8 devices, under 8 MiB.
  */
 int sv_probe(const struct arch_system *sys, int ranks, struct sv_colls *c, const struct sv_group *groups, int ngroups,
              const char *path, struct npu_diag *diag);

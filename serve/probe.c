@@ -31,6 +31,23 @@ struct probe_record {
   double time_s[]; /* per collective */
 };
 
+/* vLLM's custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py and
+ * csrc/custom_all_reduce.cuh, 2024): taken for 2, 4, 6 or 8 GPUs of one server on NVLink under
+ * 8 MiB (_MAX_CAR_SIZE); one-shot (cross_device_reduce_1stage) on 2 GPUs, on up to 4 under
+ * 512 KiB and up to 8 under 256 KiB, else two-shot (reduce-scatter then all-gather through the
+ * peers' buffers). IC_ALGO_AUTO where it is not taken: NCCL's (or HCCL's) own choice; *oneshot the one-shot form. */
+static enum ic_algo engine_allreduce(const struct ic_topo *t, const struct sv_group *g, double bytes, bool *oneshot)
+{
+  int n = g->size, per = ic_topo_devices_per_node(t);
+  bool one_server = g->first / per == (g->first + (n - 1) * g->stride) / per;
+  *oneshot = false;
+  if (!g->custom_allreduce || ic_topo_hccl(t) || !one_server || (n != 2 && n != 4 && n != 6 && n != 8) ||
+      !(bytes < 8.0 * 1024 * 1024))
+    return IC_ALGO_AUTO;
+  *oneshot = n == 2 || (n <= 4 && bytes < 512.0 * 1024) || bytes < 256.0 * 1024;
+  return IC_ALGO_MESH;
+}
+
 static void probe_child(void *arg, void *record)
 {
   const struct probe_ctx *a = arg;
@@ -52,7 +69,10 @@ static void probe_child(void *arg, void *record)
     NPU_ASSERT(c->v[i].group >= 0 && c->v[i].group < a->ng);
     runs[i].comm = &comm[c->v[i].group];
     runs[i].coll.op = c->v[i].op;
-    runs[i].coll.algo = IC_ALGO_AUTO;
+    const struct sv_group *g = &a->g[c->v[i].group];
+    runs[i].coll.algo = c->v[i].op == IC_OP_ALLREDUCE
+                            ? engine_allreduce(ic_sim_topo(sim), g, c->v[i].bytes, &runs[i].coll.oneshot)
+                            : IC_ALGO_AUTO;
     runs[i].coll.fidelity = IC_FIDELITY_BULK;
     runs[i].coll.bytes = c->v[i].bytes;
     runs[i].coll.matrix = c->v[i].op == IC_OP_ALLTOALLV ? c->matrix : NULL;

@@ -221,9 +221,9 @@ int sv_run(struct sv_job *job, struct npu_trace *trace, struct sv_result *res, s
   struct sv_infer_shape shape = {s->max_batched_tokens, rows, job->longest, s->max_num_seqs, 0};
   struct sv_colls colls = {0};
   /* groups: the (decode) engines' TP, the prefill engines' TP, a prefill rank and a decode rank */
-  struct sv_group g[3] = {{prefill_ranks, s->tp, 1, "serve.tp"},
-                          {0, job->prefill_tp, 1, s->prefill_tp ? "serve.prefill.tp" : "serve.tp"},
-                          {0, 2, prefill_ranks, "serve.prefill.replicas"}};
+  struct sv_group g[3] = {{prefill_ranks, s->tp, 1, "serve.tp", s->custom_allreduce},
+                          {0, job->prefill_tp, 1, s->prefill_tp ? "serve.prefill.tp" : "serve.tp", s->custom_allreduce},
+                          {0, 2, prefill_ranks, "serve.prefill.replicas", false}};
   int rc = sv_infer_init(&dec.x, &tg, cache, &colls, 0, s->tp, s->expert_parallel, &shape, &s->engine, diag);
   dec.x.draft_layers = s->speculative == SV_SPEC_MTP ? 1 : 0;
   int kv_small = -1, kv_big = -1;

@@ -54,6 +54,7 @@ struct sv_spec {
   int preemption;              /* enum sv_preemption */
   double memory_utilization;   /* share of HBM the engine may use */
   bool graph;                  /* decode-only steps padded to graph capture sizes */
+  bool custom_allreduce;       /* TP all-reduces as vLLM's custom all-reduce where it applies (serve/probe.c) */
   struct sv_engine_time engine; /* engine time per step beyond the kernels */
   int speculative;             /* enum sv_speculative */
   int spec_tokens;             /* draft tokens per step and sequence */

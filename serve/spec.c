@@ -8,8 +8,8 @@
  * beyond its kernels (serve/infer.h, struct sv_engine_time) is a measurement: vLLM's offline
  * latency of Llama-3-8B (fp16, input = output = 128 tokens, batch 1-64) on H100 at TP 1, 2 and
  * 4 (LLM-Inference-Bench, arXiv 2411.00136; calibration/data/engine.csv) minus npusim's
- * prediction of the same runs, per step, fitted as 0.64 ms + 42 us per sequence, and 2.15 ms +
- * 0.22 ms per device beyond two more on an engine of several devices (docs/SERVING.md, "Engine
+ * prediction of the same runs, per step, fitted as 0.67 ms + 41 us per sequence, and 1.99 ms +
+ * 0.24 ms per device beyond two more on an engine of several devices (docs/SERVING.md, "Engine
  * time"); the RL rollout uses the same.
  */
 #include "serve/serve.h"
@@ -93,18 +93,23 @@ static const struct npu_param params[] = {
          "vLLM) or reserve (admission reserves prompt + output blocks, never preempts)"),
     {"serve.memory_utilization", NPU_PT_REAL, NPU_PARAM_OFF(memory_utilization), 0, "0.9", NPU_PF_FRACTION, 0, 0,
      NULL, "share of HBM an engine may use for weights, activations and KV cache (vLLM gpu_memory_utilization)"},
+    NPU_PARAM_BOOL("serve.custom_allreduce", custom_allreduce, "true",
+        "TP all-reduces of the engine run as vLLM's custom all-reduce (disable_custom_all_reduce = false) where vLLM "
+         "takes it: GPUs of one server on NVLink, 2, 4, 6 or 8 of them, under 8 MiB; one-shot (each device reads its "
+         "peers' buffers) on 2 devices, on 4 under 512 KiB, on 8 under 256 KiB, else two-shot; false, or Ascend "
+         "(HCCL), the collective library's choice"),
     NPU_PARAM_BOOL("serve.graph", graph, "true",
          "decode-only steps run as captured graphs: padded up to the next capture size (1, 2, 4, 8, 16, ... "
          "vLLM's list up to 512); kernels are costed as queued on the stream either way"),
-    {"serve.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.step_s), 0, "0.64ms", NPU_PF_NONNEG, 0, 0, NULL,
+    {"serve.step_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.step_s), 0, "0.67ms", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step beyond the kernels (scheduler, input preparation, sampling, output processing); "
      "default: vLLM V0 on H100, fitted to LLM-Inference-Bench (docs/SERVING.md, Engine time)"},
-    {"serve.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.seq_s), 0, "42us", NPU_PF_NONNEG, 0, 0, NULL,
+    {"serve.seq_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.seq_s), 0, "41us", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step and scheduled sequence beyond the kernels; default: as serve.step_overhead"},
-    {"serve.worker_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.worker_s), 0, "2.15ms", NPU_PF_NONNEG, 0, 0, NULL,
+    {"serve.worker_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.worker_s), 0, "1.99ms", NPU_PF_NONNEG, 0, 0, NULL,
      "engine time per step added on an engine of more than one device (the multi-GPU executor hands each step's "
      "inputs to its workers, which run in lockstep); default: as serve.step_overhead, fitted at TP 2 and 4"},
-    {"serve.worker_rank_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.worker_rank_s), 0, "0.22ms", NPU_PF_NONNEG, 0,
+    {"serve.worker_rank_overhead", NPU_PT_TIME, NPU_PARAM_OFF(engine.worker_rank_s), 0, "0.24ms", NPU_PF_NONNEG, 0,
      0, NULL, "engine time per step added for each device of an engine beyond the second; default: as "
      "serve.worker_overhead"},
     NPU_PARAM_ENUM("serve.speculative.method", speculative, "none", spec_names,

@@ -38,7 +38,7 @@ static void preset_names(char ***names, size_t *n)
   arch_register(c, &s);
   npu_cfg_list_presets(c, names, n);
   npu_cfg_destroy(c);
-  cr_assert_geq(*n, 16, "expected the 16 shipped presets, found %zu", *n);
+  cr_assert_geq(*n, 18, "expected the 18 shipped presets, found %zu", *n);
 }
 
 static void close_to(double got, double want, double rel, const char *what)
@@ -178,4 +178,27 @@ Test(presets, inheritance_and_section_presets, .timeout = 10)
   cr_assert_eq(d.intra_node_bw_bytes_per_s, 196e9);
   cr_assert_eq(d.superpod_bw_bytes_per_s, 196e9);
   npu_cfg_destroy(l.cfg);
+}
+
+/* The A100 40GB is the 80 GB part (its SMs, clock and cube share) with its own HBM and the HBM
+ * share fitted to its stream kernels; Polaris is four of them on direct NVLink. */
+Test(presets, the_a100_40gb_and_polaris, .timeout = 10)
+{
+  struct loaded big, l;
+  load_ok(&big, "nvidia-a100-80gb");
+  load_ok(&l, "polaris");
+  cr_assert_str_eq(l.sys.chip.name, "nvidia-a100-40gb");
+  cr_assert_eq(l.sys.chip.hbm.size_bytes, 40ull << 30);
+  cr_assert_eq(l.sys.chip.hbm.bw_bytes_per_s, 1.555e12);
+  cr_assert_eq(l.sys.chip.aic_count, big.sys.chip.aic_count);
+  cr_assert_eq(l.sys.chip.calib.cube.value, big.sys.chip.calib.cube.value);
+  cr_assert_eq(l.sys.chip.calib.hbm.value, 0.9158);
+  cr_assert(strstr(l.sys.chip.calib.hbm.source, "a100_40.txt") != NULL, "%s", l.sys.chip.calib.hbm.source);
+  struct arch_derived d;
+  arch_derive(&l.sys, &d);
+  cr_assert_eq(d.devices, 4);
+  cr_assert_eq(l.sys.node.topology, ARCH_NODE_FULL_MESH);
+  cr_assert_eq(d.intra_node_bw_bytes_per_s, 300e9);
+  npu_cfg_destroy(l.cfg);
+  npu_cfg_destroy(big.cfg);
 }

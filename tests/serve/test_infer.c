@@ -133,10 +133,10 @@ Test(infer, the_engine_time_is_step_overhead_plus_sequences_times_seq_overhead, 
   fix_fini(&f);
   /* the defaults: vLLM V0 on H100 (docs/SERVING.md, Engine time) */
   fix_init(&f, a2, llama4, 1, false, "");
-  cr_expect_float_eq(f.job.spec.engine.step_s, 0.64e-3, 1e-12);
-  cr_expect_float_eq(f.job.spec.engine.seq_s, 42e-6, 1e-12);
-  cr_expect_float_eq(f.job.spec.engine.worker_s, 2.15e-3, 1e-12);
-  cr_expect_float_eq(f.job.spec.engine.worker_rank_s, 0.22e-3, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.step_s, 0.67e-3, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.seq_s, 41e-6, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.worker_s, 1.99e-3, 1e-12);
+  cr_expect_float_eq(f.job.spec.engine.worker_rank_s, 0.24e-3, 1e-12);
   fix_fini(&f);
 }
 
