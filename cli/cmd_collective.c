@@ -38,7 +38,10 @@ static const char usage[] =
     "  --comm LIST      the communicator's ranks, e.g. 0,8,16,24 or 0-3,8-11\n"
     "  --algo ALGO      auto (HCCL-like selection, default), ring, mesh, mesh(one-shot) (an\n"
     "                   AllReduce sending whole vectors), rhd, nhr, pairwise, hierarchical,\n"
-    "                   pipeline, direct (sendrecv)\n"
+    "                   hierarchical(INTRA+INTER) (INTRA mesh or ring inside servers, INTER\n"
+    "                   ring, nhr or rhd across them, pairwise for all-to-all), pipeline,\n"
+    "                   pipeline(mesh+ring), direct (sendrecv), nvls: every name the table's\n"
+    "                   algorithm column prints\n"
     "  --fidelity F     step (every algorithm step a flow; default up to 512 ranks) or bulk\n"
     "                   (one flow per rank and link class per phase; default above)\n"
     "  --root R         root of broadcast / reduce, a position in the communicator (default 0)\n"
@@ -183,10 +186,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *d)
     rc = unknown_name("--op", "operation", o.op, names, n, d);
     goto out;
   }
-  if (o.algo && !strcmp(o.algo, "mesh(one-shot)")) { /* the name the table prints for it */
-    coll.algo = IC_ALGO_MESH;
-    coll.oneshot = true;
-  } else if (o.algo && ic_algo_parse(o.algo, &coll.algo)) {
+  if (o.algo && ic_coll_parse_algo(o.algo, &coll)) { /* any name the table prints */
     const char *const *names = ic_algo_names(&n);
     rc = unknown_name("--algo", "algorithm", o.algo, names, n, d);
     goto out;

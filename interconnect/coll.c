@@ -65,6 +65,35 @@ int ic_algo_parse(const char *name, enum ic_algo *out)
   return 0;
 }
 
+int ic_coll_parse_algo(const char *name, struct ic_coll *coll)
+{
+  coll->oneshot = false;
+  coll->intra = coll->inter = IC_ALGO_AUTO;
+  if (!strcmp(name, "mesh(one-shot)")) {
+    coll->algo = IC_ALGO_MESH;
+    coll->oneshot = true;
+    return 0;
+  }
+  const char *lp = strchr(name, '('), *plus = lp ? strchr(lp, '+') : NULL;
+  size_t n = strlen(name);
+  if (!lp) return ic_algo_parse(name, &coll->algo);
+  if (!plus || n < 2 || name[n - 1] != ')') return -1;
+  char outer[32], a[32], b[32];
+  size_t lo = (size_t)(lp - name), la = (size_t)(plus - lp - 1), lb = n - 1 - (size_t)(plus - name) - 1;
+  if (lo >= sizeof outer || la >= sizeof a || lb >= sizeof b) return -1;
+  memcpy(outer, name, lo);
+  outer[lo] = '\0';
+  memcpy(a, lp + 1, la);
+  a[la] = '\0';
+  memcpy(b, plus + 1, lb);
+  b[lb] = '\0';
+  if (ic_algo_parse(outer, &coll->algo) || (coll->algo != IC_ALGO_HIER && coll->algo != IC_ALGO_PIPELINE) ||
+      ic_algo_parse(a, &coll->intra) || ic_algo_parse(b, &coll->inter) || coll->intra == IC_ALGO_AUTO ||
+      coll->inter == IC_ALGO_AUTO)
+    return -1;
+  return 0;
+}
+
 int ic_fidelity_parse(const char *name, enum ic_fidelity *out)
 {
   int i = find(fidelity_names, 2, name);

@@ -76,6 +76,9 @@ struct ic_coll {
   int root;                  /* Broadcast / Reduce: comm rank of the root */
   bool oneshot;              /* with algo mesh, AllReduce: the one-shot form (whole vectors),
                                 "mesh(one-shot)"; auto chooses it where its cost is lower */
+  enum ic_algo intra, inter; /* with algo hierarchical or pipeline: the algorithms inside and
+                                across servers, "hierarchical(mesh+nhr)"; IC_ALGO_AUTO (0): the
+                                selector's */
 };
 
 /* HCCL defaults (see the file header), with the per-step overhead of sys's collective library
@@ -92,6 +95,10 @@ const char *ic_fidelity_name(enum ic_fidelity f);
 int ic_op_parse(const char *name, enum ic_op *out);
 int ic_algo_parse(const char *name, enum ic_algo *out);
 int ic_fidelity_parse(const char *name, enum ic_fidelity *out);
+/* Parse any name a collective's report prints for its algorithm into coll's algo, oneshot, intra
+ * and inter: "ring", "mesh(one-shot)", "hierarchical(mesh+nhr)", "pipeline(mesh+ring)". 0, or -1
+ * if it is none (the caller reports it; whether the plan can run is ic_plan_make's). */
+int ic_coll_parse_algo(const char *name, struct ic_coll *coll);
 
 /* Candidate name arrays for "did you mean" suggestions; counts in *n. */
 const char *const *ic_op_names(int *n);

@@ -138,6 +138,22 @@ static int check_forced(const struct ic_topo *t, const struct ic_coll *coll, con
       return bad_algo(d, "'%s' needs at least 2 ranks per server%s", name,
                       " (it overlaps intra- and inter-server stages)");
   }
+  if (coll->intra != IC_ALGO_AUTO || coll->inter != IC_ALGO_AUTO) { /* "hierarchical(mesh+nhr)" */
+    bool a2a = coll->op == IC_OP_ALLTOALL || coll->op == IC_OP_ALLTOALLV;
+    char both[64];
+    snprintf(both, sizeof both, "%s+%s", ic_algo_name(coll->intra), ic_algo_name(coll->inter));
+    if (a != IC_ALGO_HIER && a != IC_ALGO_PIPELINE)
+      return bad_algo(d, "levels (%s) go with hierarchical or pipeline, not '%s'", both, name);
+    if (a == IC_ALGO_PIPELINE && (coll->intra != IC_ALGO_MESH || coll->inter != IC_ALGO_RING))
+      return bad_algo(d, "'pipeline' runs mesh inside servers and ring across them (HCCL's templates), not %s%s", both,
+                      "");
+    bool intra_ok = coll->intra == IC_ALGO_MESH || coll->intra == IC_ALGO_RING;
+    bool inter_ok = a2a ? coll->inter == IC_ALGO_PAIRWISE
+                        : coll->inter == IC_ALGO_RING || coll->inter == IC_ALGO_NHR || coll->inter == IC_ALGO_RHD;
+    if (!intra_ok || !inter_ok)
+      return bad_algo(d, "'hierarchical(%s)': inside servers mesh or ring, across them %s", both,
+                      a2a ? "pairwise (an all-to-all)" : "ring, nhr or rhd");
+  }
   return 0;
 }
 
@@ -177,6 +193,11 @@ static void levels(struct ic_plan *pl, const struct ic_topo *t, const struct ic_
 {
   bool a2a = coll->op == IC_OP_ALLTOALL || coll->op == IC_OP_ALLTOALLV;
   int S = pl->servers, d = pl->per_server;
+  if (coll->intra != IC_ALGO_AUTO && coll->inter != IC_ALGO_AUTO) { /* given, checked by ic_plan_make */
+    pl->intra = coll->intra;
+    pl->inter = coll->inter;
+    return;
+  }
   if (pl->algo == IC_ALGO_PIPELINE) {
     pl->intra = IC_ALGO_MESH;
     pl->inter = IC_ALGO_RING; /* HCCL's pipeline templates ring the servers */

@@ -1,5 +1,6 @@
 /* test_cli.c - npusim's command line: help, version, arch list/show, determinism. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,60 @@ Test(cli, auto_allreduce_is_never_slower_than_one_or_two_shot)
     ones += one[i] < two[i];
   }
   cr_expect(ones > 0 && ones < n, "the crossover lies inside the range (%d of %d sizes one-shot)", ones, n);
+}
+
+/* The algorithm and time of `collective` with args (NULL-terminated, up to 12), as --json gives them. */
+static double coll_one(const char *const *args, char *algo, size_t n)
+{
+  const char *argv[20] = {"collective", "--json"};
+  int k = 2;
+  for (int i = 0; args[i]; i++) argv[k++] = args[i];
+  argv[k] = NULL;
+  struct run_result r = ts_npusim_argv(argv);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *a = strstr(r.out, "\"algorithm\": \""), *t = strstr(r.out, "\"time_s\": ");
+  cr_assert(a && t, "%s", r.out);
+  a += strlen("\"algorithm\": \"");
+  size_t len = strcspn(a, "\"");
+  snprintf(algo, n, "%.*s", (int)len, a);
+  double v = atof(t + 10);
+  ts_run_free(&r);
+  return v;
+}
+
+/* Every name the algorithm column prints is accepted by --algo and runs the same plan: NVLS, the
+ * one-shot mesh, hierarchical and pipeline plans with their levels (which --algo refused). */
+Test(cli, every_printed_algorithm_name_is_accepted_by_algo, .timeout = 120)
+{
+  static const char *const cases[][12] = {
+      {"--op", "allreduce", "--arch", "dgx-h100", "--bytes", "8KiB", "--ranks", "8", NULL},
+      {"--op", "allreduce", "--arch", "atlas-800t-a2", "--bytes", "64KiB", "--ranks", "8", NULL},
+      {"--op", "allreduce", "--arch", "atlas-800t-a2", "--bytes", "1GiB", "--ranks", "16", "--set", "cluster.nodes=2", NULL},
+      {"--op", "allgather", "--arch", "atlas-800t-a2", "--bytes", "64KiB", "--ranks", "16", "--set", "cluster.nodes=2", NULL},
+      {"--op", "allgather", "--arch", "dgx-a100", "--bytes", "64MiB", "--ranks", "16", "--set", "cluster.nodes=2", NULL},
+      {"--op", "alltoall", "--arch", "atlas-800t-a2", "--bytes", "1MiB", "--ranks", "16", "--set", "cluster.nodes=2", NULL},
+  };
+  int levels = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char algo[64], again[64];
+    double t = coll_one(cases[c], algo, sizeof algo);
+    levels += strchr(algo, '(') != NULL;
+    const char *forced[14];
+    int k = 0;
+    for (int i = 0; cases[c][i]; i++) forced[k++] = cases[c][i];
+    forced[k++] = "--algo";
+    forced[k++] = algo;
+    forced[k] = NULL;
+    double u = coll_one(forced, again, sizeof again);
+    cr_assert_str_eq(again, algo);
+    cr_assert(fabs(u - t) <= 1e-9 * t, "%s: auto %.9g s, --algo %.9g s", algo, t, u);
+  }
+  cr_assert_geq(levels, 3, "plans with levels or one-shot among the cases");
+  struct run_result r = ts_npusim("collective", "--op", "allreduce", "--arch", "atlas-800t-a2", "--bytes", "1GiB", "--ranks",
+                                  "16", "--set", "cluster.nodes=2", "--algo", "pipeline(ring+ring)", NULL);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--algo: 'pipeline' runs mesh inside servers and ring across them"), "%s", r.err);
+  ts_run_free(&r);
 }
 
 /* Count the non-overlapping occurrences of needle in hay. */

@@ -113,6 +113,19 @@ struct run_result ts_npusim(const char *arg, ...)
   return ts_run(argv, NULL);
 }
 
+struct run_result ts_npusim_argv(const char *const *args)
+{
+  char *argv[33];
+  int n = 0;
+  argv[n++] = (char *)NPUSIM_BINARY;
+  for (int i = 0; args[i]; i++) {
+    cr_assert(n < 32, "ts_npusim_argv takes at most 31 arguments");
+    argv[n++] = (char *)args[i];
+  }
+  argv[n] = NULL;
+  return ts_run(argv, NULL);
+}
+
 void ts_run_free(struct run_result *r)
 {
   free(r->out);

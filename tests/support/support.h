@@ -49,6 +49,8 @@ struct run_result ts_run(char *const argv[], const char *extra_env);
 
 /* ts_run on the npusim binary under test with up to 15 arguments, NULL-terminated. */
 struct run_result ts_npusim(const char *arg, ...);
+/* The same with the arguments in an array (NULL-terminated, at most 31). */
+struct run_result ts_npusim_argv(const char *const *args);
 
 void ts_run_free(struct run_result *r);
 
