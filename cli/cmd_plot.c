@@ -19,10 +19,12 @@
 
 static const char usage[] =
     "usage: npusim plot RESULTS.csv --x AXIS [--y METRIC] -o PLOT.png|PLOT.svg [--title TEXT] [--logx]\n"
+    "                   [--include-oom]\n"
     "\n"
     "Draw METRIC (default step_time_s) against the swept key AXIS from a sweep's results, one\n"
     "line per combination of the other swept keys (less those they determine, such as a derived\n"
-    "plan.dp, and constants); points with status ok only. Axis names may\n"
+    "plan.dp, and constants); points with status ok only, and not those out of memory (oom = 1)\n"
+    "unless --include-oom: what was left out is said after the plot is written. Axis names may\n"
     "leave out the unit suffix (--x chip.hbm.bandwidth for chip.hbm.bandwidth_bytes_per_s).\n"
     "Draws through gnuplot, which must be installed (apt-get install gnuplot-nox); without it\n"
     "the command says so and exits with status 2.\n";
@@ -58,9 +60,14 @@ struct pt {
   int row;
 };
 
+/* The rows drawn: status ok, and fitting in memory unless --include-oom (oom_col < 0: no such
+ * column, or out-of-memory rows are drawn). */
+static int oom_col = -1;
+
 static bool row_ok(const struct sw_table *t, int r)
 {
-  return t->status_col < 0 || !strcmp(t->rows[r][t->status_col], "ok");
+  if (t->status_col >= 0 && strcmp(t->rows[r][t->status_col], "ok")) return false;
+  return oom_col < 0 || strcmp(t->rows[r][oom_col], "1");
 }
 
 /* Whether column c's value follows from x and the other used columns on the ok rows: no two
@@ -91,7 +98,7 @@ static int by_series_x(const void *a, const void *b)
 static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag)
 {
   const char *path = NULL, *xs = NULL, *ys = "step_time_s", *dst = NULL, *title = NULL;
-  bool logx = false;
+  bool logx = false, with_oom = false;
   int rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -100,6 +107,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     else if (!strcmp(a, "-o") && v) dst = argv[++i];
     else if (!strcmp(a, "--title") && v) title = argv[++i];
     else if (!strcmp(a, "--logx")) logx = true;
+    else if (!strcmp(a, "--include-oom")) with_oom = true;
     else if (a[0] != '-' && !path) path = a;
     else rc = cli_bad_arg(diag, "plot", a);
   }
@@ -113,6 +121,12 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (!rc) rc = sw_table_read(path, &t, diag);
   if (rc) return rc;
   int xc = sw_table_col(&t, xs), yc = sw_table_col(&t, ys), first, end;
+  oom_col = with_oom ? -1 : sw_table_col(&t, "oom");
+  int failed = 0, oom = 0;
+  for (int r = 0; r < t.nrows; r++) {
+    if (t.status_col >= 0 && strcmp(t.rows[r][t.status_col], "ok")) failed++;
+    else if (!row_ok(&t, r)) oom++;
+  }
   sw_table_params(&t, &first, &end);
   if (xc < 0 || yc < 0) {
     const char *bad = xc < 0 ? xs : ys;
@@ -148,7 +162,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   char **cats = NULL;
   int ncats = 0;
   for (int r = 0; r < t.nrows; r++) {
-    if (t.status_col >= 0 && strcmp(t.rows[r][t.status_col], "ok")) continue;
+    if (!row_ok(&t, r)) continue;
     char *e;
     double y = strtod(t.rows[r][yc], &e);
     if (e == t.rows[r][yc] || *e) continue;
@@ -180,7 +194,10 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     }
     pts[npts++] = (struct pt){x, y, s, r};
   }
-  if (!npts) rc = (npu_diag_set(diag, path, 0, ys, "no point with status ok and a value to plot"), NPU_EINVAL);
+  if (!npts)
+    rc = (npu_diag_set(diag, path, 0, ys, "no point with status ok%s and a value to plot%s", oom ? " that fits in memory" : "",
+                       oom ? " (--include-oom draws those out of memory)" : ""),
+          NPU_EINVAL);
   char dir[] = "/tmp/npusim-plot-XXXXXX";
   const char *tmp = getenv("TMPDIR");
   char dirbuf[1024];
@@ -269,6 +286,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
       rc = (npu_diag_set(diag, dst, 0, NULL, "gnuplot failed: %s", msg[0] ? msg : "no output"), NPU_EIO);
     } else {
       npu_buf_printf(out, "wrote %s: %s against %s, %d points in %d series\n", dst, t.cols[yc], t.cols[xc], npts, nseries);
+      if (oom) npu_buf_printf(out, "  %d points out of memory (oom = 1) left out (--include-oom draws them)\n", oom);
+      if (failed) npu_buf_printf(out, "  %d points that did not run (status not ok) left out\n", failed);
     }
   }
   if (dirbuf[0] && strstr(dirbuf, "XXXXXX") == NULL) {

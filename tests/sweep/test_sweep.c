@@ -402,6 +402,48 @@ Test(sweep, batch_run_writes_a_row_per_scenario)
   free(csv);
 }
 
+/* npusim plot draws the points that ran and fit in memory, and says what it left out: a stand-in
+ * gnuplot (NPUSIM_GNUPLOT) writes the output file and copies the data it was given. */
+Test(sweep, plot_leaves_out_points_out_of_memory_and_says_so)
+{
+  char *csv = path_in("oom.csv");
+  FILE *f = fopen(csv, "w");
+  cr_assert(f != NULL);
+  fputs("point,plan.tp,status,step_time_s,oom,message\n"
+        "0,1,ok,2.0,1,\n1,2,ok,1.5,0,\n2,4,ok,1.2,0,\n3,8,error,,0,bad\n",
+        f);
+  fclose(f);
+  char *fake = path_in("gnuplot"), *copy = path_in("drawn.txt"), *png = path_in("oom.png");
+  f = fopen(fake, "w");
+  cr_assert(f != NULL);
+  fprintf(f, "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\necho png > \"$out\"\n"
+             "data=$(dirname \"$1\")/data.txt\ncp \"$data\" %s\n",
+          copy);
+  fclose(f);
+  cr_assert_eq(chmod(fake, 0755), 0);
+  char env[1200];
+  snprintf(env, sizeof env, "NPUSIM_GNUPLOT=%s", fake);
+  char *argv[] = {(char *)NPUSIM_BINARY, "plot", csv, "--x", "plan.tp", "-o", png, NULL};
+  struct run_result r = ts_run(argv, env);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "2 points in 1 series"), "%s", r.out);
+  cr_assert(strstr(r.out, "1 points out of memory (oom = 1) left out (--include-oom draws them)"), "%s", r.out);
+  cr_assert(strstr(r.out, "1 points that did not run (status not ok) left out"), "%s", r.out);
+  ts_run_free(&r);
+  char *drawn = ts_read(copy);
+  cr_assert(drawn && !strstr(drawn, "2.0") && !strstr(drawn, " 2\n"), "the out-of-memory point is not drawn: %s", drawn);
+  free(drawn);
+  char *with[] = {(char *)NPUSIM_BINARY, "plot", csv, "--x", "plan.tp", "-o", png, "--include-oom", NULL};
+  r = ts_run(with, env);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "3 points in 1 series") && !strstr(r.out, "out of memory"), "%s", r.out);
+  ts_run_free(&r);
+  free(csv);
+  free(fake);
+  free(copy);
+  free(png);
+}
+
 Test(sweep, report_best_and_pareto_and_plot)
 {
   char *sw = sweep_file(dir, "rep_sweep.cfg",
