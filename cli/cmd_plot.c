@@ -24,7 +24,8 @@ static const char usage[] =
     "Draw METRIC (default step_time_s) against the swept key AXIS from a sweep's results, one\n"
     "line per combination of the other swept keys (less those they determine, such as a derived\n"
     "plan.dp, and constants); points with status ok only, and not those out of memory (oom = 1)\n"
-    "unless --include-oom: what was left out is said after the plot is written. Axis names may\n"
+    "unless --include-oom: what was left out is said after the plot is written. Axes and legends\n"
+    "are in human units (bandwidth_bytes_per_s in GB/s or TB/s, mfu in %). Axis names may\n"
     "leave out the unit suffix (--x chip.hbm.bandwidth for chip.hbm.bandwidth_bytes_per_s).\n"
     "Draws through gnuplot, which must be installed (apt-get install gnuplot-nox); without it\n"
     "the command says so and exits with status 2.\n";
@@ -85,6 +86,73 @@ static bool determined(const struct sw_table *t, const bool *use, int xc, int c)
     }
   }
   return true;
+}
+
+/* A column as people read it: the name without its unit suffix, the unit, and how its values
+ * become that unit ("chip.hbm.bandwidth_bytes_per_s" with values to 1.6e12: "chip.hbm.
+ * bandwidth", "TB/s", divided by 1e12; "mfu": "mfu", "%", times 100); unit "" when it has none. */
+struct axis {
+  char name[256];
+  const char *unit;
+  double mul, div;             /* shown = value x mul / div */
+};
+
+static bool ends_with(const char *s, const char *suf)
+{
+  size_t a = strlen(s), b = strlen(suf);
+  return a > b && !strcmp(s + a - b, suf);
+}
+
+static struct axis axis_of(const char *col, double maxabs)
+{
+  struct axis x = {"", "", 1, 1};
+  static const struct {
+    const char *suffix;
+    const char *units[4];
+    double steps[4];
+  } kinds[] = {
+      {"_bytes_per_s", {"TB/s", "GB/s", "MB/s", "B/s"}, {1e12, 1e9, 1e6, 1}},
+      {"_flops_per_s", {"PFLOP/s", "TFLOP/s", "GFLOP/s", "FLOP/s"}, {1e15, 1e12, 1e9, 1}},
+      {"_bytes", {"TiB", "GiB", "MiB", "B"}, {1099511627776.0, 1073741824.0, 1048576.0, 1}},
+      {"_flops", {"PFLOP", "TFLOP", "GFLOP", "FLOP"}, {1e15, 1e12, 1e9, 1}},
+      {"_s", {"s", "ms", "us", "ns"}, {1, 1e-3, 1e-6, 1e-9}},
+  };
+  snprintf(x.name, sizeof x.name, "%s", col);
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    if (!ends_with(col, kinds[k].suffix)) continue;
+    x.name[strlen(col) - strlen(kinds[k].suffix)] = '\0';
+    int i = 0;
+    while (i < 3 && maxabs < kinds[k].steps[i]) i++;
+    x.unit = kinds[k].units[i];
+    x.div = kinds[k].steps[i];
+    return x;
+  }
+  const char *leaf = strrchr(col, '.') ? strrchr(col, '.') + 1 : col;
+  if (!strcmp(leaf, "mfu") || !strcmp(leaf, "hfu") || ends_with(col, "_fraction") || !strncmp(leaf, "util", 4) ||
+      !strcmp(leaf, "slo_attainment"))
+    x.unit = "%", x.mul = 100;
+  return x;
+}
+
+/* "name (unit)", or the name when the column has no unit. */
+static void axis_label(const struct axis *a, char *out, size_t n)
+{
+  if (a->unit[0]) snprintf(out, n, "%s (%s)", a->name, a->unit);
+  else snprintf(out, n, "%s", a->name);
+}
+
+/* A legend's "key=value" as people read it: the value of a column with a unit in that unit
+ * ("chip.hbm.bandwidth=800 GB/s", not "chip.hbm.bandwidth_bytes_per_s=800000000000"). */
+static void legend_part(struct npu_buf *b, const char *col, const char *value)
+{
+  char *e;
+  double v = strtod(value, &e);
+  struct axis a = axis_of(col, fabs(v));
+  if (e == value || *e || !a.unit[0]) {
+    npu_buf_printf(b, "%s%s=%s", b->len ? ", " : "", a.name, value);
+    return;
+  }
+  npu_buf_printf(b, "%s%s=%.4g %s", b->len ? ", " : "", a.name, v * a.mul / a.div, a.unit);
 }
 
 static int by_series_x(const void *a, const void *b)
@@ -167,10 +235,8 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     double y = strtod(t.rows[r][yc], &e);
     if (e == t.rows[r][yc] || *e) continue;
     struct npu_buf key = {0};
-    for (int c = first; c < end; c++) {
-      if (!use[c]) continue;
-      npu_buf_printf(&key, "%s%s=%s", key.len ? ", " : "", t.cols[c], t.rows[r][c]);
-    }
+    for (int c = first; c < end; c++)
+      if (use[c]) legend_part(&key, t.cols[c], t.rows[r][c]);
     int s = 0;
     for (; s < nseries; s++)
       if (!strcmp(series[s], npu_buf_str(&key))) break;
@@ -210,6 +276,17 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   snprintf(errf, sizeof errf, "%s/err.txt", dirbuf);
   if (!rc) {
     qsort(pts, (size_t)npts, sizeof *pts, by_series_x);
+    double mx = 0, my = 0;
+    for (int i = 0; i < npts; i++) mx = fmax(mx, fabs(pts[i].x)), my = fmax(my, fabs(pts[i].y));
+    struct axis ax = numeric_x ? axis_of(t.cols[xc], mx) : (struct axis){"", "", 1, 1}, ay = axis_of(t.cols[yc], my);
+    if (!numeric_x) snprintf(ax.name, sizeof ax.name, "%s", t.cols[xc]);
+    for (int i = 0; i < npts; i++) {
+      if (numeric_x) pts[i].x = pts[i].x * ax.mul / ax.div;
+      pts[i].y = pts[i].y * ay.mul / ay.div;
+    }
+    char xl[300], yl[300];
+    axis_label(&ax, xl, sizeof xl);
+    axis_label(&ay, yl, sizeof yl);
     struct npu_buf d = {0}, g = {0};
     int cur = -1;
     for (int i = 0; i < npts; i++) {
@@ -225,12 +302,13 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
     npu_buf_printf(&g, "set terminal %s size 900,600\nset output ", !strcmp(ext, ".png") ? "png" : "svg");
     gp_string(&g, dst);
     npu_buf_puts(&g, "\nset datafile separator whitespace\nset grid\nset key below\nset format x \"%g\"\nset xlabel ");
-    gp_string(&g, t.cols[xc]);
+    gp_string(&g, xl);
     npu_buf_puts(&g, " noenhanced\nset ylabel ");
-    gp_string(&g, t.cols[yc]);
+    gp_string(&g, yl);
     npu_buf_puts(&g, " noenhanced\nset title ");
     char tt[1200];
-    snprintf(tt, sizeof tt, "%s: %s vs %s", title ? title : path, t.cols[yc], t.cols[xc]);
+    if (title) snprintf(tt, sizeof tt, "%s", title);
+    else snprintf(tt, sizeof tt, "%s against %s", ay.name, ax.name);
     gp_string(&g, tt);
     npu_buf_puts(&g, " noenhanced\n");
     if (logx && numeric_x) npu_buf_puts(&g, "set logscale x\n");

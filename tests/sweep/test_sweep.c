@@ -416,9 +416,10 @@ Test(sweep, plot_leaves_out_points_out_of_memory_and_says_so)
   char *fake = path_in("gnuplot"), *copy = path_in("drawn.txt"), *png = path_in("oom.png");
   f = fopen(fake, "w");
   cr_assert(f != NULL);
+  char *script = path_in("drawn.gp");
   fprintf(f, "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\necho png > \"$out\"\n"
-             "data=$(dirname \"$1\")/data.txt\ncp \"$data\" %s\n",
-          copy);
+             "data=$(dirname \"$1\")/data.txt\ncp \"$data\" %s\ncp \"$1\" %s\n",
+          copy, script);
   fclose(f);
   cr_assert_eq(chmod(fake, 0755), 0);
   char env[1200];
@@ -438,6 +439,27 @@ Test(sweep, plot_leaves_out_points_out_of_memory_and_says_so)
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "3 points in 1 series") && !strstr(r.out, "out of memory"), "%s", r.out);
   ts_run_free(&r);
+  /* axes in the units people read, legends with their values in units, a title of what is drawn */
+  f = fopen(csv, "w");
+  cr_assert(f != NULL);
+  fputs("point,chip.hbm.bandwidth_bytes_per_s,plan.tp,status,mfu,oom,message\n"
+        "0,800000000000,1,ok,0.41,0,\n1,800000000000,2,ok,0.45,0,\n"
+        "2,1600000000000,1,ok,0.52,0,\n3,1600000000000,2,ok,0.55,0,\n",
+        f);
+  fclose(f);
+  char *units[] = {(char *)NPUSIM_BINARY, "plot", csv, "--x", "plan.tp", "--y", "mfu", "-o", png, NULL};
+  r = ts_run(units, env);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  ts_run_free(&r);
+  char *gp = ts_read(script);
+  cr_assert(gp && strstr(gp, "set ylabel \"mfu (%)\"") && strstr(gp, "set title \"mfu against plan.tp\""), "%s", gp);
+  cr_assert(strstr(gp, "title \"chip.hbm.bandwidth=800 GB/s\"") && strstr(gp, "title \"chip.hbm.bandwidth=1.6 TB/s\""),
+            "%s", gp);
+  free(gp);
+  drawn = ts_read(copy);
+  cr_assert(drawn && strstr(drawn, "1 41\n"), "mfu in percent: %s", drawn);
+  free(drawn);
+  free(script);
   free(csv);
   free(fake);
   free(copy);
