@@ -13,6 +13,7 @@
 
 #include "common/err.h"
 #include "common/json.h"
+#include "common/strutil.h"
 #include "report/columns.h"
 #include "report/html.h"
 #include "common/units.h"
@@ -27,8 +28,6 @@
 /* The operations and algorithms, in enum ic_op / enum ic_algo order (checked at registration). */
 static const char *const op_names[] = {"allreduce", "reducescatter", "allgather", "alltoall", "alltoallv",
                                        "broadcast", "reduce",        "sendrecv",  NULL};
-static const char *const algo_names[] = {"auto",     "ring",         "mesh",     "rhd",    "nhr",
-                                         "pairwise", "hierarchical", "pipeline", "direct", NULL};
 static const char *const fid_names[] = {"auto", "step", "bulk", NULL};
 
 static const struct npu_section sections[] = {
@@ -44,8 +43,10 @@ static const struct npu_param params[] = {
      "the communicator is ranks 0..ranks-1 (rank r on node r / node.devices); 0: every device"},
     {"collective.comm", NPU_PT_STRING, NPU_PARAM_OFF(comm), NPU_PARAM_SZ(comm), "", 0, 0, 0, NULL,
      "or the communicator's ranks as a list, \"0,8,16,24\" or \"0-3,8-11\" (not with ranks)"},
-    {"collective.algorithm", NPU_PT_ENUM, NPU_PARAM_OFF(algorithm), 0, "auto", 0, 0, 0, algo_names,
-     "auto (HCCL-like selection) or a fixed algorithm"},
+    {"collective.algorithm", NPU_PT_STRING, NPU_PARAM_OFF(algorithm), NPU_PARAM_SZ(algorithm), "auto", 0, 0, 0, NULL,
+     "auto (the collective library's selection) or any name the algorithm column prints: ring, mesh, "
+     "mesh(one-shot), rhd, nhr, pairwise, hierarchical, hierarchical(INTRA+INTER), pipeline, pipeline(mesh+ring), "
+     "direct, nvls"},
     {"collective.fidelity", NPU_PT_ENUM, NPU_PARAM_OFF(fidelity), 0, "auto", 0, 0, 0, fid_names,
      "step (every algorithm step a flow), bulk (one flow per rank and link class per phase), auto (step up to 512 "
      "ranks, bulk above)"},
@@ -61,7 +62,6 @@ static const struct npu_table table = {sections, sizeof sections / sizeof sectio
 void mc__coll_register(struct npu_cfg *cfg, struct mc_coll_spec *spec)
 {
   for (int i = 0; op_names[i]; i++) NPU_ASSERT(!strcmp(op_names[i], ic_op_name((enum ic_op)i)));
-  for (int i = 0; algo_names[i]; i++) NPU_ASSERT(!strcmp(algo_names[i], ic_algo_name((enum ic_algo)i)));
   memset(spec, 0, sizeof *spec);
   npu_cfg_add_table(cfg, &table, spec);
 }
@@ -111,8 +111,16 @@ static int prepare(struct mc_coll_job *job, struct prepared *p, struct npu_diag 
   const struct mc_coll_spec *s = &job->spec;
   ic_params_default(&p->prm, &job->sys);
   p->prm.buffer_bytes = (double)s->buffer;
-  p->coll = (struct ic_coll){.op = (enum ic_op)s->op, .algo = (enum ic_algo)s->algorithm,
-                             .bytes = (double)s->bytes, .root = s->root};
+  p->coll = (struct ic_coll){.op = (enum ic_op)s->op, .bytes = (double)s->bytes, .root = s->root};
+  if (ic_coll_parse_algo(s->algorithm, &p->coll)) {
+    int n;
+    const char *const *names = ic_algo_names(&n);
+    const char *sug = npu_suggest(s->algorithm, names, (size_t)n);
+    return npu_cfg_fail(job->cfg, diag, "collective.algorithm",
+                        "unknown algorithm '%s'%s%s%s (auto, ring, mesh, mesh(one-shot), rhd, nhr, pairwise, hierarchical, "
+                        "hierarchical(INTRA+INTER), pipeline, pipeline(mesh+ring), direct, nvls)",
+                        s->algorithm, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+  }
   int system = ic_topo_system_ranks(&job->sys);
   int *list = NULL, nlist = 0, rc = 0;
   if (s->comm[0] && s->ranks)

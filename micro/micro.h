@@ -142,7 +142,7 @@ struct mc_coll_spec {
   uint64_t bytes;         /* S per rank, nccl-tests convention */
   int ranks;              /* the communicator is ranks 0..ranks-1; 0: every device */
   char comm[256];         /* or this list of ranks ("0,8,16,24", "0-3,8-11"); "" none */
-  int algorithm;          /* enum ic_algo */
+  char algorithm[64];     /* a name ic_coll_parse_algo reads ("auto", "hierarchical(mesh+nhr)", ...) */
   int fidelity;           /* 0 auto (step up to MC_STEP_MAX_RANKS ranks, bulk above), 1 step, 2 bulk */
   int root;               /* broadcast / reduce: position of the root in the communicator */
   uint64_t buffer;        /* communicator buffer, bytes (larger payloads loop) */

@@ -410,6 +410,29 @@ Test(cli, every_printed_algorithm_name_is_accepted_by_algo, .timeout = 120)
   ts_run_free(&r);
 }
 
+/* A collective scenario's collective.algorithm takes the same names (it took the bare ones only):
+ * a plan with levels runs as named; a misspelt one is refused with the file, line and key. */
+Test(cli, a_collective_scenario_takes_every_printed_algorithm_name, .timeout = 60)
+{
+  char *dir = ts_tmpdir();
+  char *ok = ts_write(dir, "h.cfg", "preset = \"atlas-800t-a2\";\ncluster = { nodes = 2; };\n"
+                                    "collective = { op = \"allreduce\"; bytes = \"64MiB\"; algorithm = \"hierarchical(mesh+nhr)\"; };\n");
+  struct run_result r = ts_npusim("run", ok, NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "hierarchical(mesh+nhr)"), "%s", r.out);
+  ts_run_free(&r);
+  char *bad = ts_write(dir, "b.cfg", "preset = \"atlas-800t-a2\";\n"
+                                     "collective = { op = \"allreduce\"; bytes = \"64MiB\";\n  algorithm = \"rign\"; };\n");
+  r = ts_npusim("run", bad, NULL);
+  cr_assert_eq(r.status, 2, "%s", r.out);
+  cr_assert(strstr(r.err, "b.cfg:3: collective.algorithm: unknown algorithm 'rign'; did you mean 'ring'?"), "%s", r.err);
+  ts_run_free(&r);
+  ts_rmtree(dir);
+  free(ok);
+  free(bad);
+  free(dir);
+}
+
 /* Count the non-overlapping occurrences of needle in hay. */
 static int count(const char *hay, const char *needle)
 {
