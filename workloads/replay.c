@@ -272,7 +272,7 @@ static void trace_slot(struct wl__replay *r, struct wl__rank *rk, bool pair, dou
 static const char *const comm_dims[] = {"TP", "CP", "EP", "DP", "PP", "ETP"}; /* enum wl_dim, WL_GROUP_ETP */
 
 /* A collective's or a transfer's whole span, t0 to end, on its dimension's communication track
- * (tid 8 + 2 dim + lane, "TP communication"; data parallelism has its own, trace_dp): two lanes
+ * (tid 32 + 2 dim + lane, "TP communication"; data parallelism has its own, trace_dp): two lanes
  * per dimension, the second for one that starts before the first's last ends (slices on one
  * thread must nest); a third at once nests on the first. */
 static void trace_comm(struct wl__replay *r, struct wl__rank *rk, int dim, const char *name, double t0, double end)
@@ -280,7 +280,7 @@ static void trace_comm(struct wl__replay *r, struct wl__rank *rk, int dim, const
   if (!(end > t0)) return;
   double *lanes = rk->comm_lane_end[dim];
   int lane = lanes[0] > t0 + EPS && lanes[1] <= t0 + EPS ? 1 : 0;
-  int tid = 8 + 2 * dim + lane;
+  int tid = 32 + 2 * dim + lane;
   unsigned bit = 1u << (2 * dim + lane);
   if (!(rk->comm_named & bit)) {
     char track[40];
@@ -669,8 +669,8 @@ static bool on_wait_recv(struct wl__replay *r, struct wl__rank *rk, double now)
 }
 
 /* Waited-for collective i of rk, posted to finished, on the first data-parallel lane it does
- * not overlap (tid 2, then 4, 5, 6: buckets in flight together side by side, as slices on one
- * thread must nest). */
+ * not overlap (tid 2, then 4 to 18: buckets in flight together side by side, as slices on one
+ * thread must nest; 4 lanes left the default scenario's buckets overlapping on the first). */
 static void trace_dp(struct wl__replay *r, struct wl__rank *rk, int i)
 {
   double end = wl__shared_end_s(&r->sh, rk->ids[i], r->x), t0 = rk->ids_t[i];

@@ -213,7 +213,7 @@ struct wl__rank {
   int nids, capids;
   double *ids_t;         /* ... when each was posted, and its name, for the trace */
   const char **ids_name;
-  double dp_lane_end[4]; /* trace: data-parallel lanes (concurrent buckets side by side) */
+  double dp_lane_end[16]; /* trace: data-parallel lanes (concurrent buckets side by side) */
   double comm_lane_end[WL_GROUP_ETP + 1][2]; /* trace: each dimension's communication lanes */
   unsigned comm_named;   /* trace: the communication tracks named so far (bit 2 dim + lane) */
   int buckets;           /* gradient buckets posted (the shared key's sequence number) */

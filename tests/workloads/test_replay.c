@@ -821,6 +821,55 @@ Test(replay, an_overlapped_collective_keeps_its_whole_time_on_its_track)
   wl_job_release(&job);
 }
 
+/* A slice of a trace: its track and its span. */
+struct slice_ref {
+  int pid, tid;
+  double a, b;
+};
+
+static int by_track_start(const void *x, const void *y)
+{
+  const struct slice_ref *p = x, *q = y;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+  if (p->tid != q->tid) return p->tid < q->tid ? -1 : 1;
+  if (p->a != q->a) return p->a < q->a ? -1 : 1;
+  return p->b > q->b ? -1 : p->b < q->b;
+}
+
+/* Every track of a real step nests: the default scenario at TP 4 with MC2 has 5 gradient buckets
+ * in flight on a stage at once, which 4 data-parallel lanes laid over each other on the first. */
+Test(replay, every_track_of_the_default_step_nests, .timeout = 120)
+{
+  struct wl_job job;
+  struct wl_result res;
+  struct npu_trace tr;
+  traced(NPUSIM_SOURCE_DIR "/scenarios/default.cfg", SETS("plan.tp=4", "plan.sp=true", "plan.tp_overlap=\"mc2\""),
+         &job, &tr, &res);
+  int lanes = 0;
+  for (size_t i = 0; i < tr.ntracks; i++) lanes += !strcmp(tr.tracks[i].name, "data parallel 5");
+  cr_assert_gt(lanes, 0, "a fifth data-parallel lane was needed");
+  /* every slice, by track and start (longest first): none starts inside another and ends after it */
+  struct slice_ref *v = malloc((tr.n ? tr.n : 1) * sizeof *v);
+  size_t n = 0;
+  for (size_t i = 0; i < tr.n; i++)
+    if (!tr.ev[i].ph || tr.ev[i].ph == 'X')
+      v[n++] = (struct slice_ref){tr.ev[i].pid, tr.ev[i].tid, tr.ev[i].start_s, tr.ev[i].start_s + tr.ev[i].dur_s};
+  qsort(v, n, sizeof *v, by_track_start);
+  double stack[64];
+  int depth = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i && (v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid)) depth = 0;
+    while (depth && stack[depth - 1] <= v[i].a + 1e-12) depth--;
+    cr_assert(!depth || v[i].b <= stack[depth - 1] + 1e-12, "stage %d, thread %d: a slice at %.9g s crosses its parent's end",
+              v[i].pid, v[i].tid, v[i].a);
+    if (depth < 64) stack[depth++] = v[i].b;
+  }
+  free(v);
+  npu_trace_release(&tr);
+  wl_result_release(&res);
+  wl_job_release(&job);
+}
+
 /* MoE all-to-alls have an EP track (their flows, from the join to the end). */
 Test(replay, expert_all_to_alls_have_their_own_track)
 {
