@@ -61,11 +61,9 @@ struct pt {
   int row;
 };
 
-/* The rows drawn: status ok, and fitting in memory unless --include-oom (oom_col < 0: no such
- * column, or out-of-memory rows are drawn). */
-static int oom_col = -1;
-
-static bool row_ok(const struct sw_table *t, int r)
+/* Whether row r is drawn: status ok, and fitting in memory unless --include-oom (oom_col < 0:
+ * no such column, or out-of-memory rows are drawn). */
+static bool row_ok(const struct sw_table *t, int oom_col, int r)
 {
   if (t->status_col >= 0 && strcmp(t->rows[r][t->status_col], "ok")) return false;
   return oom_col < 0 || strcmp(t->rows[r][oom_col], "1");
@@ -73,12 +71,12 @@ static bool row_ok(const struct sw_table *t, int r)
 
 /* Whether column c's value follows from x and the other used columns on the ok rows: no two
  * rows agree on those and differ in c. */
-static bool determined(const struct sw_table *t, const bool *use, int xc, int c)
+static bool determined(const struct sw_table *t, int oom_col, const bool *use, int xc, int c)
 {
   for (int a = 0; a < t->nrows; a++) {
-    if (!row_ok(t, a)) continue;
+    if (!row_ok(t, oom_col, a)) continue;
     for (int b = a + 1; b < t->nrows; b++) {
-      if (!row_ok(t, b) || !strcmp(t->rows[a][c], t->rows[b][c])) continue;
+      if (!row_ok(t, oom_col, b) || !strcmp(t->rows[a][c], t->rows[b][c])) continue;
       bool same = !strcmp(t->rows[a][xc], t->rows[b][xc]);
       for (int k = 0; same && k < t->ncols; k++)
         if (use[k] && k != c) same = !strcmp(t->rows[a][k], t->rows[b][k]);
@@ -189,11 +187,11 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   if (!rc) rc = sw_table_read(path, &t, diag);
   if (rc) return rc;
   int xc = sw_table_col(&t, xs), yc = sw_table_col(&t, ys), first, end;
-  oom_col = with_oom ? -1 : sw_table_col(&t, "oom");
+  int oom_col = with_oom ? -1 : sw_table_col(&t, "oom");
   int failed = 0, oom = 0;
   for (int r = 0; r < t.nrows; r++) {
     if (t.status_col >= 0 && strcmp(t.rows[r][t.status_col], "ok")) failed++;
-    else if (!row_ok(&t, r)) oom++;
+    else if (!row_ok(&t, oom_col, r)) oom++;
   }
   sw_table_params(&t, &first, &end);
   if (xc < 0 || yc < 0) {
@@ -217,7 +215,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   bool *use = npu_xcalloc((size_t)t.ncols, sizeof *use);
   for (int c = first; c < end; c++) use[c] = c != xc;
   for (int c = end - 1; c >= first; c--)
-    if (use[c] && determined(&t, use, xc, c)) use[c] = false;
+    if (use[c] && determined(&t, oom_col, use, xc, c)) use[c] = false;
   char **series = NULL;
   int nseries = 0, npts = 0;
   struct pt *pts = npu_xcalloc((size_t)t.nrows + 1, sizeof *pts);
@@ -230,7 +228,7 @@ static int run(int argc, char **argv, struct npu_buf *out, struct npu_diag *diag
   char **cats = NULL;
   int ncats = 0;
   for (int r = 0; r < t.nrows; r++) {
-    if (!row_ok(&t, r)) continue;
+    if (!row_ok(&t, oom_col, r)) continue;
     char *e;
     double y = strtod(t.rows[r][yc], &e);
     if (e == t.rows[r][yc] || *e) continue;

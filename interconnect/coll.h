@@ -99,6 +99,10 @@ int ic_fidelity_parse(const char *name, enum ic_fidelity *out);
  * and inter: "ring", "mesh(one-shot)", "hierarchical(mesh+nhr)", "pipeline(mesh+ring)". 0, or -1
  * if it is none (the caller reports it; whether the plan can run is ic_plan_make's). */
 int ic_coll_parse_algo(const char *name, struct ic_coll *coll);
+/* The forms it reads, for key descriptions and messages. */
+#define IC_ALGO_FORMS                                                                                                 \
+  "auto, ring, mesh, mesh(one-shot), rhd, nhr, pairwise, hierarchical, hierarchical(INTRA+INTER), pipeline, "         \
+  "pipeline(mesh+ring), direct, nvls"
 
 /* Candidate name arrays for "did you mean" suggestions; counts in *n. */
 const char *const *ic_op_names(int *n);

@@ -44,9 +44,7 @@ static const struct npu_param params[] = {
     {"collective.comm", NPU_PT_STRING, NPU_PARAM_OFF(comm), NPU_PARAM_SZ(comm), "", 0, 0, 0, NULL,
      "or the communicator's ranks as a list, \"0,8,16,24\" or \"0-3,8-11\" (not with ranks)"},
     {"collective.algorithm", NPU_PT_STRING, NPU_PARAM_OFF(algorithm), NPU_PARAM_SZ(algorithm), "auto", 0, 0, 0, NULL,
-     "auto (the collective library's selection) or any name the algorithm column prints: ring, mesh, "
-     "mesh(one-shot), rhd, nhr, pairwise, hierarchical, hierarchical(INTRA+INTER), pipeline, pipeline(mesh+ring), "
-     "direct, nvls"},
+     "any name the algorithm column prints, or auto (the collective library's selection): " IC_ALGO_FORMS},
     {"collective.fidelity", NPU_PT_ENUM, NPU_PARAM_OFF(fidelity), 0, "auto", 0, 0, 0, fid_names,
      "step (every algorithm step a flow), bulk (one flow per rank and link class per phase), auto (step up to 512 "
      "ranks, bulk above)"},
@@ -117,8 +115,7 @@ static int prepare(struct mc_coll_job *job, struct prepared *p, struct npu_diag 
     const char *const *names = ic_algo_names(&n);
     const char *sug = npu_suggest(s->algorithm, names, (size_t)n);
     return npu_cfg_fail(job->cfg, diag, "collective.algorithm",
-                        "unknown algorithm '%s'%s%s%s (auto, ring, mesh, mesh(one-shot), rhd, nhr, pairwise, hierarchical, "
-                        "hierarchical(INTRA+INTER), pipeline, pipeline(mesh+ring), direct, nvls)",
+                        "unknown algorithm '%s'%s%s%s (" IC_ALGO_FORMS ")",
                         s->algorithm, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
   }
   int system = ic_topo_system_ranks(&job->sys);

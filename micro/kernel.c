@@ -403,68 +403,70 @@ static void ratios(const struct core_result *r, struct ratio out[9])
   memcpy(out, x, sizeof x);
 }
 
+/* A kernel's figures as people read them, the same in its text report and its page. */
+struct kfacts {
+  char tiling[256];   /* "" when no search ran */
+  char time[192], achieved[160], gm[224], cores[96];
+  char check[320];    /* "" when no functional check ran */
+};
+
+static void kernel_facts(const struct op_result *r, struct kfacts *f)
+{
+  const struct core_result *t = &r->total;
+  char a[64], b[64];
+  f->tiling[0] = f->check[0] = '\0';
+  if (r->searched)
+    snprintf(f->tiling, sizeof f->tiling, "searched %d candidate%s at analytic fidelity: %s", r->searched,
+             r->searched == 1 ? "" : "s", r->chosen[0] ? r->chosen : "the default");
+  npu_fmt_human_time(t->time_s, a, sizeof a);
+  npu_fmt_human_time(t->launch_s, b, sizeof b);
+  snprintf(f->time, sizeof f->time, "%s (launch overhead %s, %d kernel%s)", a, b, r->nkernels,
+           r->nkernels == 1 ? "" : "s");
+  npu_fmt_human(r->achieved_flops_per_s, "FLOP/s", a, sizeof a);
+  npu_fmt_human(r->flops, "FLOP", b, sizeof b);
+  snprintf(f->achieved, sizeof f->achieved, "%s (%s)", a, b);
+  npu_fmt_human(r->gm_bytes_per_s, "B/s", a, sizeof a);
+  npu_fmt_human(t->hbm_bw_bytes_per_s, "B/s", b, sizeof b);
+  snprintf(f->gm, sizeof f->gm, "%s (HBM %s, L2 hits %.1f%%)", a, b,
+           t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
+  snprintf(f->cores, sizeof f->cores, "%d/%d cube, %d/%d vector", t->aic_used, t->aic_total, t->aiv_used,
+           t->aiv_total);
+  if (r->checked) snprintf(f->check, sizeof f->check, "%s: %s", r->passed ? "passed" : "FAILED", r->check_summary);
+}
+
 void mc_kernel_text(const struct op_desc *d, const char *args, const struct arch_system *sys, const char *fid,
                     const struct op_result *r, struct npu_buf *o)
 {
   const struct core_result *t = &r->total;
-  char a[64], b[64];
+  struct kfacts f;
+  kernel_facts(r, &f);
   npu_buf_printf(o, "%s %s on %s (%s fidelity)\n", d->name, args, sys->chip.name, fid);
-  if (r->searched)
-    npu_buf_printf(o, "  tiling            searched %d candidate%s at analytic fidelity: %s\n", r->searched,
-                   r->searched == 1 ? "" : "s", r->chosen[0] ? r->chosen : "the default");
-  npu_fmt_human_time(t->time_s, a, sizeof a);
-  npu_fmt_human_time(t->launch_s, b, sizeof b);
-  npu_buf_printf(o, "  time              %s (launch overhead %s, %d kernel%s)\n", a, b, r->nkernels,
-                 r->nkernels == 1 ? "" : "s");
-  npu_fmt_human(r->achieved_flops_per_s, "FLOP/s", a, sizeof a);
-  npu_fmt_human(r->flops, "FLOP", b, sizeof b);
-  npu_buf_printf(o, "  achieved          %s (%s)\n", a, b);
-  npu_fmt_human(r->gm_bytes_per_s, "B/s", a, sizeof a);
-  npu_fmt_human(t->hbm_bw_bytes_per_s, "B/s", b, sizeof b);
-  npu_buf_printf(o, "  GM traffic        %s (HBM %s, L2 hits %.1f%%)\n", a, b,
-                 t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
-  npu_buf_printf(o, "  cores             %d/%d cube, %d/%d vector\n", t->aic_used, t->aic_total,
-                 t->aiv_used, t->aiv_total);
+  if (f.tiling[0]) npu_buf_printf(o, "  tiling            %s\n", f.tiling);
+  npu_buf_printf(o, "  time              %s\n  achieved          %s\n  GM traffic        %s\n  cores             %s\n",
+                 f.time, f.achieved, f.gm, f.cores);
   struct ratio x[9];
   ratios(t, x);
   npu_buf_puts(o, "  pipes            ");
   for (int i = 0; i < 9; i++)
     if (x[i].v > 0) npu_buf_printf(o, " %s %.3f", x[i].name, x[i].v);
   npu_buf_printf(o, "\n  bottleneck        %s\n", t->bottleneck);
-  if (r->checked)
-    npu_buf_printf(o, "  functional check  %s: %s\n", r->passed ? "passed" : "FAILED", r->check_summary);
+  if (f.check[0]) npu_buf_printf(o, "  functional check  %s\n", f.check);
 }
 
 void mc_kernel_html(const char *path, const struct op_desc *d, const char *args, const struct arch_system *sys,
                     const char *fid, const struct op_result *r, struct npu_buf *o)
 {
   const struct core_result *t = &r->total;
-  char title[256], what[1280], tiling[256], time[192], flops[160], gm[224], cores[96], check[320];
-  char a[64], b[64];
+  struct kfacts f;
+  kernel_facts(r, &f);
+  char title[256], what[1280];
   snprintf(title, sizeof title, "%s on %s", d->name, sys->chip.name);
   snprintf(what, sizeof what, "%s %s (%s fidelity)", d->name, args, fid);
-  if (r->searched)
-    snprintf(tiling, sizeof tiling, "searched %d candidate%s at analytic fidelity: %s", r->searched,
-             r->searched == 1 ? "" : "s", r->chosen[0] ? r->chosen : "the default");
-  else
-    snprintf(tiling, sizeof tiling, "as given (no search)");
-  npu_fmt_human_time(t->time_s, a, sizeof a);
-  npu_fmt_human_time(t->launch_s, b, sizeof b);
-  snprintf(time, sizeof time, "%s (launch overhead %s, %d kernel%s)", a, b, r->nkernels, r->nkernels == 1 ? "" : "s");
-  npu_fmt_human(r->achieved_flops_per_s, "FLOP/s", a, sizeof a);
-  npu_fmt_human(r->flops, "FLOP", b, sizeof b);
-  snprintf(flops, sizeof flops, "%s (%s)", a, b);
-  npu_fmt_human(r->gm_bytes_per_s, "B/s", a, sizeof a);
-  npu_fmt_human(t->hbm_bw_bytes_per_s, "B/s", b, sizeof b);
-  uint64_t moved = t->gm_read_bytes + t->gm_write_bytes;
-  snprintf(gm, sizeof gm, "%s (HBM %s, L2 hits %.1f%%)", a, b, moved ? 100.0 * (double)t->l2_hit_bytes / (double)moved : 0.0);
-  snprintf(cores, sizeof cores, "%d/%d cube, %d/%d vector", t->aic_used, t->aic_total, t->aiv_used, t->aiv_total);
-  if (r->checked) snprintf(check, sizeof check, "%s: %s", r->passed ? "passed" : "FAILED", r->check_summary);
-  else snprintf(check, sizeof check, "not run (timing only)");
   rpt_html_begin(o, title);
   const char *names[] = {"scenario", "operator", "chip", "tiling", "time", "achieved", "GM traffic", "cores",
                          "bottleneck", "functional check"};
-  const char *values[] = {path, what, sys->chip.name, tiling, time, flops, gm, cores, t->bottleneck, check};
+  const char *values[] = {path, what, sys->chip.name, f.tiling[0] ? f.tiling : "as given (no search)", f.time, f.achieved,
+                          f.gm, f.cores, t->bottleneck, f.check[0] ? f.check : "not run (timing only)"};
   rpt_html_facts(o, names, values, 10);
   rpt_html_heading(o, "Pipes");
   rpt_html_para(o, "The share of the kernel's time each pipe of the cores that ran was busy (msprof's *_ratio "

@@ -1328,11 +1328,12 @@ static uint64_t even(uint64_t n, uint64_t max)
  * The tiling search's candidates (op_desc.variants), when the caller fixed no tile: the default
  * tiling (128 x 256, or narrower N tiles that fill the last wave), 128-row tiles of equal width
  * up to 256 (catlass's 128 x 256 when N is a multiple of 256; a ragged last tile would load all
- * of its A rows for a few columns), rows balanced over the cores (below), 256 x 128 tiles (half the B traffic per block) and 256-row
- * tiles of equal width up to 128; and, where the default tiles are few (at most 64), K split 1,
- * 2, 4 and 8 ways: the automatic split is a rule (half the cores idle, 4 L1 steps per split)
- * that ignores the launches a split adds (zeroing and casting kernels, 20 us each on A2), so
- * M 1400 N 17 K 4476 on 910B2 took 70 us split in two against 38 us for twice the rows unsplit.
+ * of its A rows for a few columns), rows balanced over the cores (below), 256 x 128 tiles (half
+ * the B traffic per block) and 256-row tiles of equal width up to 128; and, where the default
+ * tiles are few (at most 64), K split 1, 2, 4 and 8 ways: the automatic split is a rule (half
+ * the cores idle, 4 L1 steps per split) that ignores the launches a split adds (zeroing and
+ * casting kernels, 20 us each on A2), so M 1400 N 17 K 4476 on 910B2 took 70 us split in two
+ * against 38 us for twice the rows unsplit.
  * A tiling the chip's buffers cannot hold, or a split of more ways than K has L1 steps, fails
  * its plan and drops out of the search.
  */

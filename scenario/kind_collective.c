@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/derived.h"
 #include "common/err.h"
 #include "interconnect/topo.h"
 #include "micro/micro.h"
@@ -86,16 +87,11 @@ static void html(const struct scn_scenario *s, struct npu_buf *out)
 {
   const struct arch_system *sys = &C(s)->job.sys;
   const struct mc_coll_result *r = &C(s)->res;
-  double mark = 0;
-  const char *label = NULL;
-  if (r->servers > 1 && sys->has_cluster) {
-    mark = sys->cluster.scaleout.nic_bw_bytes_per_s * sys->cluster.scaleout.nics_per_device;
-    label = "a device's NICs";
-  } else if (sys->has_node) {
-    mark = sys->node.link.bw_bytes_per_s * (sys->node.link.ports > 0 ? sys->node.link.ports : 1);
-    label = "a device's links";
-  }
-  mc_coll_html(C(s)->job.path, mc_system_name(sys), r, mark, label, out);
+  struct arch_derived d;
+  arch_derive(sys, &d);
+  bool across = r->servers > 1 && d.scale_out_bw_bytes_per_s > 0;
+  mc_coll_html(C(s)->job.path, mc_system_name(sys), r, across ? d.scale_out_bw_bytes_per_s : d.intra_node_bw_bytes_per_s,
+               across ? "a device's NICs" : "a device's links", out);
 }
 
 static void set_display(struct scn_scenario *s, const char *name)

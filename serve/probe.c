@@ -35,7 +35,8 @@ struct probe_record {
  * csrc/custom_all_reduce.cuh, 2024): taken for 2, 4, 6 or 8 GPUs of one server on NVLink under
  * 8 MiB (_MAX_CAR_SIZE); one-shot (cross_device_reduce_1stage) on 2 GPUs, on up to 4 under
  * 512 KiB and up to 8 under 256 KiB, else two-shot (reduce-scatter then all-gather through the
- * peers' buffers). IC_ALGO_AUTO where it is not taken: NCCL's (or HCCL's) own choice; *oneshot the one-shot form. */
+ * peers' buffers). IC_ALGO_AUTO where it is not taken: NCCL's (or HCCL's) own choice; *oneshot
+ * the one-shot form. */
 static enum ic_algo engine_allreduce(const struct ic_topo *t, const struct sv_group *g, double bytes, bool *oneshot)
 {
   int n = g->size, per = ic_topo_devices_per_node(t);

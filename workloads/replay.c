@@ -271,15 +271,25 @@ static void trace_slot(struct wl__replay *r, struct wl__rank *rk, bool pair, dou
 
 static const char *const comm_dims[] = {"TP", "CP", "EP", "DP", "PP", "ETP"}; /* enum wl_dim, WL_GROUP_ETP */
 
+/* The first of n lanes free at t0 (ends[]: when each lane's last slice ends) for a slice t0 to
+ * end, its end moved; lane 0 when none is (more at once than lanes: it nests on the first).
+ * Slices on one thread must nest, so what overlaps goes side by side. */
+static int take_lane(double *ends, int n, double t0, double end)
+{
+  int lane = 0;
+  while (lane < n && ends[lane] > t0 + EPS) lane++;
+  if (lane == n) lane = 0;
+  if (end > ends[lane]) ends[lane] = end;
+  return lane;
+}
+
 /* A collective's or a transfer's whole span, t0 to end, on its dimension's communication track
  * (tid 32 + 2 dim + lane, "TP communication"; data parallelism has its own, trace_dp): two lanes
- * per dimension, the second for one that starts before the first's last ends (slices on one
- * thread must nest); a third at once nests on the first. */
+ * per dimension (take_lane). */
 static void trace_comm(struct wl__replay *r, struct wl__rank *rk, int dim, const char *name, double t0, double end)
 {
   if (!(end > t0)) return;
-  double *lanes = rk->comm_lane_end[dim];
-  int lane = lanes[0] > t0 + EPS && lanes[1] <= t0 + EPS ? 1 : 0;
+  int lane = take_lane(rk->comm_lane_end[dim], 2, t0, end);
   int tid = 32 + 2 * dim + lane;
   unsigned bit = 1u << (2 * dim + lane);
   if (!(rk->comm_named & bit)) {
@@ -288,7 +298,6 @@ static void trace_comm(struct wl__replay *r, struct wl__rank *rk, int dim, const
     npu_trace_name(r->trace, rk->idx, tid, track);
     rk->comm_named |= bit;
   }
-  if (end > lanes[lane]) lanes[lane] = end;
   npu_trace_add(r->trace, rk->idx, tid, name, t0, end - t0);
 }
 
@@ -303,15 +312,17 @@ static void trace_seg(struct wl__replay *r, struct wl__rank *rk, const struct wl
   double t = end - sg->time_s;
   if (sg->nitems > r->item_cap) {
     r->item_cap = sg->nitems;
-    r->item_t0 = npu_xrealloc(r->item_t0, (size_t)r->item_cap * sizeof *r->item_t0);
+    r->item_t0 = npu_xrealloc(r->item_t0, 2 * (size_t)r->item_cap * sizeof *r->item_t0);
   }
+  double *dur = r->item_t0 + sg->nitems; /* each item's time on the stream, after the starts */
   for (int i = 0; i < sg->nitems; i++) { /* where each item starts on the compute track */
+    dur[i] = wl__item_time(j, sg->first_item + i);
     r->item_t0[i] = t;
-    t += fmax(0, wl__item_time(j, sg->first_item + i));
+    t += fmax(0, dur[i]);
   }
   for (int i = sg->first_item; i < sg->first_item + sg->nitems; i++) {
     const struct wl_item *it = &j->items[i];
-    double d = wl__item_time(j, i);
+    double d = dur[i - sg->first_item];
     t = r->item_t0[i - sg->first_item];
     if (it->coll) {
       const struct wl_coll *c = &j->colls[it->index];
@@ -675,16 +686,14 @@ static void trace_dp(struct wl__replay *r, struct wl__rank *rk, int i)
 {
   double end = wl__shared_end_s(&r->sh, rk->ids[i], r->x), t0 = rk->ids_t[i];
   if (end != end) return;
-  int lane = 0, nl = (int)(sizeof rk->dp_lane_end / sizeof rk->dp_lane_end[0]);
-  while (lane + 1 < nl && rk->dp_lane_end[lane] > t0) lane++;
-  if (rk->dp_lane_end[lane] > t0) lane = 0; /* more in flight than lanes: nest on the first */
+  int lane = take_lane(rk->dp_lane_end, (int)(sizeof rk->dp_lane_end / sizeof rk->dp_lane_end[0]), t0, end);
   int tid = lane ? 3 + lane : 2;
-  if (lane) {
+  if (lane && !(rk->dp_named & 1u << lane)) {
     char name[32];
     snprintf(name, sizeof name, "data parallel %d", lane + 1);
     npu_trace_name(r->trace, rk->idx, tid, name);
+    rk->dp_named |= 1u << lane;
   }
-  if (end > rk->dp_lane_end[lane]) rk->dp_lane_end[lane] = end;
   npu_trace_add(r->trace, rk->idx, tid, rk->ids_name[i], t0, fmax(0, end - t0));
 }
 

@@ -214,6 +214,7 @@ struct wl__rank {
   double *ids_t;         /* ... when each was posted, and its name, for the trace */
   const char **ids_name;
   double dp_lane_end[16]; /* trace: data-parallel lanes (concurrent buckets side by side) */
+  unsigned dp_named;     /* trace: the data-parallel lanes named so far (bit lane) */
   double comm_lane_end[WL_GROUP_ETP + 1][2]; /* trace: each dimension's communication lanes */
   unsigned comm_named;   /* trace: the communication tracks named so far (bit 2 dim + lane) */
   int buckets;           /* gradient buckets posted (the shared key's sequence number) */
@@ -260,7 +261,7 @@ struct wl__replay {
   struct wl_result *res;
   struct npu_trace *trace;
   const char **kargs;    /* traced: each kernel's slice arguments (JSON, interned), built once */
-  double *item_t0;       /* traced: scratch, the start of each item of the segment being traced */
+  double *item_t0;       /* traced: scratch, each item's start then each item's time, of the segment traced */
   int item_cap;
   struct ic_topo *topo;
   struct ic_params icp;

@@ -449,54 +449,39 @@ Test(cli, run_html_writes_one_self_contained_page, .timeout = 120)
   char *dir = ts_tmpdir(), page[2048], cfg[2048];
   snprintf(page, sizeof page, "%s/step.html", dir);
   snprintf(cfg, sizeof cfg, "%s/tests/workloads/data/tiny.cfg", NPUSIM_SOURCE_DIR);
-  struct run_result r = ts_npusim("run", cfg, "--html", page, "--set", "plan.pp=2", NULL);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  ts_run_free(&r);
-  char *html = ts_read(page);
-  cr_assert(html != NULL);
-  cr_assert(!strncmp(html, "<!DOCTYPE html>\n", 16));
+  char *html = ts_html_page(cfg, page, "plan.pp=2");
   cr_assert(strstr(html, "<h2>Step breakdown per stage</h2>") && strstr(html, "<h2>Memory per stage</h2>"), "%s", html);
   cr_assert(strstr(html, ">stage 0</text>") && strstr(html, ">stage 1</text>"), "a bar per stage: %s", html);
   cr_assert(strstr(html, "<title>gemm: "), "the categories' segments: %s", html);
   cr_assert(strstr(html, ">HBM "), "the HBM capacity marked: %s", html);
   cr_assert(strstr(html, "<th>operator</th>"), "%s", html);
-  cr_assert(!strstr(html, "http:") && !strstr(html, "https:") && !strstr(html, "<script") && !strstr(html, "<link"),
-            "self-contained: %s", html);
   cr_assert_eq(count(html, "<svg"), count(html, "</svg>"));
   cr_assert_eq(count(html, "<svg"), 2);
   cr_assert_eq(count(html, "<table"), count(html, "</table>"));
   cr_assert_eq(count(html, "<tr>"), count(html, "</tr>"));
-  cr_assert(strstr(html, "</html>\n"));
   free(html);
   /* a kernel scenario's page: its facts, a bar per busy pipe, the text report */
   snprintf(cfg, sizeof cfg, "%s/scenarios/gemm_910b2.cfg", NPUSIM_SOURCE_DIR);
   char other[2100];
   snprintf(other, sizeof other, "%s/kernel.html", dir);
-  r = ts_npusim("run", cfg, "--html", other, NULL);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  ts_run_free(&r);
-  html = ts_read(other);
-  cr_assert(html && strstr(html, "<title>gemm on ascend-910b2</title>") && strstr(html, "<h2>Pipes</h2>"), "%s", html);
+  html = ts_html_page(cfg, other, NULL);
+  cr_assert(strstr(html, "<title>gemm on ascend-910b2</title>") && strstr(html, "<h2>Pipes</h2>"), "%s", html);
   cr_assert(strstr(html, ">aic_mac_ratio</text>") && strstr(html, "<td>bottleneck</td><td>cube_bound</td>") && strstr(html, "<pre>gemm m="),
             "%s", html);
   cr_assert_eq(count(html, "<svg"), 1);
-  cr_assert(!strstr(html, "<script") && strstr(html, "</html>\n"));
   free(html);
   /* a collective scenario's: algbw and busbw against what a device's links carry */
   snprintf(cfg, sizeof cfg, "%s/scenarios/allreduce_atlas_800t_a2.cfg", NPUSIM_SOURCE_DIR);
   snprintf(other, sizeof other, "%s/collective.html", dir);
-  r = ts_npusim("run", cfg, "--html", other, NULL);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  ts_run_free(&r);
-  html = ts_read(other);
-  cr_assert(html && strstr(html, "<h2>Bus bandwidth</h2>") && strstr(html, ">busbw</text>"), "%s", html);
+  html = ts_html_page(cfg, other, NULL);
+  cr_assert(strstr(html, "<h2>Bus bandwidth</h2>") && strstr(html, ">busbw</text>"), "%s", html);
   cr_assert(strstr(html, ">a device&#39;s links") || strstr(html, ">a device's links"), "the mark: %s", html);
   cr_assert(strstr(html, "# Avg bus bandwidth"), "the nccl-tests table: %s", html);
   free(html);
   /* a directory that does not exist: refused before the run */
   snprintf(cfg, sizeof cfg, "%s/tests/workloads/data/tiny.cfg", NPUSIM_SOURCE_DIR);
   snprintf(other, sizeof other, "%s/no/such/dir/step.html", dir);
-  r = ts_npusim("run", cfg, "--html", other, NULL);
+  struct run_result r = ts_npusim("run", cfg, "--html", other, NULL);
   cr_assert_neq(r.status, 0);
   cr_assert(strstr(r.err, "--html: cannot write into"), "%s", r.err);
   cr_assert(strstr(r.out, "step time") == NULL, "the run did not happen: %s", r.out);

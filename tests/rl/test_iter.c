@@ -154,15 +154,9 @@ Test(rl_iter, an_iteration_writes_an_html_page, .timeout = 120)
   char *path = tr_scenario(sys2, 4, plan2, rl_disagg);
   char *dir = ts_tmpdir(), page[1100];
   snprintf(page, sizeof page, "%s/rl.html", dir);
-  struct run_result r = ts_npusim("run", path, "--html", page, NULL);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  ts_run_free(&r);
-  char *html = ts_read(page);
-  cr_assert(html != NULL);
-  cr_assert(!strncmp(html, "<!DOCTYPE html>\n", 16));
+  char *html = ts_html_page(path, page, NULL);
   cr_assert(strstr(html, "<h2>Phases</h2>") && strstr(html, ">rollout</text>") && strstr(html, "<td>rollout</td>"),
             "%s", html);
-  cr_assert(!strstr(html, "http:") && !strstr(html, "https:") && !strstr(html, "<script"), "%s", html);
   free(html);
   ts_rmtree(dir);
   free(dir);

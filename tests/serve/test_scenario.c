@@ -406,16 +406,10 @@ Test(scenario, a_serving_run_writes_an_html_page)
   char *path = scenario(dir, "s.cfg", "");
   char page[1200];
   snprintf(page, sizeof page, "%s/serve.html", dir);
-  struct run_result r = ts_npusim("run", path, "--html", page, NULL);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  ts_run_free(&r);
-  char *html = ts_read(page);
-  cr_assert(html != NULL);
-  cr_assert(!strncmp(html, "<!DOCTYPE html>\n", 16));
+  char *html = ts_html_page(path, page, NULL);
   cr_assert(strstr(html, "<td>time to first token</td><td class=\"n\">"), "%s", html);
   cr_assert(strstr(html, "<h2>Engine time by kind of step</h2>") && strstr(html, "<svg"), "%s", html);
   cr_assert(strstr(html, ">decode</text>"), "a bar for the decode steps: %s", html);
-  cr_assert(!strstr(html, "http:") && !strstr(html, "https:") && !strstr(html, "<script"), "%s", html);
   free(html);
   free(path);
   ts_rmtree(dir);

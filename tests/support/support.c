@@ -126,6 +126,20 @@ struct run_result ts_npusim_argv(const char *const *args)
   return ts_run(argv, NULL);
 }
 
+char *ts_html_page(const char *scenario, const char *page, const char *set)
+{
+  struct run_result r = set ? ts_npusim("run", scenario, "--html", page, "--set", set, NULL)
+                            : ts_npusim("run", scenario, "--html", page, NULL);
+  cr_assert_eq(r.status, 0, "%s: %s", scenario, r.err);
+  ts_run_free(&r);
+  char *html = ts_read(page);
+  cr_assert(html != NULL, "%s: no page", page);
+  cr_assert(!strncmp(html, "<!DOCTYPE html>\n", 16) && strstr(html, "</html>\n"), "%s", html);
+  cr_assert(!strstr(html, "http:") && !strstr(html, "https:") && !strstr(html, "<script") && !strstr(html, "<link"),
+            "self-contained: %s", html);
+  return html;
+}
+
 void ts_run_free(struct run_result *r)
 {
   free(r->out);

@@ -52,6 +52,13 @@ struct run_result ts_npusim(const char *arg, ...);
 /* The same with the arguments in an array (NULL-terminated, at most 31). */
 struct run_result ts_npusim_argv(const char *const *args);
 
+/*
+ * `npusim run scenario --html page [--set set]` (set may be NULL), which must succeed; the page,
+ * checked to be one self-contained document (a doctype, closed, no script, no link, no URL).
+ * Owned by the caller.
+ */
+char *ts_html_page(const char *scenario, const char *page, const char *set);
+
 void ts_run_free(struct run_result *r);
 
 /* Occurrences of needle in s, in one pass (strstr in a loop is quadratic under ASan, whose
