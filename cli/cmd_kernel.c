@@ -392,6 +392,7 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   struct npu_trace tr = {0};
   if (rc == 0) rc = op_args_parse(d, &args, (const char *const *)kv, nkv, diag);
   if (rc == 0) rc = cli_load_system(&cfg, &sys, arch, &sets, diag);
+  if (rc == 0 && sys.has_node) opts.node = &sys.node;
   if (rc == 0 && (trace_path || x.msprof) && opts.fidelity != CORE_FIDELITY_EVENT)
     rc = npu_diag_set(diag, "command line", 0, trace_path ? "--trace" : "--msprof", "an instruction timeline needs --fidelity event");
   if (rc == 0 && x.parity && (trace_path || x.dump || x.golden || x.msprof))

@@ -54,7 +54,17 @@ void core_select(struct core_tp *t, enum core_sub sub)
 
 int core_unit(const struct core_tp *t)
 {
-  return t->u->index;
+  return t->u->local;
+}
+
+int core_rank(const struct core_tp *t)
+{
+  return t->u->rank;
+}
+
+int core_ranks(const struct core_tp *t)
+{
+  return t->run->ranks;
 }
 
 const struct arch_chip *core_chip(const struct core_tp *t)
@@ -470,6 +480,35 @@ static void xflag(struct core_tp *t, uint8_t op, enum core_pipe p, enum core_sub
   push(t->run, c, &in);
 }
 
+static void signal_op(struct core_tp *t, uint8_t op, enum core_pipe p, int rank, int id, uint32_t count)
+{
+  struct core__core *c = target(t);
+  if (!c) return;
+  if (id < 0 || id >= CORE_SIGNAL_IDS || rank < 0 || rank >= t->run->ranks) {
+    core_fail(t, NPU_EINVAL, "signal id %d of device %d is not valid here (ids below %d, %d device%s)", id, rank,
+              CORE_SIGNAL_IDS, t->run->ranks, t->run->ranks == 1 ? "" : "s");
+    return;
+  }
+  if (op == CORE_OP_NOTIFY_WAIT && count == 0) {
+    core_fail(t, NPU_EINVAL, "a wait for signal %d asks for no notify", id);
+    return;
+  }
+  if (!has_pipe(t, c, p, op == CORE_OP_NOTIFY ? "notify" : "notify wait")) return;
+  struct core_instr in = {.op = op, .pipe = (uint8_t)p};
+  in.u.sig = (struct core_sig){(uint16_t)rank, (uint16_t)id, count};
+  push(t->run, c, &in);
+}
+
+void core_notify(struct core_tp *t, enum core_pipe p, int rank, int id)
+{
+  signal_op(t, CORE_OP_NOTIFY, p, rank, id, 0);
+}
+
+void core_notify_wait(struct core_tp *t, enum core_pipe p, int id, uint32_t count)
+{
+  signal_op(t, CORE_OP_NOTIFY_WAIT, p, t->u->rank, id, count);
+}
+
 void core_xset(struct core_tp *t, enum core_pipe p, enum core_sub peer, int id)
 {
   xflag(t, CORE_OP_XSET, p, peer, id);
@@ -500,8 +539,8 @@ bool core__generate(struct core__run *r, struct core__unit *u)
     struct core_tp *t = &r->tps[u->index];
     const struct core_kernel *k = r->k;
     t->sel = k->mode == CORE_MODE_VECTOR ? CORE_SUB_AIV0 : CORE_SUB_AIC;
-    uint64_t b = k->block_of ? k->block_of(k->ctx, u->index, u->next)
-                             : u->next * (uint64_t)r->nunits + (uint64_t)u->index;
+    uint64_t b = k->block_of ? k->block_of(k->ctx, u->local, u->next)
+                             : u->next * (uint64_t)k->block_dim + (uint64_t)u->local;
     if (b >= k->nblocks || b == UINT64_MAX) {
       u->finished = true;
       return false;
@@ -519,8 +558,8 @@ bool core__generate(struct core__run *r, struct core__unit *u)
     u->begun = true;
     if (k->unit_begin) k->unit_begin(t, k->ctx);
   }
-  uint64_t b = k->block_of ? k->block_of(k->ctx, u->index, u->next)
-                           : u->next * (uint64_t)r->nunits + (uint64_t)u->index;
+  uint64_t b = k->block_of ? k->block_of(k->ctx, u->local, u->next)
+                           : u->next * (uint64_t)k->block_dim + (uint64_t)u->local;
   if (b < k->nblocks && b != UINT64_MAX) {
     t->sel = k->mode == CORE_MODE_VECTOR ? CORE_SUB_AIV0 : CORE_SUB_AIC;
     k->block(t, k->ctx, b);

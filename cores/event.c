@@ -36,7 +36,8 @@ static bool ev_start(struct core__run *r, struct core__core *c, int pipe, double
 const struct core__gm_backend core__event_backend = {"event", ev_start};
 
 struct event_state {
-  sg_host_t hbm, l2, dsm, *core, *mte3, *fix; /* dsm: a cluster's network (multicast chips) */
+  sg_host_t *hbm, *l2, *dsm, *core, *mte3, *fix; /* per device / per core; dsm: a cluster's
+                                                    network (multicast chips) */
   struct flight *fl;
   struct npu_xfer **xs; /* the handles of fl, for waiting */
   int nfl, cap;
@@ -47,7 +48,7 @@ struct event_state {
  * write: memory/l2.h). A tile whose address is unknown (fresh: an indexed copy of a timing-only
  * run, see core__gm_tile) touches as many lines, all new: no hits, and they age the resident
  * lines as new lines do. */
-static double touch_tile(struct core__run *r, const struct core_tile *g, bool fresh, bool write)
+static double touch_tile(struct mem_l2 *l2, const struct core_tile *g, bool fresh, bool write)
 {
   uint64_t (*touch)(struct mem_l2 *, uint64_t, uint64_t) =
       fresh ? mem_l2_touch_fresh : write ? mem_l2_write : mem_l2_touch;
@@ -58,14 +59,25 @@ static double touch_tile(struct core__run *r, const struct core_tile *g, bool fr
   uint64_t hits = 0, total = 0;
   if (ld_bytes == row_bytes) {
     total = row_bytes * rows;
-    hits = touch(r->l2, g->addr, total);
+    hits = touch(l2, g->addr, total);
   } else {
     for (uint32_t i = 0; i < rows; i++) {
-      hits += touch(r->l2, g->addr + i * ld_bytes, row_bytes);
+      hits += touch(l2, g->addr + i * ld_bytes, row_bytes);
       total += row_bytes;
     }
   }
   return total ? (double)hits / (double)total : 0;
+}
+
+static void flight_add(struct event_state *s, struct npu_xfer *x, int core, int pipe, bool miss)
+{
+  if (s->nfl == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 64;
+    s->fl = npu_xrealloc(s->fl, (size_t)s->cap * sizeof *s->fl);
+    s->xs = npu_xrealloc(s->xs, (size_t)s->cap * sizeof *s->xs);
+  }
+  s->xs[s->nfl] = x;
+  s->fl[s->nfl++] = (struct flight){x, core, pipe, miss};
 }
 
 static void issue(struct core__run *r, struct event_state *s, int core, int pipe)
@@ -79,8 +91,27 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
    * fresh lines when its index is unknown (timing-only; all misses, no reuse) */
   struct core_tile g;
   bool known = core__gm_tile(r, c, cp, &g);
-  double hit = touch_tile(r, &g, !known, !read);
+  int dev = core / r->per_rank, home = dev;
+  if (r->ranks > 1) {
+    home = mem_gm_device(r->gm, g.addr);
+    if (home < 0 || home >= r->ranks) home = dev; /* a timing-only indexed copy's row: unknown */
+  }
   uint64_t bytes = core__gm_bytes(r->chip, in);
+  if (home != dev) { /* another device's HBM, across the link between the two */
+    r->res.link_bytes += bytes;
+    if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
+    sg_host_t endpoint = read ? s->core[core] : cp->src.space == MEM_UB ? s->mte3[core] : s->fix[core];
+    NPU_ASSERT(endpoint != NULL);
+    struct npu_xfer *x = read ? npu_xfer_start(s->hbm[home], endpoint, (double)bytes, 0)
+                              : npu_xfer_start(endpoint, s->hbm[home], (double)bytes, 0);
+    p->st = P_INFLIGHT;
+    p->parts = 1;
+    p->miss = true;
+    p->remote = true;
+    flight_add(s, x, core, pipe, true);
+    return;
+  }
+  double hit = touch_tile(r->l2_of[dev], &g, !known, !read);
   uint64_t hit_bytes = (uint64_t)llround((double)bytes * hit), miss_bytes = bytes - hit_bytes;
   /* a multicast read: L2 serves 1/g of the hits, the cluster's network the rest */
   uint64_t l2_hit = core__multicast_share(in, hit_bytes), peer_bytes = hit_bytes - l2_hit;
@@ -95,16 +126,10 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
   for (int part = 0; part < 3; part++) {
     uint64_t n = part == 0 ? l2_hit : part == 1 ? miss_bytes : peer_bytes;
     if (!n) continue;
-    sg_host_t mem = part == 0 ? s->l2 : part == 1 ? s->hbm : s->dsm;
+    sg_host_t mem = part == 0 ? s->l2[dev] : part == 1 ? s->hbm[dev] : s->dsm[dev];
     struct npu_xfer *x = read ? npu_xfer_start(mem, endpoint, (double)n, 0)
                               : npu_xfer_start(endpoint, mem, (double)n, 0);
-    if (s->nfl == s->cap) {
-      s->cap = s->cap ? 2 * s->cap : 64;
-      s->fl = npu_xrealloc(s->fl, (size_t)s->cap * sizeof *s->fl);
-      s->xs = npu_xrealloc(s->xs, (size_t)s->cap * sizeof *s->xs);
-    }
-    s->xs[s->nfl] = x;
-    s->fl[s->nfl++] = (struct flight){x, core, pipe, part == 1};
+    flight_add(s, x, core, pipe, part == 1);
     p->parts++;
   }
 }
@@ -122,33 +147,47 @@ int core__run_event(struct core__run *r)
 {
   NPU_ASSERT(npu_engine_started());
   struct event_state s = {0};
-  s.hbm = host(r->host_prefix, "hbm", true);
-  s.l2 = host(r->host_prefix, "l2", true);
-  s.dsm = host(r->host_prefix, "dsm", r->chip->dma.multicast > 1);
+  s.hbm = npu_xcalloc((size_t)r->ranks, sizeof *s.hbm);
+  s.l2 = npu_xcalloc((size_t)r->ranks, sizeof *s.l2);
+  s.dsm = npu_xcalloc((size_t)r->ranks, sizeof *s.dsm);
   s.core = npu_xcalloc((size_t)r->ncores, sizeof *s.core);
   s.mte3 = npu_xcalloc((size_t)r->ncores, sizeof *s.mte3);
   s.fix = npu_xcalloc((size_t)r->ncores, sizeof *s.fix);
-  for (int i = 0; i < r->ncores; i++) {
-    char name[48];
-    snprintf(name, sizeof name, "c%d", i);
-    s.core[i] = host(r->host_prefix, name, true);
-    snprintf(name, sizeof name, "c%d.mte3", i);
-    s.mte3[i] = host(r->host_prefix, name, mem_platform_core_has(r->chip, i, ARCH_PATH_UB_TO_GM));
-    snprintf(name, sizeof name, "c%d.fix", i);
-    s.fix[i] = host(r->host_prefix, name, mem_platform_core_has(r->chip, i, ARCH_PATH_L0C_TO_GM));
-  }
   uint64_t gm_base, gm_span;
   mem_gm_range(r->gm, &gm_base, &gm_span);
-  r->l2 = mem_l2_create(r->chip->l2.size_bytes, gm_base, gm_span);
+  for (int d = 0; d < r->ranks; d++) {
+    char prefix[80];
+    if (r->ranks > 1) /* a server's devices: mem_platform_group_xml */
+      snprintf(prefix, sizeof prefix, "d%d.", d);
+    else
+      snprintf(prefix, sizeof prefix, "%s", r->host_prefix);
+    s.hbm[d] = host(prefix, "hbm", true);
+    s.l2[d] = host(prefix, "l2", true);
+    s.dsm[d] = host(prefix, "dsm", r->chip->dma.multicast > 1);
+    for (int li = 0; li < r->per_rank; li++) {
+      int i = d * r->per_rank + li;
+      char name[48];
+      snprintf(name, sizeof name, "c%d", li);
+      s.core[i] = host(prefix, name, true);
+      snprintf(name, sizeof name, "c%d.mte3", li);
+      s.mte3[i] = host(prefix, name, mem_platform_core_has(r->chip, li, ARCH_PATH_UB_TO_GM));
+      snprintf(name, sizeof name, "c%d.fix", li);
+      s.fix[i] = host(prefix, name, mem_platform_core_has(r->chip, li, ARCH_PATH_L0C_TO_GM));
+    }
+    r->l2_of[d] = mem_l2_create(r->chip->l2.size_bytes, gm_base, gm_span);
+  }
+  r->l2 = r->l2_of[0];
   if (r->trace) {
     for (int i = 0; i < r->ncores; i++) {
       const struct core__core *c = &r->cores[i];
       if (c->unit < 0) continue;
-      char name[64];
+      char name[64], dev[16] = "";
+      int li = c->id % r->per_rank;
+      if (r->ranks > 1) snprintf(dev, sizeof dev, "d%d.", c->id / r->per_rank);
       if (c->kind == CORE_KIND_AIV)
-        snprintf(name, sizeof name, "aiv%d", c->id - r->chip->aic_count);
+        snprintf(name, sizeof name, "%saiv%d", dev, li - r->chip->aic_count);
       else
-        snprintf(name, sizeof name, "%s%d", c->kind == CORE_KIND_AIC ? "aic" : "core", c->id);
+        snprintf(name, sizeof name, "%s%s%d", dev, c->kind == CORE_KIND_AIC ? "aic" : "core", li);
       npu_trace_name(r->trace, c->id, -1, name);
       for (int p = 0; p < CORE_PIPE_COUNT; p++)
         if (c->pipes & (1u << p)) npu_trace_name(r->trace, c->id, p, core_pipe_name((enum core_pipe)p));
@@ -196,6 +235,9 @@ int core__run_event(struct core__run *r)
   for (int i = 0; i < s.nfl; i++) npu_xfer_release(s.fl[i].x);
   free(s.fl);
   free(s.xs);
+  free(s.hbm);
+  free(s.l2);
+  free(s.dsm);
   free(s.core);
   free(s.mte3);
   free(s.fix);

@@ -188,9 +188,11 @@ void core__run_init(struct core__run *r, const struct arch_chip *chip, struct me
   r->host_prefix = opts->host_prefix ? opts->host_prefix : "";
   r->pending_limit = 4096;
   bool split = chip->org == ARCH_ORG_SPLIT;
-  r->ncores = mem_platform_cores(chip);
+  r->ranks = opts->ranks > 1 ? opts->ranks : 1;
+  r->per_rank = mem_platform_cores(chip);
+  r->ncores = r->ranks * r->per_rank;
   r->cores = npu_xcalloc((size_t)r->ncores, sizeof *r->cores);
-  r->nunits = k->block_dim;
+  r->nunits = r->ranks * k->block_dim;
   r->units = npu_xcalloc((size_t)r->nunits, sizeof *r->units);
   r->tps = npu_xcalloc((size_t)r->nunits, sizeof *r->tps);
   size_t stride = (k->unit_ctx_bytes + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
@@ -199,24 +201,30 @@ void core__run_init(struct core__run *r, const struct arch_chip *chip, struct me
   for (int u = 0; u < r->nunits; u++) {
     struct core__unit *x = &r->units[u];
     x->index = u;
+    x->rank = u / k->block_dim;
+    x->local = u % k->block_dim;
     x->phys[0] = x->phys[1] = x->phys[2] = -1;
+    int l = x->local;
     switch (k->mode) {
-    case CORE_MODE_CUBE: x->phys[CORE_SUB_AIC] = u; break;
-    case CORE_MODE_VECTOR: x->phys[CORE_SUB_AIV0] = split ? chip->aic_count + u : u; break;
+    case CORE_MODE_CUBE: x->phys[CORE_SUB_AIC] = l; break;
+    case CORE_MODE_VECTOR: x->phys[CORE_SUB_AIV0] = split ? chip->aic_count + l : l; break;
     case CORE_MODE_MIX:
-      x->phys[CORE_SUB_AIC] = u;
+      x->phys[CORE_SUB_AIC] = l;
       if (split) {
-        x->phys[CORE_SUB_AIV0] = chip->aic_count + ratio * u;
-        if (ratio > 1) x->phys[CORE_SUB_AIV1] = chip->aic_count + ratio * u + 1;
+        x->phys[CORE_SUB_AIV0] = chip->aic_count + ratio * l;
+        if (ratio > 1) x->phys[CORE_SUB_AIV1] = chip->aic_count + ratio * l + 1;
       } else {
-        x->phys[CORE_SUB_AIV0] = x->phys[CORE_SUB_AIV1] = u;
+        x->phys[CORE_SUB_AIV0] = x->phys[CORE_SUB_AIV1] = l;
       }
       break;
     }
+    for (int s = 0; s < 3; s++)
+      if (x->phys[s] >= 0) x->phys[s] += x->rank * r->per_rank;
     r->tps[u] = (struct core_tp){r, x, 0, stride ? r->unit_ctx + (size_t)u * stride : NULL};
   }
   for (int i = 0; i < r->ncores; i++) {
-    uint8_t kind = !split ? CORE_KIND_COUPLED : i < chip->aic_count ? CORE_KIND_AIC : CORE_KIND_AIV;
+    int li = i % r->per_rank;
+    uint8_t kind = !split ? CORE_KIND_COUPLED : li < chip->aic_count ? CORE_KIND_AIC : CORE_KIND_AIV;
     r->cores[i].id = i;
     r->cores[i].kind = kind;
     r->cores[i].unit = -1;
@@ -254,6 +262,12 @@ void core__run_release(struct core__run *r)
       free(r->units[u].xflags[f].t);
       free(r->units[u].xflags[f].flow);
     }
+  for (int d = 0; d < r->ranks; d++) {
+    if (r->signals[d])
+      for (int i = 0; i < CORE_SIGNAL_IDS; i++) free(r->signals[d][i].t);
+    free(r->signals[d]);
+    if (d > 0) mem_l2_destroy(r->l2_of[d]);
+  }
   free(r->cores);
   free(r->units);
   free(r->tps);
@@ -308,6 +322,34 @@ static struct core__tq *xflag_q(struct core__run *r, struct core__core *c, int f
   return &r->units[c->unit].xflags[(from * 3 + to) * CORE_XFLAG_IDS + id];
 }
 
+static struct core__signal *signal_of(struct core__run *r, int rank, int id)
+{
+  if (!r->signals[rank]) r->signals[rank] = npu_xcalloc(CORE_SIGNAL_IDS, sizeof *r->signals[rank]);
+  return &r->signals[rank][id];
+}
+
+/* A notify arrives at t: kept in time order, so a wait's count-th notify is t[count - 1]. */
+static void signal_add(struct core__signal *s, double t)
+{
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 8;
+    s->t = npu_xrealloc(s->t, s->cap * sizeof *s->t);
+  }
+  uint32_t i = s->n++;
+  for (; i > 0 && s->t[i - 1] > t; i--) s->t[i] = s->t[i - 1];
+  s->t[i] = t;
+}
+
+/* A signal that received more notifies than a wait on it asked for: that wait may have resolved
+ * before an earlier notify (see core_notify_wait). */
+static void signal_overrun(struct core__run *r, int rank, int id, const struct core__signal *s)
+{
+  core__fail(r, NPU_EINVAL,
+             "signal %d of device %d received %u notifies, but a wait asked for %u: a signal is one event, "
+             "every wait on it asks for all its notifies",
+             id, rank, s->n, s->asked);
+}
+
 static void pop(struct core__pipe *p)
 {
   p->head = (p->head + 1) & (p->cap - 1);
@@ -335,6 +377,10 @@ void core__gm_finish(struct core__run *r, struct core__core *c, int pipe, double
    * bytes have left it. */
   bool read = in->u.copy.src.space == MEM_GM;
   double lat = !read ? 0 : r->chip->l2.latency_s + miss * (r->chip->hbm.latency_s - r->chip->l2.latency_s);
+  if (p->remote) { /* across the link: its latency too, for a write as for a read */
+    lat += r->opts.link_latency_s;
+    p->remote = false;
+  }
   p->free_at = end;
   if (end + lat > p->data_ready) p->data_ready = end + lat;
   if (p->data_ready > r->end) r->end = p->data_ready;
@@ -485,6 +531,42 @@ static void resolve_pipe(struct core__run *r, struct core__core *c, int pipe)
       if (r->observe) core__observe(r, c, pipe, in, t, p->free_at, flow);
       break;
     }
+    case CORE_OP_NOTIFY: {
+      const struct core_sig *sg = &in->u.sig;
+      int from = c->id / r->per_rank;
+      double ts = (t > p->data_ready ? t : p->data_ready) +
+                  (sg->rank == from ? chip->sync.cross_core_s : r->opts.link_latency_s);
+      struct core__signal *s = signal_of(r, sg->rank, sg->id);
+      signal_add(s, ts);
+      if (s->asked && s->n > s->asked) {
+        signal_overrun(r, sg->rank, sg->id, s);
+        return;
+      }
+      if (r->observe) core__observe(r, c, pipe, in, ts, ts, 0);
+      p->free_at = t;
+      for (int i = sg->rank * r->per_rank; i < (sg->rank + 1) * r->per_rank; i++)
+        for (int q = 0; q < CORE_PIPE_COUNT; q++)
+          if (r->cores[i].pipe[q].st == P_SIGNAL) core__wake(r, &r->cores[i], q);
+      break;
+    }
+    case CORE_OP_NOTIFY_WAIT: {
+      const struct core_sig *sg = &in->u.sig;
+      int rank = c->id / r->per_rank;
+      struct core__signal *s = signal_of(r, rank, sg->id);
+      if (sg->count > s->asked) s->asked = sg->count;
+      if (s->n > s->asked) {
+        signal_overrun(r, rank, sg->id, s);
+        return;
+      }
+      if (s->n < sg->count) {
+        p->st = P_SIGNAL;
+        return;
+      }
+      double ts = s->t[sg->count - 1];
+      p->free_at = ts > t ? ts : t;
+      if (r->observe) core__observe(r, c, pipe, in, t, p->free_at, 0);
+      break;
+    }
     case CORE_OP_BARRIER:
       p->free_at = t > p->data_ready ? t : p->data_ready;
       if (r->observe) core__observe(r, c, pipe, in, t, p->free_at, 0);
@@ -575,9 +657,14 @@ int core__deadlock(struct core__run *r)
       if (!q->count) continue;
       const struct core_instr *in = &q->q[q->head];
       const char *kind = c->kind == CORE_KIND_AIC ? "aic" : c->kind == CORE_KIND_AIV ? "aiv" : "core";
-      int idx = c->kind == CORE_KIND_AIV ? c->id - r->chip->aic_count : c->id;
-      npu_buf_printf(&b, "%s%s%d pipe %s waits ", shown ? "; " : "", kind, idx, core_pipe_name(p));
-      if (in->op == CORE_OP_WAIT_FLAG)
+      int li = c->id % r->per_rank, idx = c->kind == CORE_KIND_AIV ? li - r->chip->aic_count : li;
+      char dev[24] = "";
+      if (r->ranks > 1) snprintf(dev, sizeof dev, "device %d ", c->id / r->per_rank);
+      npu_buf_printf(&b, "%s%s%s%d pipe %s waits ", shown ? "; " : "", dev, kind, idx, core_pipe_name(p));
+      if (in->op == CORE_OP_NOTIFY_WAIT)
+        npu_buf_printf(&b, "for %u notifies of signal %u (%u arrived)", in->u.sig.count, in->u.sig.id,
+                       r->signals[c->id / r->per_rank] ? r->signals[c->id / r->per_rank][in->u.sig.id].n : 0);
+      else if (in->op == CORE_OP_WAIT_FLAG)
         npu_buf_printf(&b, "for flag %s->%s id %d", core_pipe_name(in->src_pipe), core_pipe_name(in->dst_pipe), in->id);
       else if (in->op == CORE_OP_XWAIT)
         npu_buf_printf(&b, "for cross-core flag id %d from sub-core %d", in->id, in->dst_pipe);
@@ -612,6 +699,12 @@ int core_launch(const struct arch_chip *chip, struct mem_gm *gm, const struct co
                         chip->name), NPU_EINVAL;
   if (k->mode == CORE_MODE_MIX && chip->org == ARCH_ORG_SPLIT && chip->aiv_count / chip->aic_count > 2)
     return npu_diag_set(diag, NULL, 0, k->name, "MIX launches support up to 2 vector cores per cube core"), NPU_EINVAL;
+  if (opts->ranks > CORE_MAX_RANKS)
+    return npu_diag_set(diag, NULL, 0, k->name, "%d devices in one launch; at most %d", opts->ranks, CORE_MAX_RANKS),
+           NPU_EINVAL;
+  if (opts->ranks > 1 && opts->fidelity == CORE_FIDELITY_ANALYTIC)
+    return npu_diag_set(diag, NULL, 0, k->name, "a launch over %d devices runs at event fidelity only", opts->ranks),
+           NPU_EUNSUPPORTED;
   if (opts->fidelity == CORE_FIDELITY_ANALYTIC)
     return core__run_analytic(chip, gm, k, opts, out, diag);
   struct core__run r;

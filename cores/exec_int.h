@@ -20,6 +20,7 @@ enum {
   P_EMPTY,    /* nothing queued */
   P_FLAG,     /* waiting for a set_flag */
   P_XFLAG,    /* waiting for a cross-core set */
+  P_SIGNAL,   /* waiting for a signal's notifies */
   P_FENCE,    /* waiting at a fence or all-core barrier */
   P_SCALAR,   /* waiting for the scalar unit to reach this instruction */
   P_ISSUE,    /* GM copy waiting for its start time */
@@ -43,6 +44,7 @@ struct core__pipe {
   double start;         /* P_ISSUE / P_INFLIGHT: start of the head instruction */
   int parts;            /* P_INFLIGHT: transfers still running */
   bool miss;            /* P_INFLIGHT: some bytes come from HBM */
+  bool remote;          /* P_INFLIGHT: to or from another device's memory (event, ranks > 1) */
   double miss_share;    /* P_INFLIGHT, analytic: the share of its bytes expected to miss */
   double busy_s;
   uint64_t n;
@@ -65,7 +67,8 @@ struct core__core {
 };
 
 struct core__unit {
-  int index;
+  int index;             /* in the launch: rank x block_dim + local */
+  int rank, local;       /* its device, and its index there (core_unit) */
   int phys[3];           /* physical core of each sub-core, -1 if none */
   uint64_t next;         /* ordinal of the next block */
   bool begun, finished;
@@ -81,6 +84,14 @@ struct core_tp {
 
 struct core__run;
 struct core__ixlog;
+
+/* A signal of one device (core_notify): the arrival times of its notifies, and the most a wait
+ * asked for. */
+struct core__signal {
+  double *t;
+  uint32_t n, cap;
+  uint32_t asked;
+};
 
 /* GM backends: when a GM copy may start at t, resolve it now (analytic) or later (event). */
 struct core__gm_backend {
@@ -101,6 +112,11 @@ struct core__run {
   struct core_launch_opts opts;
   struct core__core *cores;
   int ncores;
+  int ranks;             /* devices (1: one chip) */
+  int per_rank;          /* physical cores of one device: core c is device c / per_rank's
+                            core c % per_rank */
+  struct core__signal *signals[CORE_MAX_RANKS]; /* CORE_SIGNAL_IDS each, at a device's first notify */
+  struct mem_l2 *l2_of[CORE_MAX_RANKS]; /* event, ranks > 1: each device's L2 (l2_of[0] == l2) */
   struct core__unit *units;
   int nunits;
   struct core_tp *tps;

@@ -125,6 +125,15 @@ enum core_op {
   CORE_OP_XSET,      /* cross-core set (between the cube and vector cores of one AI core) */
   CORE_OP_XWAIT,     /* cross-core wait */
   CORE_OP_SYNC_ALL,  /* all-core barrier: a marker in every pipe of every core of the launch */
+  CORE_OP_NOTIFY,    /* add one to a device's signal (u.sig) */
+  CORE_OP_NOTIFY_WAIT, /* wait until a signal of this device has u.sig.count notifies */
+};
+
+/* A notify or notify wait: the signal (device, id) and, for a wait, the notifies it needs. */
+struct core_sig {
+  uint16_t rank;
+  uint16_t id;
+  uint32_t count;
 };
 
 struct core_copy {
@@ -190,6 +199,7 @@ struct core_instr {
     struct core_mmad mmad;
     struct core_vec vec;
     double cycles;   /* scalar */
+    struct core_sig sig; /* notify, notify wait */
   } u;
 };
 

@@ -105,6 +105,9 @@ struct core_result {
   uint64_t bank_conflict_cycles; /* vector cycles lost to UB bank conflicts */
   uint64_t instructions;
   const char *bottleneck;        /* cube_bound, vec_bound, mte2_bound, ... */
+  int ranks;                     /* devices of the launch (1: one); counts above are summed over
+                                    them, aic_total / aiv_total are the devices' cores together */
+  uint64_t link_bytes;           /* bytes copied to or from another device's memory */
 };
 
 /*
@@ -140,6 +143,15 @@ struct core_launch_opts {
   const struct core_observer *observe; /* if not NULL, told of every instruction (event only) */
   const struct npu_progress *progress; /* if not NULL, told of the blocks issued (event only) */
   const char *host_prefix; /* engine host names of this chip's memory platform ("" if NULL) */
+  /* Devices of the launch (0 or 1: one). With ranks > 1 the kernel runs on every device of a
+   * server at once (event fidelity only, on a platform of mem_platform_group_xml: hosts
+   * "d<r>."), each device with its own cores, block_dim units, L2 and HBM: an SPMD launch, as a
+   * fused communication kernel (MC2) is started on every rank of its group. A GM copy whose
+   * tensor lives on another device (mem_gm_device) crosses the link between the two. */
+  int ranks;
+  double link_latency_s;   /* ranks > 1: the link's latency between two devices: a notify's flight,
+                              and what a copy to or from another device adds before its data land
+                              (a DMA engine pipelines it, as it does HBM's) */
 };
 
 /*
@@ -196,8 +208,23 @@ void core_fence(struct core_tp *t);
 /* Cross-core flags between the sub-cores of one MIX unit: set from pipe p towards peer. */
 void core_xset(struct core_tp *t, enum core_pipe p, enum core_sub peer, int id);
 void core_xwait(struct core_tp *t, enum core_pipe p, enum core_sub peer, int id);
-/* All-core barrier across every core of the launch. */
+/* All-core barrier across every core of the launch (of every device, with ranks > 1). */
 void core_sync_all(struct core_tp *t);
+/* The device this unit runs on (0..ranks-1) and the launch's devices (1 for one chip). */
+int core_rank(const struct core_tp *t);
+int core_ranks(const struct core_tp *t);
+/*
+ * Signals between devices (and between any cores of one), as HCCL's notifies or PTO's
+ * TNOTIFY / TWAIT: core_notify adds one, from pipe p once that pipe's earlier copies have landed,
+ * to signal id of device rank (the unit's own device too), arriving a notify's flight later
+ * (core_launch_opts.link_latency_s; cross_core_s on one device); core_notify_wait holds pipe p until
+ * signal id of its own device has received count notifies. A signal is one event: its waits all
+ * ask for every notify it will receive (the executor resolves waits ahead of simulated time, so a
+ * wait for fewer would see notifies in resolution order, not time order); a launch in which a
+ * signal receives more notifies than a wait asked for fails with a message. id < CORE_SIGNAL_IDS.
+ */
+void core_notify(struct core_tp *t, enum core_pipe p, int rank, int id);
+void core_notify_wait(struct core_tp *t, enum core_pipe p, int id, uint32_t count);
 /* Record a program error (the first sticks; later emissions are ignored). */
 void core_fail(struct core_tp *t, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Whether a program error has been recorded. */
@@ -205,5 +232,7 @@ bool core_failed(const struct core_tp *t);
 
 #define CORE_FLAG_IDS 16  /* event ids per pipe pair */
 #define CORE_XFLAG_IDS 16 /* cross-core flag ids */
+#define CORE_SIGNAL_IDS 4096 /* signal ids per device */
+#define CORE_MAX_RANKS 16    /* devices of one launch */
 
 #endif

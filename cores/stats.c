@@ -88,8 +88,9 @@ void core__result_finish(struct core_result *res, const struct arch_chip *chip,
                          enum core_mode mode, double body_s)
 {
   bool split = chip->org == ARCH_ORG_SPLIT;
-  res->aic_total = chip->aic_count;
-  res->aiv_total = split ? chip->aiv_count : chip->aic_count;
+  if (res->ranks < 1) res->ranks = 1;
+  res->aic_total = chip->aic_count * res->ranks;
+  res->aiv_total = (split ? chip->aiv_count : chip->aic_count) * res->ranks;
   res->launch_s = chip->launch_overhead_s;
   res->time_s = body_s + res->launch_s;
   double t = res->time_s;
@@ -156,5 +157,6 @@ void core__finish_result(struct core__run *r)
     if (c->kind != CORE_KIND_AIV) res->aic_used++;
     if (c->kind != CORE_KIND_AIC) res->aiv_used++;
   }
+  res->ranks = r->ranks;
   core__result_finish(res, r->chip, r->k->mode, r->end - r->t0);
 }

@@ -13,6 +13,7 @@ struct tensor {
   uint64_t addr, bytes;
   void *host;
   char *name;
+  int device;
 };
 
 struct mem_gm {
@@ -44,10 +45,23 @@ uint64_t mem_gm_add(struct mem_gm *gm, const char *name, uint64_t bytes, void *h
     gm->t = npu_xrealloc(gm->t, gm->cap * sizeof *gm->t);
   }
   uint64_t addr = gm->next;
-  gm->t[gm->n++] = (struct tensor){addr, bytes, host, npu_xstrdup(name)};
+  gm->t[gm->n++] = (struct tensor){addr, bytes, host, npu_xstrdup(name), 0};
   gm->next = addr + (bytes + GM_ALIGN - 1) / GM_ALIGN * GM_ALIGN + GM_ALIGN; /* a gap between */
   gm->total += bytes;
   return addr;
+}
+
+void mem_gm_set_device(struct mem_gm *gm, uint64_t addr, int device)
+{
+  long i = mem_gm_index(gm, addr);
+  NPU_ASSERT(i >= 0 && device >= 0);
+  gm->t[i].device = device;
+}
+
+int mem_gm_device(const struct mem_gm *gm, uint64_t addr)
+{
+  long i = mem_gm_index(gm, addr);
+  return i < 0 ? -1 : gm->t[i].device;
 }
 
 size_t mem_gm_count(const struct mem_gm *gm)

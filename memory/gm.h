@@ -29,6 +29,15 @@ uint64_t mem_gm_add(struct mem_gm *gm, const char *name, uint64_t bytes, void *h
  */
 bool mem_gm_resolve(const struct mem_gm *gm, uint64_t addr, uint64_t bytes, void **host_out);
 
+/*
+ * The device whose memory holds a tensor, for launches over several devices (cores/kernel.h,
+ * core_launch_opts.ranks): one address space spans the devices' memories, as a unified virtual
+ * address space or HCCL's mapped peer windows do, and a tensor lives on one of them (0 unless
+ * set). set_device takes any address inside the tensor; mem_gm_device gives -1 for an address
+ * outside every tensor.
+ */
+void mem_gm_set_device(struct mem_gm *gm, uint64_t addr, int device);
+int mem_gm_device(const struct mem_gm *gm, uint64_t addr);
 /* Number of tensors, and the index of the tensor holding addr (-1 if none). */
 size_t mem_gm_count(const struct mem_gm *gm);
 long mem_gm_index(const struct mem_gm *gm, uint64_t addr);

@@ -1,6 +1,8 @@
 /* platform.c - SimGrid platform XML for one chip's memory system; see platform.h. */
 #include "memory/platform.h"
 
+#include <stdio.h>
+
 #include "common/units.h"
 
 int mem_platform_cores(const struct arch_chip *chip)
@@ -66,13 +68,14 @@ static void route(struct npu_buf *o, const char *prefix, const char *src, const 
   npu_buf_puts(o, "</route>\n");
 }
 
-void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix,
-                                struct npu_buf *o)
+static const struct {
+  enum arch_path path;
+  const char *suffix;
+} writers[] = {{ARCH_PATH_UB_TO_GM, "mte3"}, {ARCH_PATH_L0C_TO_GM, "fix"}};
+
+/* The chip's hosts and links (a zone declares them before its routes). */
+static void chip_decls(const struct arch_chip *chip, const char *prefix, struct npu_buf *o)
 {
-  static const struct {
-    enum arch_path path;
-    const char *suffix;
-  } writers[] = {{ARCH_PATH_UB_TO_GM, "mte3"}, {ARCH_PATH_L0C_TO_GM, "fix"}};
   int n = mem_platform_cores(chip);
   npu_buf_printf(o, "    <host id=\"%shbm\" speed=\"1f\"/>\n    <host id=\"%sl2\" speed=\"1f\"/>\n",
                  prefix, prefix);
@@ -99,6 +102,12 @@ void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix
       add_link(o, prefix, name, mem_platform_engine_bytes_per_s(chip, writers[w].path), false);
     }
   }
+}
+
+static void chip_routes(const struct arch_chip *chip, const char *prefix, struct npu_buf *o)
+{
+  int n = mem_platform_cores(chip);
+  bool dsm = chip->dma.multicast > 1;
   for (int i = 0; i < n; i++) {
     char c[32], rd[32], wr[32], eng[48];
     snprintf(c, sizeof c, "c%d", i);
@@ -116,11 +125,56 @@ void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix
   }
 }
 
+void mem_platform_chip_elements(const struct arch_chip *chip, const char *prefix, struct npu_buf *o)
+{
+  chip_decls(chip, prefix, o);
+  chip_routes(chip, prefix, o);
+}
+
 void mem_platform_chip_xml(const struct arch_chip *chip, const char *prefix, struct npu_buf *o)
 {
   npu_buf_puts(o, "<?xml version='1.0'?>\n"
                   "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                   "<platform version=\"4.1\">\n  <zone id=\"chip\" routing=\"Full\">\n");
   mem_platform_chip_elements(chip, prefix, o);
+  npu_buf_puts(o, "  </zone>\n</platform>\n");
+}
+
+void mem_platform_group_xml(const struct arch_chip *chip, int ranks, double link_bytes_per_s,
+                            struct npu_buf *o)
+{
+  npu_buf_puts(o, "<?xml version='1.0'?>\n"
+                  "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                  "<platform version=\"4.1\">\n  <zone id=\"server\" routing=\"Full\">\n");
+  char prefix[16], num[64];
+  for (int r = 0; r < ranks; r++) {
+    snprintf(prefix, sizeof prefix, "d%d.", r);
+    chip_decls(chip, prefix, o);
+  }
+  npu_fmt_double(link_bytes_per_s, num, sizeof num);
+  for (int a = 0; a < ranks; a++)
+    for (int b = 0; b < ranks; b++)
+      if (a != b)
+        npu_buf_printf(o, "    <link id=\"x%d.%d\" bandwidth=\"%sBps\" latency=\"%gs\"/>\n", a, b, num,
+                       MEM_PLATFORM_LINK_LATENCY_S);
+  for (int r = 0; r < ranks; r++) {
+    snprintf(prefix, sizeof prefix, "d%d.", r);
+    chip_routes(chip, prefix, o);
+  }
+  int n = mem_platform_cores(chip);
+  for (int a = 0; a < ranks; a++)
+    for (int b = 0; b < ranks; b++) {
+      if (a == b) continue;
+      for (int i = 0; i < n; i++) {
+        npu_buf_printf(o, "    <route src=\"d%d.hbm\" dst=\"d%d.c%d\" symmetrical=\"NO\"><link_ctn id=\"d%d.pad\"/>"
+                          "<link_ctn id=\"x%d.%d\"/><link_ctn id=\"d%d.c%d.rd\"/><link_ctn id=\"d%d.pad\"/></route>\n",
+                       a, b, i, a, a, b, b, i, b);
+        for (int w = 0; w < 2; w++)
+          if (mem_platform_core_has(chip, i, writers[w].path))
+            npu_buf_printf(o, "    <route src=\"d%d.c%d.%s\" dst=\"d%d.hbm\" symmetrical=\"NO\"><link_ctn id=\"d%d.c%d.%s\"/>"
+                              "<link_ctn id=\"d%d.c%d.wr\"/><link_ctn id=\"x%d.%d\"/><link_ctn id=\"d%d.pad\"/></route>\n",
+                           b, i, writers[w].suffix, a, b, i, writers[w].suffix, b, i, b, a, a);
+      }
+    }
   npu_buf_puts(o, "  </zone>\n</platform>\n");
 }

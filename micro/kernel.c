@@ -377,7 +377,8 @@ int mc_kernel_run(struct mc_kernel_job *job, struct npu_trace *trace, struct op_
                              .functional = job->spec.functional,
                              .seed = (uint64_t)job->spec.seed,
                              .trace = trace,
-                             .progress = job->progress};
+                             .progress = job->progress,
+                             .node = job->sys.has_node ? &job->sys.node : NULL};
   int rc = op_run(job->op, &job->args, &job->sys.chip, &opts, res, diag);
   if (rc == NPU_EINVAL || rc == NPU_EUNSUPPORTED || rc == NPU_ENOFIT) return relocate(job, rc, diag);
   if (!rc && res->checked && !res->passed)
@@ -431,6 +432,11 @@ static void kernel_facts(const struct op_result *r, struct kfacts *f)
            t->l2_hit_bytes ? 100.0 * (double)t->l2_hit_bytes / (double)(t->gm_read_bytes + t->gm_write_bytes) : 0.0);
   snprintf(f->cores, sizeof f->cores, "%d/%d cube, %d/%d vector", t->aic_used, t->aic_total, t->aiv_used,
            t->aiv_total);
+  if (t->ranks > 1) { /* a kernel over a server's devices (all_gather_matmul) */
+    size_t len = strlen(f->cores);
+    npu_fmt_human((double)t->link_bytes, "B", a, sizeof a);
+    snprintf(f->cores + len, sizeof f->cores - len, " on %d devices (%s across their links)", t->ranks, a);
+  }
   if (r->checked) snprintf(f->check, sizeof f->check, "%s: %s", r->passed ? "passed" : "FAILED", r->check_summary);
 }
 

@@ -131,6 +131,14 @@ static void describe(const struct arch_chip *chip, const struct core_instr *in, 
     snprintf(name, nn, "%s", in->op == CORE_OP_XSET ? "CROSS_CORE_SET_FLAG" : "CROSS_CORE_WAIT_FLAG");
     snprintf(detail, nd, "id=%u peer sub-core %u", in->id, in->dst_pipe);
     break;
+  case CORE_OP_NOTIFY:
+  case CORE_OP_NOTIFY_WAIT:
+    snprintf(name, nn, "%s", in->op == CORE_OP_NOTIFY ? "NOTIFY" : "NOTIFY_WAIT");
+    if (in->op == CORE_OP_NOTIFY)
+      snprintf(detail, nd, "device %u signal %u", in->u.sig.rank, in->u.sig.id);
+    else
+      snprintf(detail, nd, "signal %u count %u", in->u.sig.id, in->u.sig.count);
+    break;
   case CORE_OP_BARRIER:
     snprintf(name, nn, "PIPE_BARRIER");
     snprintf(detail, nd, "PIPE_%s", pipe_ascend[in->pipe]);

@@ -1130,6 +1130,72 @@ static void setup(void *p, struct op_exec *x)
   if (g->atomic && g->acc_ws != g->c) ops_cast(x, g->acc_ws, g->fix_out, g->c, g->out, mn);
 }
 
+int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, uint32_t n, uint32_t k,
+                  enum npu_dtype dtype, bool trans_b, struct npu_diag *diag)
+{
+  char kv[5][48];
+  snprintf(kv[0], sizeof kv[0], "m=%u", m);
+  snprintf(kv[1], sizeof kv[1], "n=%u", n);
+  snprintf(kv[2], sizeof kv[2], "k=%u", k);
+  snprintf(kv[3], sizeof kv[3], "dtype=%s", npu_dtype_name(dtype));
+  snprintf(kv[4], sizeof kv[4], "trans_b=%s", trans_b ? "true" : "false");
+  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4], "split_k=1"};
+  struct op_args a;
+  int rc = op_args_parse(&op_gemm, &a, args, 6, diag);
+  struct gemm *g = npu_xcalloc(1, sizeof *g);
+  if (!rc) rc = plan(g, &op_gemm, &a, chip, diag);
+  if (rc) {
+    free(g);
+    return rc;
+  }
+  *out = g;
+  return 0;
+}
+
+void ops_gemm_free(struct gemm *g)
+{
+  free(g);
+}
+
+uint64_t ops_gemm_blocks(const struct gemm *g)
+{
+  return g->nblocks;
+}
+
+enum npu_dtype ops_gemm_out(const struct gemm *g)
+{
+  return g->out;
+}
+
+size_t ops_gemm_unit_bytes(void)
+{
+  return sizeof(struct gemm_unit);
+}
+
+void ops_gemm_unit_begin(struct core_tp *t, struct gemm *g)
+{
+  unit_begin(t, g);
+}
+
+void ops_gemm_unit_end(struct core_tp *t, struct gemm *g)
+{
+  unit_end(t, g);
+}
+
+/* The block's instructions carry their addresses once emitted, so A, B and C are the plan's only
+ * while the block is emitted. */
+void ops_gemm_block_at(struct core_tp *t, struct gemm *g, uint64_t b, uint64_t a, uint64_t bm, uint64_t c)
+{
+  uint64_t keep[3] = {g->a, g->b, g->c};
+  g->a = a;
+  g->b = bm;
+  g->c = c;
+  block(t, g, b);
+  g->a = keep[0];
+  g->b = keep[1];
+  g->c = keep[2];
+}
+
 static double flops(const void *p)
 {
   const struct gemm *g = p;

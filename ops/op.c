@@ -348,6 +348,11 @@ struct op_tensor *op_tensor_bytes(struct op_exec *x, const char *name, uint64_t 
   return t;
 }
 
+void op_tensor_place(struct op_exec *x, const struct op_tensor *t, int device)
+{
+  mem_gm_set_device(x->gm, t->addr, device);
+}
+
 void op_kernel(struct op_exec *x, const struct core_kernel *k)
 {
   NPU_ASSERT(x->nkernels < OP_MAX_KERNELS);
@@ -440,6 +445,8 @@ static void combine(struct op_result *r)
     t->gm_write_bytes += k->gm_write_bytes;
     t->l2_hit_bytes += k->l2_hit_bytes;
     t->hbm_bytes += k->hbm_bytes;
+    t->link_bytes += k->link_bytes;
+    if (k->ranks > t->ranks) t->ranks = k->ranks;
     t->flops += k->flops;
     t->cube_macs += k->cube_macs;
     t->bank_conflict_cycles += k->bank_conflict_cycles;
@@ -465,6 +472,32 @@ static void combine(struct op_result *r)
     t->hbm_bw_bytes_per_s = (double)t->hbm_bytes / t->time_s;
     t->l2_bw_bytes_per_s = (double)(t->gm_read_bytes + t->gm_write_bytes) / t->time_s;
   }
+}
+
+/* An operator over `ranks` devices needs a server whose devices are joined by a full mesh of links
+ * (the one kind of server mem_platform_group_xml builds), and the event fidelity. */
+static int server_of(const struct op_desc *d, int ranks, const struct op_run_opts *opts, struct npu_diag *diag)
+{
+  const struct arch_node *n = opts->node;
+  if (opts->fidelity != CORE_FIDELITY_EVENT)
+    return npu_diag_set(diag, "command line", 0, "--fidelity",
+                        "%s runs on %d devices at once, at event fidelity only (--fidelity event)", d->name, ranks),
+           NPU_EUNSUPPORTED;
+  if (!n || n->devices < 1)
+    return npu_diag_set(diag, "command line", 0, "--arch",
+                        "%s runs on %d devices: give a server (a preset with a node section, e.g. atlas-800t-a2)",
+                        d->name, ranks),
+           NPU_EINVAL;
+  if (n->devices < ranks)
+    return npu_diag_set(diag, "command line", 0, "--ranks", "%d ranks, but a %s server has %d devices", ranks, n->name,
+                        n->devices),
+           NPU_EINVAL;
+  if (n->topology != ARCH_NODE_FULL_MESH || n->dies_per_package > 1)
+    return npu_diag_set(diag, "command line", 0, "--arch",
+                        "%s needs a server whose devices are joined by a full mesh of links, one die per package; "
+                        "%s is not one", d->name, n->name),
+           NPU_EUNSUPPORTED;
+  return 0;
 }
 
 static int run_one(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
@@ -496,14 +529,26 @@ static int run_one(const struct op_desc *d, const struct op_args *a, const struc
   }
   struct core_launch_opts lo = {.fidelity = opts->fidelity, .functional = opts->functional,
                                 .trace = opts->trace, .observe = opts->observe, .progress = opts->progress};
+  int ranks = d->ranks ? d->ranks(plan) : 1;
+  if (ranks > 1) {
+    rc = server_of(d, ranks, opts, diag);
+    lo.ranks = ranks;
+    if (!rc) lo.link_latency_s = opts->node->link.latency_s;
+  }
   struct seq s = {&x, &lo, res, diag, 0};
-  if (opts->fidelity == CORE_FIDELITY_EVENT) {
+  if (rc) {
+    /* refused above: nothing ran */
+  } else if (opts->fidelity == CORE_FIDELITY_EVENT) {
     struct npu_buf xml = {0};
-    mem_platform_chip_xml(chip, "", &xml);
+    if (ranks > 1)
+      mem_platform_group_xml(chip, ranks, opts->node->link.bw_bytes_per_s * opts->node->link_efficiency.value,
+                             &xml);
+    else
+      mem_platform_chip_xml(chip, "", &xml);
     rc = npu_engine_init(npu_buf_str(&xml), diag);
     npu_buf_release(&xml);
     if (!rc) {
-      npu_engine_spawn("op", npu_engine_host("l2"), seq_actor, &s);
+      npu_engine_spawn("op", npu_engine_host(ranks > 1 ? "d0.l2" : "l2"), seq_actor, &s);
       npu_engine_run();
       rc = s.rc;
     }

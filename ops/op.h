@@ -25,7 +25,7 @@
 
 #define OP_MAX_PARAMS 24
 #define OP_MAX_KERNELS 8
-#define OP_MAX_TENSORS 24
+#define OP_MAX_TENSORS 72 /* a fused communication operator's tensors on each of a server's devices */
 
 enum op_ptype {
   OP_P_DIM,    /* a dimension or count, >= 1 (0 allowed when the parameter says so) */
@@ -107,6 +107,10 @@ struct op_desc {
    * core count sizes candidates that balance blocks over the cores). */
   int (*variants)(const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip, struct op_args *out,
                   int max);
+  /* Optional: the devices one execution runs on (a fused communication operator, MC2, runs on
+   * every rank of its group at once: its kernels are launched with core_launch_opts.ranks, its
+   * tensors placed with op_tensor_place, on a server of op_run_opts.node). NULL: one device. */
+  int (*ranks)(const void *plan);
 };
 
 #define OP_MAX_VARIANTS 10 /* candidates of one tiling search */
@@ -221,6 +225,8 @@ struct op_tensor *op_tensor(struct op_exec *x, const char *name, enum npu_dtype 
 /* Register raw bytes (index lists, scales, tiling data); host data copied when functional. */
 struct op_tensor *op_tensor_bytes(struct op_exec *x, const char *name, uint64_t bytes,
                                   const void *data);
+/* Place tensor t in the memory of device `device` (0 unless placed; see op_desc.ranks). */
+void op_tensor_place(struct op_exec *x, const struct op_tensor *t, int device);
 /* Append a kernel to launch (copied; its ctx must outlive the execution). */
 void op_kernel(struct op_exec *x, const struct core_kernel *k);
 bool op_functional(const struct op_exec *x);
@@ -269,6 +275,8 @@ struct op_run_opts {
   const struct core_observer *observe; /* event fidelity: told of every instruction */
   const struct npu_progress *progress; /* event fidelity: told of the blocks issued */
   struct op_capture *capture;   /* functional: filled with every tensor's data (release it) */
+  const struct arch_node *node; /* the server an operator over several devices runs on (op_desc.ranks);
+                                   NULL: none given */
 };
 
 /* The parameters whose values differ between a and b, "name=value name=value" (empty if none):

@@ -21,12 +21,29 @@
 /* GEMM variants (grouped, MX and W4A8 all in gemm.c) and attention (attention.c; decode over a
  * paged KV cache: paged_attention.c; the gated delta rule, Gated DeltaNet's linear attention:
  * gated_delta.c). */
-#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm)
+#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm) XX(op_all_gather_matmul)
 #define OPS_LIST_ATTENTION(XX) XX(op_flash_attention) XX(op_paged_attention) XX(op_gated_delta)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;
 OPS_LIST(OP__DECLARE)
 #undef OP__DECLARE
+
+/*
+ * gemm.c's tile program for operators that fuse a GEMM with other work (mc2.c): plan a plain
+ * GEMM (C[m, n] = A[m, k] B[k, n], or B^T with trans_b; K not split, the default tiling), then
+ * emit its blocks with A, B and C at addresses chosen per block, on the cube core of a launch
+ * unit whose context starts with ops_gemm_unit_bytes() bytes of the GEMM's unit state.
+ */
+struct gemm;
+int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, uint32_t n, uint32_t k,
+                  enum npu_dtype dtype, bool trans_b, struct npu_diag *diag);
+void ops_gemm_free(struct gemm *g);
+uint64_t ops_gemm_blocks(const struct gemm *g);
+enum npu_dtype ops_gemm_out(const struct gemm *g);
+size_t ops_gemm_unit_bytes(void);
+void ops_gemm_unit_begin(struct core_tp *t, struct gemm *g);
+void ops_gemm_unit_end(struct core_tp *t, struct gemm *g);
+void ops_gemm_block_at(struct core_tp *t, struct gemm *g, uint64_t block, uint64_t a, uint64_t b, uint64_t c);
 
 /* The combined list of operators once a plugin has been loaded (plugin.c; NULL before). */
 const struct op_desc *const *op__plugin_all(size_t *n);

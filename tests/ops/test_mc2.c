@@ -1,0 +1,144 @@
+/*
+ * test_mc2.c - all_gather_matmul (MC2 AllGatherMatmul) on an 8-device Atlas 800T A2 server: its
+ * numbers against a double-precision reference on every device, and its time against closed forms
+ * of the overlap: a gather longer than the GEMM is exposed by the link time, a GEMM longer than the
+ * gather hides it, and between them the time lies between the ideal pipeline and "gather, then
+ * multiply". One event-fidelity run per test (one engine per process).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "tests/ops/opsupport.h"
+
+static struct arch_system server;
+
+static void setup(void)
+{
+  ts_load_system(&server, "atlas-800t-a2", NULL);
+}
+
+TestSuite(mc2, .init = setup, .timeout = 120);
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static int run(const char *const *kv, enum core_fidelity f, bool functional, const struct arch_node *node,
+               struct op_result *r, char *msg)
+{
+  const struct op_desc *d = op_find("all_gather_matmul");
+  cr_assert(d != NULL);
+  int n = 0;
+  while (kv[n]) n++;
+  struct op_args a;
+  struct npu_diag diag;
+  npu_diag_clear(&diag);
+  int rc = op_args_parse(d, &a, kv, n, &diag);
+  if (!rc) {
+    struct op_run_opts o = {.fidelity = f, .functional = functional, .seed = 7, .node = node};
+    rc = op_run(d, &a, &server.chip, &o, r, &diag);
+  }
+  npu_diag_format(&diag, msg, 2048);
+  return rc;
+}
+
+static double event_s(const char *const *kv)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run(kv, CORE_FIDELITY_EVENT, false, &server.node, &r, msg), 0, "%s", msg);
+  return r.total.time_s;
+}
+
+static double link_s(double bytes)
+{
+  return bytes / (server.node.link.bw_bytes_per_s * server.node.link_efficiency.value);
+}
+
+/* The analytic time of the whole GEMM one device runs (ranks x m rows), less the launch. */
+static double gemm_body_s(unsigned rows, unsigned n, unsigned k)
+{
+  char m_[32], n_[32], k_[32];
+  snprintf(m_, sizeof m_, "m=%u", rows);
+  snprintf(n_, sizeof n_, "n=%u", n);
+  snprintf(k_, sizeof k_, "k=%u", k);
+  struct op_result r = ts_op(&server.chip, "gemm", CORE_FIDELITY_ANALYTIC, false, ARGS(m_, n_, k_, "dtype=bf16"));
+  return r.total.time_s - server.chip.launch_overhead_s;
+}
+
+/* The ideal pipeline: the device's own rows, then each turn's rows of the 7 peers once the turn has
+ * crossed the links (every link carries one slice of m / turns rows per turn, all links at once),
+ * the GEMM at the rate of the whole GEMM. And "gather, then multiply": the whole gather, then the
+ * whole GEMM. */
+static void bounds(unsigned m, unsigned k, unsigned n, unsigned turns, double *ideal, double *serial)
+{
+  double g = gemm_body_s(8 * m, n, k), slice = g / (8.0 * turns), lat = server.node.link.latency_s;
+  double turn_s = link_s(2.0 * m / turns * k), end = turns * slice;
+  for (unsigned t = 0; t < turns; t++) {
+    double start = fmax(end, (t + 1) * turn_s + 2 * lat);
+    end = start + 7 * slice;
+  }
+  *ideal = server.chip.launch_overhead_s + end;
+  *serial = server.chip.launch_overhead_s + link_s(2.0 * m * k) + 2 * lat + g;
+}
+
+Test(mc2, all_gather_matmul_matches_its_reference_on_every_device_of_the_server)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run(ARGS("m=128", "k=256", "n=160", "turns=2"), CORE_FIDELITY_EVENT, true, &server.node, &r, msg), 0,
+               "%s", msg);
+  cr_assert(r.checked && r.passed, "%s", r.check_summary);
+  cr_assert(strstr(r.check_summary, "8 devices, 1024x160x256 bf16 in 2 turns"), "%s", r.check_summary);
+  cr_assert_eq(r.total.ranks, 8);
+  /* every device sends its 128 x 256 rows to 7 peers */
+  cr_assert_eq(r.total.link_bytes, 8ull * 7 * 128 * 256 * 2);
+}
+
+/* N = 128: the GEMM is a few microseconds, the gather 1 MiB per link: the time is the launch, the
+ * link time and the last rows' GEMM, within 10% of the ideal pipeline. */
+Test(mc2, a_gather_longer_than_the_gemm_is_exposed_by_its_link_time)
+{
+  double ideal, serial;
+  bounds(256, 2048, 128, 1, &ideal, &serial);
+  double t = event_s(ARGS("m=256", "k=2048", "n=128"));
+  cr_assert(t >= ideal && t <= 1.10 * ideal, "%.4g us, ideal pipeline %.4g us", t * 1e6, ideal * 1e6);
+  cr_assert(t >= server.chip.launch_overhead_s + link_s(2.0 * 256 * 2048), "faster than its links");
+}
+
+/* N = 4096: the GEMM (70 us) outlasts the gather (29 us): only the device's own rows run before the
+ * others arrive; within 8% of the ideal pipeline. */
+Test(mc2, a_gemm_longer_than_the_gather_hides_it)
+{
+  double ideal, serial;
+  bounds(256, 1024, 4096, 1, &ideal, &serial);
+  double t = event_s(ARGS("m=256", "k=1024", "n=4096"));
+  cr_assert(t >= ideal && t <= 1.08 * ideal, "%.4g us, ideal pipeline %.4g us", t * 1e6, ideal * 1e6);
+  cr_assert(t < serial, "%.4g us, not faster than gather-then-multiply (%.4g us)", t * 1e6, serial * 1e6);
+}
+
+/* Four turns, GEMM and gather of the same order: between the ideal pipeline and gather-then-multiply. */
+Test(mc2, turns_overlap_the_gather_with_the_gemm)
+{
+  double ideal, serial;
+  bounds(512, 1024, 2048, 4, &ideal, &serial);
+  double t = event_s(ARGS("m=512", "k=1024", "n=2048", "turns=4"));
+  cr_assert(t >= ideal && t < serial, "%.4g us, not within (%.4g, %.4g) us", t * 1e6, ideal * 1e6, serial * 1e6);
+}
+
+Test(mc2, all_gather_matmul_needs_a_full_mesh_server_and_the_event_fidelity)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run(ARGS("m=128", "k=256", "n=128"), CORE_FIDELITY_EVENT, false, NULL, &r, msg), NPU_EINVAL);
+  cr_assert(strstr(msg, "--arch: all_gather_matmul runs on 8 devices: give a server"), "%s", msg);
+  cr_assert_eq(run(ARGS("m=128", "k=256", "n=128"), CORE_FIDELITY_ANALYTIC, false, &server.node, &r, msg),
+               NPU_EUNSUPPORTED);
+  cr_assert(strstr(msg, "at event fidelity only"), "%s", msg);
+  cr_assert_eq(run(ARGS("m=128", "k=256", "n=128", "ranks=16"), CORE_FIDELITY_EVENT, false, &server.node, &r, msg),
+               NPU_EINVAL);
+  cr_assert(strstr(msg, "16 ranks, but a atlas-800t-a2 server has 8 devices"), "%s", msg);
+  cr_assert_eq(run(ARGS("m=100", "k=256", "n=128", "turns=3"), CORE_FIDELITY_EVENT, false, &server.node, &r, msg),
+               NPU_EINVAL);
+  cr_assert(strstr(msg, "3 turns do not divide m = 100 rows"), "%s", msg);
+}
