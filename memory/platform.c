@@ -166,14 +166,14 @@ void mem_platform_group_xml(const struct arch_chip *chip, int ranks, double link
     for (int b = 0; b < ranks; b++) {
       if (a == b) continue;
       for (int i = 0; i < n; i++) {
-        npu_buf_printf(o, "    <route src=\"d%d.hbm\" dst=\"d%d.c%d\" symmetrical=\"NO\"><link_ctn id=\"d%d.pad\"/>"
+        npu_buf_printf(o, "    <route src=\"d%d.hbm\" dst=\"d%d.c%d\" symmetrical=\"NO\">"
                           "<link_ctn id=\"x%d.%d\"/><link_ctn id=\"d%d.c%d.rd\"/><link_ctn id=\"d%d.pad\"/></route>\n",
-                       a, b, i, a, a, b, b, i, b);
+                       a, b, i, a, b, b, i, b);
         for (int w = 0; w < 2; w++)
           if (mem_platform_core_has(chip, i, writers[w].path))
             npu_buf_printf(o, "    <route src=\"d%d.c%d.%s\" dst=\"d%d.hbm\" symmetrical=\"NO\"><link_ctn id=\"d%d.c%d.%s\"/>"
-                              "<link_ctn id=\"d%d.c%d.wr\"/><link_ctn id=\"x%d.%d\"/><link_ctn id=\"d%d.pad\"/></route>\n",
-                           b, i, writers[w].suffix, a, b, i, writers[w].suffix, b, i, b, a, a);
+                              "<link_ctn id=\"d%d.c%d.wr\"/><link_ctn id=\"x%d.%d\"/></route>\n",
+                           b, i, writers[w].suffix, a, b, i, writers[w].suffix, b, i, b, a);
       }
     }
   npu_buf_puts(o, "  </zone>\n</platform>\n");

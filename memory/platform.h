@@ -59,12 +59,14 @@ void mem_platform_chip_xml(const struct arch_chip *chip, const char *prefix, str
  * devices (core_launch_opts.ranks): each chip's elements prefixed "d<r>.", a link "x<a>.<b>" per
  * ordered pair (bandwidth link_bytes_per_s one way; the link's latency is the executor's, added when
  * the data land, as for L2 and HBM: core_launch_opts.link_latency_s), and routes for the
- * copies that cross one: d<a>.hbm -> d<b>.c<i>: d<a>.pad, x<a>.<b>, d<b>.c<i>.rd, d<b>.pad (a core
- * reading another device's memory); d<b>.c<i>.<e> -> d<a>.hbm: d<b>.c<i>.<e>, d<b>.c<i>.wr,
- * x<b>.<a>, d<a>.pad (a core writing into it). A remote access is charged to the link and to the
- * accessing core's ports, not to the other device's L2 or HBM: a link carries a few percent of
- * what HBM does, and routes that also crossed the other device's HBM link crashed SimGrid 3.32's
- * max-min solver (an out-of-bounds read in lmm::MaxMin::do_solve from 4 devices up).
+ * copies that cross one: d<a>.hbm -> d<b>.c<i>: x<a>.<b>, d<b>.c<i>.rd, d<b>.pad (a core reading
+ * another device's memory); d<b>.c<i>.<e> -> d<a>.hbm: d<b>.c<i>.<e>, d<b>.c<i>.wr, x<b>.<a> (a
+ * core writing into it). A remote access is charged to the link and to the accessing core's ports,
+ * not to any link of the other device: a link carries a few percent of what HBM does; routes that
+ * also crossed the other device's HBM link crashed SimGrid 3.32's max-min solver (an out-of-bounds
+ * read in lmm::MaxMin::do_solve from 4 devices up); and a link of the other device would join
+ * every device's flows into one system that each flow's end re-solves (a 4-turn reduce-scatter
+ * on 8 devices took 18 times as long to simulate).
  */
 void mem_platform_group_xml(const struct arch_chip *chip, int ranks, double link_bytes_per_s,
                             struct npu_buf *out);

@@ -1,5 +1,8 @@
 /*
- * mc2.c - all_gather_matmul: CANN's AllGatherMatmul (MC2, "matmul and communication fused"), the
+ * mc2.c - MC2 ("matmul and communication fused") operators that run on every device of a server at
+ * once (core_launch_opts.ranks): all_gather_matmul here, matmul_reduce_scatter below.
+ *
+ * all_gather_matmul: CANN's AllGatherMatmul, the
  * all-gather of a tensor-parallel group's row shards followed by a matmul, as one kernel that runs
  * on every device of a server at once (core_launch_opts.ranks).
  *
@@ -27,6 +30,7 @@
 #include "common/err.h"
 #include "ops/op.h"
 #include "ops/ops_int.h"
+#include "ops/vec.h"
 
 #define MAX_RANKS 16
 #define MAX_TURNS 16
@@ -46,16 +50,24 @@ static const struct op_param params[] = {
 
 #define NPARAMS ((int)(sizeof params / sizeof params[0]))
 
+/* What the two operators share: shapes, type, devices, turns and the cores that run them. */
+struct mc2_shape {
+  uint32_t m, n, k, ranks, turns;
+  enum npu_dtype in;
+  bool tb;
+  int units, naiv; /* AI cores (launch units) and vector cores per device */
+};
+
 enum { T_X1, T_X2, T_GATHER, T_OUT, T_PER_RANK };
 
 struct agmm {
   const struct arch_chip *chip;
-  uint32_t m, n, k, ranks, turns, s; /* s: rows of one turn */
-  enum npu_dtype in, out;
-  bool tb, gather;
+  struct mc2_shape sh;
+  uint32_t s;                        /* rows of one turn */
+  enum npu_dtype out;
+  bool gather;
   struct gemm *g;                    /* the GEMM of one turn's rows of one device */
   uint64_t nb;                       /* its blocks */
-  int units, naiv;                   /* AI cores (launch units) per device; vector cores per device */
   uint64_t piece;                    /* elements per UB buffer */
   uint64_t t[MAX_RANKS][T_PER_RANK]; /* tensor addresses, per device */
   char names[MAX_RANKS][T_PER_RANK][24];
@@ -75,7 +87,7 @@ static uint64_t es(enum npu_dtype t, uint64_t n)
 
 static int signal_id(const struct agmm *a, uint32_t turn, uint32_t sender)
 {
-  return (int)(turn * a->ranks + sender);
+  return (int)(turn * a->sh.ranks + sender);
 }
 
 /* ------------------------------------------------------------------ the vector cores: the gather */
@@ -84,58 +96,74 @@ static int signal_id(const struct agmm *a, uint32_t turn, uint32_t sender)
  * device's gather_out (peers first, rotated by v), then a notify to each peer per turn. */
 static void gather_program(struct core_tp *t, const struct agmm *a, int rank, int v)
 {
-  uint64_t turn_elems = (uint64_t)a->s * a->k;
-  uint64_t share = (turn_elems + (uint64_t)a->naiv - 1) / (uint64_t)a->naiv;
+  uint64_t turn_elems = (uint64_t)a->s * a->sh.k;
+  uint64_t share = (turn_elems + (uint64_t)a->sh.naiv - 1) / (uint64_t)a->sh.naiv;
   share = (share + 255) / 256 * 256; /* 32-byte aligned shares for every dtype */
   uint64_t lo = (uint64_t)v * share, hi = lo + share < turn_elems ? lo + share : turn_elems;
   uint32_t stage = 0;
   for (int b = 0; b < 2; b++) core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
-  for (uint32_t turn = 0; turn < a->turns; turn++) {
-    uint64_t first = (uint64_t)turn * a->s * a->k; /* the turn's first element in x1 */
+  for (uint32_t turn = 0; turn < a->sh.turns; turn++) {
+    uint64_t first = (uint64_t)turn * a->s * a->sh.k; /* the turn's first element in x1 */
     for (uint64_t e = lo; e < hi; e += a->piece) {
       uint32_t len = (uint32_t)(hi - e < a->piece ? hi - e : a->piece);
       int b = (int)(stage++ % 2);
-      struct core_tile ub = ops_tile(MEM_UB, CORE_ND, a->in, (uint64_t)b * es(a->in, a->piece), 1, len, len);
+      struct core_tile ub = ops_tile(MEM_UB, CORE_ND, a->sh.in, (uint64_t)b * es(a->sh.in, a->piece), 1, len, len);
       core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
-      struct core_tile src = ops_tile(MEM_GM, CORE_ND, a->in, a->t[rank][T_X1] + es(a->in, first + e), 1, len, len);
+      struct core_tile src = ops_tile(MEM_GM, CORE_ND, a->sh.in, a->t[rank][T_X1] + es(a->sh.in, first + e), 1, len, len);
       core_copy(t, &ub, &src);
       core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
       core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
-      uint64_t at = es(a->in, (uint64_t)rank * a->m * a->k + first + e); /* its place in gather_out */
-      for (uint32_t q = 0; q <= a->ranks - 1; q++) {
-        uint32_t peer = q < a->ranks - 1 ? (uint32_t)rank + 1 + (uint32_t)(v + (int)q) % (a->ranks - 1) : (uint32_t)rank;
-        peer %= a->ranks;
+      uint64_t at = es(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + e); /* its place in gather_out */
+      for (uint32_t q = 0; q <= a->sh.ranks - 1; q++) {
+        uint32_t peer = q < a->sh.ranks - 1 ? (uint32_t)rank + 1 + (uint32_t)(v + (int)q) % (a->sh.ranks - 1) : (uint32_t)rank;
+        peer %= a->sh.ranks;
         if (peer == (uint32_t)rank && !a->gather) continue;
-        struct core_tile dst = ops_tile(MEM_GM, CORE_ND, a->in, a->t[peer][T_GATHER] + at, 1, len, len);
+        struct core_tile dst = ops_tile(MEM_GM, CORE_ND, a->sh.in, a->t[peer][T_GATHER] + at, 1, len, len);
         core_copy(t, &dst, &ub);
       }
       core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
     }
-    for (uint32_t q = 1; q < a->ranks; q++)
-      core_notify(t, CORE_PIPE_MTE3, (int)((uint32_t)rank + q) % (int)a->ranks, signal_id(a, turn, (uint32_t)rank));
+    for (uint32_t q = 1; q < a->sh.ranks; q++)
+      core_notify(t, CORE_PIPE_MTE3, (int)((uint32_t)rank + q) % (int)a->sh.ranks, signal_id(a, turn, (uint32_t)rank));
   }
   for (int b = 0; b < 2; b++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+}
+
+/* A unit's start, for both operators: its vector cores' whole program (vector core v of the
+ * device: unit x vector cores per unit + sub-core), then the GEMM's start on its cube core. */
+static void mc2_unit_begin(struct core_tp *t, struct gemm *g, int naiv, int units,
+                           void (*program)(struct core_tp *t, const void *plan, int rank, int v), const void *plan)
+{
+  memset(core_unit_ctx(t), 0, sizeof(struct agmm_unit));
+  int rank = core_rank(t), per = naiv / units;
+  for (int sub = 0; sub < per; sub++) {
+    core_select(t, sub == 0 ? CORE_SUB_AIV0 : CORE_SUB_AIV1);
+    program(t, plan, rank, core_unit(t) * per + sub);
+  }
+  core_select(t, CORE_SUB_AIC);
+  ops_gemm_unit_begin(t, g);
+}
+
+static void mc2_unit_end(struct core_tp *t, struct gemm *g)
+{
+  core_select(t, CORE_SUB_AIC);
+  ops_gemm_unit_end(t, g);
+}
+
+static void gather_vector(struct core_tp *t, const void *plan, int rank, int v)
+{
+  gather_program(t, plan, rank, v);
 }
 
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct agmm *a = ctx;
-  struct agmm_unit *u = core_unit_ctx(t);
-  memset(u, 0, sizeof *u);
-  int rank = core_rank(t), per = a->naiv / a->units;
-  for (int sub = 0; sub < per; sub++) {
-    core_select(t, sub == 0 ? CORE_SUB_AIV0 : CORE_SUB_AIV1);
-    gather_program(t, a, rank, core_unit(t) * per + sub);
-  }
-  core_select(t, CORE_SUB_AIC);
-  ops_gemm_unit_begin(t, a->g);
+  mc2_unit_begin(t, a->g, a->sh.naiv, a->sh.units, gather_vector, a);
 }
 
 static void unit_end(struct core_tp *t, void *ctx)
 {
-  struct agmm *a = ctx;
-  core_select(t, CORE_SUB_AIC);
-  ops_gemm_unit_end(t, a->g);
+  mc2_unit_end(t, ((struct agmm *)ctx)->g);
 }
 
 /* ------------------------------------------------------------------ the cube cores: the GEMM */
@@ -146,31 +174,31 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   struct agmm *a = ctx;
   struct agmm_unit *u = core_unit_ctx(t);
   uint32_t rank = (uint32_t)core_rank(t), turn, sender;
-  uint64_t own = (uint64_t)a->turns * a->nb, inner;
+  uint64_t own = (uint64_t)a->sh.turns * a->nb, inner;
   if (b < own) {
     turn = (uint32_t)(b / a->nb);
     sender = rank;
     inner = b % a->nb;
   } else {
     uint64_t r = b - own;
-    turn = (uint32_t)(r / ((uint64_t)(a->ranks - 1) * a->nb));
-    sender = (rank + 1 + (uint32_t)((r / a->nb) % (a->ranks - 1))) % a->ranks;
+    turn = (uint32_t)(r / ((uint64_t)(a->sh.ranks - 1) * a->nb));
+    sender = (rank + 1 + (uint32_t)((r / a->nb) % (a->sh.ranks - 1))) % a->sh.ranks;
     inner = r % a->nb;
   }
   core_select(t, CORE_SUB_AIC);
-  uint64_t row = (uint64_t)sender * a->m + (uint64_t)turn * a->s; /* in gather_out and out */
+  uint64_t row = (uint64_t)sender * a->sh.m + (uint64_t)turn * a->s; /* in gather_out and out */
   uint64_t A;
   if (sender == rank) {
-    A = a->t[rank][T_X1] + es(a->in, (uint64_t)turn * a->s * a->k);
+    A = a->t[rank][T_X1] + es(a->sh.in, (uint64_t)turn * a->s * a->sh.k);
   } else {
-    A = a->t[rank][T_GATHER] + es(a->in, row * a->k);
-    unsigned char *w = &u->waited[turn * a->ranks + sender];
+    A = a->t[rank][T_GATHER] + es(a->sh.in, row * a->sh.k);
+    unsigned char *w = &u->waited[turn * a->sh.ranks + sender];
     if (!*w) { /* the slice's notifies: one from every vector core of the sender */
-      core_notify_wait(t, CORE_PIPE_MTE2, signal_id(a, turn, sender), (uint32_t)a->naiv);
+      core_notify_wait(t, CORE_PIPE_MTE2, signal_id(a, turn, sender), (uint32_t)a->sh.naiv);
       *w = 1;
     }
   }
-  ops_gemm_block_at(t, a->g, inner, A, a->t[rank][T_X2], a->t[rank][T_OUT] + es(a->out, row * a->n));
+  ops_gemm_block_at(t, a->g, inner, A, a->t[rank][T_X2], a->t[rank][T_OUT] + es(a->out, row * a->sh.n));
 }
 
 /* ------------------------------------------------------------------ plan, setup, check */
@@ -182,50 +210,56 @@ static uint32_t auto_turns(uint32_t m)
   return 1;
 }
 
+static int mc2_shape(const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
+                     struct mc2_shape *sh, struct npu_diag *diag)
+{
+  uint64_t m = op_u(d, args, "m"), n = op_u(d, args, "n"), k = op_u(d, args, "k");
+  uint64_t ranks = op_u(d, args, "ranks"), turns = op_u(d, args, "turns");
+  if (m > 65536 || n > 65536 || k > 65536)
+    return npu_diag_set(diag, "command line", 0, "--m", "dimensions above 65536 are not supported"), NPU_EINVAL;
+  *sh = (struct mc2_shape){.m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .in = op_dtype(d, args, "dtype"),
+                           .tb = op_u(d, args, "trans_b")};
+  if (sh->in != NPU_DT_BF16 && sh->in != NPU_DT_FP16)
+    return npu_diag_set(diag, "command line", 0, "--dtype", "fp16 or bf16 (as CANN's MC2 operators), not %s",
+                        npu_dtype_name(sh->in)),
+           NPU_EUNSUPPORTED;
+  if (ranks < 2 || ranks > MAX_RANKS)
+    return npu_diag_set(diag, "command line", 0, "--ranks", "2..%d devices, not %llu", MAX_RANKS,
+                        (unsigned long long)ranks),
+           NPU_EINVAL;
+  sh->ranks = (uint32_t)ranks;
+  if (turns > MAX_TURNS)
+    return npu_diag_set(diag, "command line", 0, "--turns", "at most %d turns", MAX_TURNS), NPU_EINVAL;
+  sh->turns = turns ? (uint32_t)turns : auto_turns(sh->m);
+  if (sh->m % sh->turns)
+    return npu_diag_set(diag, "command line", 0, "--turns", "%u turns do not divide m = %u rows", sh->turns, sh->m),
+           NPU_EINVAL;
+  if (chip->org != ARCH_ORG_SPLIT || chip->aiv_count < chip->aic_count)
+    return npu_diag_set(diag, "command line", 0, "--arch",
+                        "%s moves data with the vector cores beside each cube core (Ascend's separate AIC / AIV "
+                        "cores); %s has none",
+                        d->name, chip->name),
+           NPU_EUNSUPPORTED;
+  sh->units = chip->aic_count;
+  sh->naiv = chip->aiv_count / chip->aic_count >= 2 ? 2 * sh->units : sh->units;
+  return 0;
+}
+
 static int plan(void *p, const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
                 struct npu_diag *diag)
 {
   struct agmm *a = p;
   memset(a, 0, sizeof *a);
   a->chip = chip;
-  uint64_t m = op_u(d, args, "m"), n = op_u(d, args, "n"), k = op_u(d, args, "k");
-  uint64_t ranks = op_u(d, args, "ranks"), turns = op_u(d, args, "turns");
-  if (m > 65536 || n > 65536 || k > 65536)
-    return npu_diag_set(diag, "command line", 0, "--m", "dimensions above 65536 are not supported"), NPU_EINVAL;
-  a->m = (uint32_t)m;
-  a->n = (uint32_t)n;
-  a->k = (uint32_t)k;
-  a->in = a->out = op_dtype(d, args, "dtype");
-  a->tb = op_u(d, args, "trans_b");
+  int rc = mc2_shape(d, args, chip, &a->sh, diag);
+  if (rc) return rc;
+  a->s = a->sh.m / a->sh.turns;
+  a->out = a->sh.in;
   a->gather = op_u(d, args, "gather_output");
-  if (a->in != NPU_DT_BF16 && a->in != NPU_DT_FP16)
-    return npu_diag_set(diag, "command line", 0, "--dtype", "fp16 or bf16 (as CANN's AllGatherMatmul), not %s",
-                        npu_dtype_name(a->in)),
-           NPU_EUNSUPPORTED;
-  if (ranks < 2 || ranks > MAX_RANKS)
-    return npu_diag_set(diag, "command line", 0, "--ranks", "2..%d devices, not %llu", MAX_RANKS,
-                        (unsigned long long)ranks),
-           NPU_EINVAL;
-  a->ranks = (uint32_t)ranks;
-  if (turns > MAX_TURNS)
-    return npu_diag_set(diag, "command line", 0, "--turns", "at most %d turns", MAX_TURNS), NPU_EINVAL;
-  a->turns = turns ? (uint32_t)turns : auto_turns(a->m);
-  if (a->m % a->turns)
-    return npu_diag_set(diag, "command line", 0, "--turns", "%u turns do not divide m = %u rows", a->turns, a->m),
-           NPU_EINVAL;
-  a->s = a->m / a->turns;
-  if (chip->org != ARCH_ORG_SPLIT || chip->aiv_count < chip->aic_count)
-    return npu_diag_set(diag, "command line", 0, "--arch",
-                        "all_gather_matmul moves data with the vector cores beside each cube core (Ascend's "
-                        "separate AIC / AIV cores); %s has none",
-                        chip->name),
-           NPU_EUNSUPPORTED;
-  a->units = chip->aic_count;
-  a->naiv = chip->aiv_count / chip->aic_count >= 2 ? 2 * a->units : a->units;
   uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
   uint64_t piece_bytes = PIECE_BYTES < ub / 2 ? PIECE_BYTES : ub / 2 / 32 * 32;
-  a->piece = piece_bytes * 8 / (uint64_t)npu_dtype_bits(a->in);
-  int rc = ops_gemm_plan(&a->g, chip, a->s, a->n, a->k, a->in, a->tb, diag);
+  a->piece = piece_bytes * 8 / (uint64_t)npu_dtype_bits(a->sh.in);
+  rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, diag);
   if (rc) return rc;
   NPU_ASSERT(ops_gemm_unit_bytes() <= sizeof ((struct agmm_unit *)0)->gemm);
   a->nb = ops_gemm_blocks(a->g);
@@ -235,26 +269,26 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
 
 static int ranks_of(const void *p)
 {
-  return (int)((const struct agmm *)p)->ranks;
+  return (int)((const struct agmm *)p)->sh.ranks;
 }
 
 static void setup(void *p, struct op_exec *x)
 {
   struct agmm *a = p;
   static const char *const what[T_PER_RANK] = {"x1", "x2", "gather_out", "out"};
-  for (uint32_t r = 0; r < a->ranks; r++) {
-    uint64_t count[T_PER_RANK] = {(uint64_t)a->m * a->k, (uint64_t)a->k * a->n, (uint64_t)a->ranks * a->m * a->k,
-                                  (uint64_t)a->ranks * a->m * a->n};
+  for (uint32_t r = 0; r < a->sh.ranks; r++) {
+    uint64_t count[T_PER_RANK] = {(uint64_t)a->sh.m * a->sh.k, (uint64_t)a->sh.k * a->sh.n, (uint64_t)a->sh.ranks * a->sh.m * a->sh.k,
+                                  (uint64_t)a->sh.ranks * a->sh.m * a->sh.n};
     for (int i = 0; i < T_PER_RANK; i++) {
       snprintf(a->names[r][i], sizeof a->names[r][i], "%s.%u", what[i], r);
       enum op_init init = i <= T_X2 ? OP_INIT_UNIFORM : OP_INIT_ZERO;
-      struct op_tensor *t = op_tensor(x, a->names[r][i], i == T_OUT ? a->out : a->in, count[i], init);
+      struct op_tensor *t = op_tensor(x, a->names[r][i], i == T_OUT ? a->out : a->sh.in, count[i], init);
       op_tensor_place(x, t, (int)r);
       a->t[r][i] = t->addr;
     }
   }
-  struct core_kernel k = {.name = "all_gather_matmul", .mode = CORE_MODE_MIX, .block_dim = a->units,
-                          .nblocks = (uint64_t)a->ranks * a->turns * a->nb, .ctx = a, .unit_begin = unit_begin,
+  struct core_kernel k = {.name = "all_gather_matmul", .mode = CORE_MODE_MIX, .block_dim = a->sh.units,
+                          .nblocks = (uint64_t)a->sh.ranks * a->sh.turns * a->nb, .ctx = a, .unit_begin = unit_begin,
                           .unit_end = unit_end, .block = block, .unit_ctx_bytes = sizeof(struct agmm_unit)};
   op_kernel(x, &k);
 }
@@ -262,7 +296,7 @@ static void setup(void *p, struct op_exec *x)
 static double flops(const void *p)
 {
   const struct agmm *a = p;
-  return 2.0 * a->ranks * ((double)a->ranks * a->m) * a->n * (double)a->k;
+  return 2.0 * a->sh.ranks * ((double)a->sh.ranks * a->sh.m) * a->sh.n * (double)a->sh.k;
 }
 
 static double eps_of(enum npu_dtype t)
@@ -273,31 +307,31 @@ static double eps_of(enum npu_dtype t)
 static bool check(void *p, struct op_exec *x, double *max_err, char *summary, size_t n)
 {
   struct agmm *a = p;
-  uint64_t rows = (uint64_t)a->ranks * a->m;
-  double *G = npu_xmalloc((size_t)(rows * a->k) * sizeof *G); /* the gathered x1 */
-  for (uint32_t r = 0; r < a->ranks; r++) {
+  uint64_t rows = (uint64_t)a->sh.ranks * a->sh.m;
+  double *G = npu_xmalloc((size_t)(rows * a->sh.k) * sizeof *G); /* the gathered x1 */
+  for (uint32_t r = 0; r < a->sh.ranks; r++) {
     double *x1 = op_decode(op_find_tensor(x, a->names[r][T_X1]));
-    memcpy(G + (size_t)r * a->m * a->k, x1, (size_t)a->m * a->k * sizeof *G);
+    memcpy(G + (size_t)r * a->sh.m * a->sh.k, x1, (size_t)a->sh.m * a->sh.k * sizeof *G);
     free(x1);
   }
-  double atol = 1e-6 * sqrt((double)a->k) + eps_of(a->out) * 0.5, rtol = eps_of(a->out) * 0.51 + 1e-6;
+  double atol = 1e-6 * sqrt((double)a->sh.k) + eps_of(a->out) * 0.5, rtol = eps_of(a->out) * 0.51 + 1e-6;
   double worst = 0, gather_err = 0;
-  double *ref = npu_xmalloc((size_t)(rows * a->n) * sizeof *ref);
-  for (uint32_t r = 0; r < a->ranks; r++) {
+  double *ref = npu_xmalloc((size_t)(rows * a->sh.n) * sizeof *ref);
+  for (uint32_t r = 0; r < a->sh.ranks; r++) {
     double *B = op_decode(op_find_tensor(x, a->names[r][T_X2]));
     for (uint64_t i = 0; i < rows; i++)
-      for (uint32_t j = 0; j < a->n; j++) {
+      for (uint32_t j = 0; j < a->sh.n; j++) {
         double sum = 0;
-        for (uint32_t kk = 0; kk < a->k; kk++)
-          sum += G[i * a->k + kk] * (a->tb ? B[(size_t)j * a->k + kk] : B[(size_t)kk * a->n + j]);
-        ref[i * a->n + j] = sum;
+        for (uint32_t kk = 0; kk < a->sh.k; kk++)
+          sum += G[i * a->sh.k + kk] * (a->sh.tb ? B[(size_t)j * a->sh.k + kk] : B[(size_t)kk * a->sh.n + j]);
+        ref[i * a->sh.n + j] = sum;
       }
     double *C = op_decode(op_find_tensor(x, a->names[r][T_OUT]));
-    double e = op_compare(C, ref, (size_t)(rows * a->n), atol, rtol);
+    double e = op_compare(C, ref, (size_t)(rows * a->sh.n), atol, rtol);
     if (e > worst) worst = e;
     if (a->gather) {
       double *g = op_decode(op_find_tensor(x, a->names[r][T_GATHER]));
-      double eg = op_compare(g, G, (size_t)(rows * a->k), 0, 0);
+      double eg = op_compare(g, G, (size_t)(rows * a->sh.k), 0, 0);
       if (eg > gather_err) gather_err = eg;
       free(g);
     }
@@ -310,7 +344,7 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
   if (gather_err > 0) worst = INFINITY;
   *max_err = worst;
   snprintf(summary, n, "%u devices, %ux%ux%u %s in %u turns: worst error %.3g of tolerance (atol %.3g, rtol %.3g)%s",
-           a->ranks, a->ranks * a->m, a->n, a->k, npu_dtype_name(a->in), a->turns, worst, atol, rtol,
+           a->sh.ranks, a->sh.ranks * a->sh.m, a->sh.n, a->sh.k, npu_dtype_name(a->sh.in), a->sh.turns, worst, atol, rtol,
            gather_err > 0 ? "; gather_out differs from the gathered x1" : "");
   return worst <= 1;
 }
@@ -335,6 +369,257 @@ const struct op_desc op_all_gather_matmul = {
     .check = check,
     .release = release,
     .ranks = ranks_of,
+    .bwd = {.kind = OP_BWD_NONE,
+            .rule = "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" "
+                    "(workloads/expand.c)"},
+};
+
+/* ================================================================== matmul_reduce_scatter */
+
+/*
+ * matmul_reduce_scatter: CANN's MatmulReduceScatter, the row-parallel linear of tensor
+ * parallelism: every device multiplies all ranks x m rows of its x1 (its shard of K) by its x2,
+ * and device r keeps rows [r m, (r + 1) m) of the sum over the devices:
+ *
+ *   out_r = sum over devices d of (x1_d @ x2_d)[r m : (r + 1) m]      [m, n]
+ *
+ *   - the cube cores run the GEMM turn by turn (CANN's comm_turn: m / turns rows of every owner's
+ *     chunk a turn), in each turn the peers' chunks first and the device's own last, writing the
+ *     partial products into the device's workspace (`partial`) and notifying the chunk's owner
+ *     after each block;
+ *   - the owner's vector cores, once a turn's signal has every device's blocks, read their share of
+ *     that turn's rows from every device's workspace (across the links: PTO's TGET), sum them in
+ *     fp32 in UB and write the result, while the cube cores run the next turn.
+ * Partial products travel in the input type, as HCCL's reduce-scatter of the matmul's output does.
+ */
+
+static const struct op_param rs_params[] = {
+    {"m", OP_P_DIM, NULL, "rows of the output on each device (x1 has ranks x m rows)", NULL},
+    {"k", OP_P_DIM, NULL, "columns of x1 and rows of x2: each device's shard of the reduction", NULL},
+    {"n", OP_P_DIM, NULL, "columns of x2 and of the output", NULL},
+    {"dtype", OP_P_DTYPE, "bf16", "element type of x1, x2, the partial products and the output: fp16 or bf16", NULL},
+    {"ranks", OP_P_DIM, "8", "devices of the tensor-parallel group (2..16), all of one server", NULL},
+    {"turns", OP_P_INT, "0", "communication turns (CANN's comm_turn): the reduction in pieces of m / turns rows "
+                             "(0: auto, the most up to 8 that divide m with at least 256 rows each)", NULL},
+    {"trans_b", OP_P_BOOL, "false", "x2 stored [n, k]", NULL},
+};
+
+enum { R_X1, R_X2, R_PART, R_OUT, R_PER_RANK };
+
+#define RS_PIECE 8192u /* elements of a vector core's step: 14 bytes each in UB */
+
+struct mmrs {
+  const struct arch_chip *chip;
+  struct mc2_shape sh;
+  uint32_t s;                         /* rows of one turn */
+  struct gemm *g;                     /* the GEMM of one turn's rows of one owner's chunk */
+  uint64_t nb;
+  uint64_t t[MAX_RANKS][R_PER_RANK];
+  char names[MAX_RANKS][R_PER_RANK][24];
+};
+
+/* UB of a vector core: two input buffers, the fp32 sum, an fp32 term, the output. */
+static uint64_t rs_ub(const struct mmrs *a, int what)
+{
+  uint64_t in = es(a->sh.in, RS_PIECE), f = 4ull * RS_PIECE;
+  switch (what) {
+  case 0: return 0;
+  case 1: return in;
+  case 2: return 2 * in;         /* fp32 term */
+  case 3: return 2 * in + f;     /* fp32 sum */
+  default: return 2 * in + 2 * f; /* output */
+  }
+}
+
+/* Vector core v of device `rank`: per turn, once every device's blocks of the turn are in, its
+ * share of the turn's rows summed over the devices' partial products. Flags: MTE2 -> V (input
+ * loaded, ids 0 and 1), V -> MTE2 (input free), V -> MTE3 (output ready), MTE3 -> V (output free). */
+static void reduce_program(struct core_tp *t, const struct mmrs *a, int rank, int v)
+{
+  uint64_t turn_elems = (uint64_t)a->s * a->sh.n;
+  uint64_t share = (turn_elems + (uint64_t)a->sh.naiv - 1) / (uint64_t)a->sh.naiv;
+  share = (share + 255) / 256 * 256;
+  uint64_t lo = (uint64_t)v * share, hi = lo + share < turn_elems ? lo + share : turn_elems;
+  uint32_t stage = 0;
+  for (int b = 0; b < 2; b++) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+  for (uint32_t turn = 0; turn < a->sh.turns; turn++) {
+    core_notify_wait(t, CORE_PIPE_MTE2, (int)turn, (uint32_t)(a->sh.ranks * a->nb));
+    uint64_t first = ((uint64_t)rank * a->sh.m + (uint64_t)turn * a->s) * a->sh.n; /* in every partial */
+    for (uint64_t e = lo; e < hi; e += RS_PIECE) {
+      uint32_t len = (uint32_t)(hi - e < RS_PIECE ? hi - e : RS_PIECE);
+      for (uint32_t j = 0; j < a->sh.ranks; j++) { /* own first, then the peers rotated per core */
+        uint32_t src = j == 0 ? (uint32_t)rank : ((uint32_t)rank + 1 + (uint32_t)(v + (int)j - 1) % (a->sh.ranks - 1)) % a->sh.ranks;
+        int b = (int)(stage++ % 2);
+        core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+        vx_load(t, rs_ub(a, b), a->t[src][R_PART] + es(a->sh.in, first + e), a->sh.in, 1, len, len, len);
+        core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
+        core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
+        if (j == 0) {
+          vx_cast(t, rs_ub(a, 3), NPU_DT_FP32, rs_ub(a, b), a->sh.in, len);
+        } else {
+          vx_cast(t, rs_ub(a, 2), NPU_DT_FP32, rs_ub(a, b), a->sh.in, len);
+          vx_bin(t, CORE_VEC_ADD, rs_ub(a, 3), rs_ub(a, 3), rs_ub(a, 2), len);
+        }
+        core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+      }
+      core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+      vx_cast(t, rs_ub(a, 4), a->sh.in, rs_ub(a, 3), NPU_DT_FP32, len);
+      core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
+      vx_store(t, a->t[rank][R_OUT] + es(a->sh.in, (uint64_t)turn * a->s * a->sh.n + e), rs_ub(a, 4), a->sh.in, 1, len, len, len);
+      core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+    }
+  }
+  for (int b = 0; b < 2; b++) core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
+}
+
+static void reduce_vector(struct core_tp *t, const void *plan, int rank, int v)
+{
+  reduce_program(t, plan, rank, v);
+}
+
+static void rs_unit_begin(struct core_tp *t, void *ctx)
+{
+  struct mmrs *a = ctx;
+  mc2_unit_begin(t, a->g, a->sh.naiv, a->sh.units, reduce_vector, a);
+}
+
+static void rs_unit_end(struct core_tp *t, void *ctx)
+{
+  mc2_unit_end(t, ((struct mmrs *)ctx)->g);
+}
+
+/* Block b: turn b / (ranks x nb); in a turn the owners after this device first, its own last. */
+static void rs_block(struct core_tp *t, void *ctx, uint64_t b)
+{
+  struct mmrs *a = ctx;
+  uint32_t rank = (uint32_t)core_rank(t);
+  uint64_t per_turn = (uint64_t)a->sh.ranks * a->nb;
+  uint32_t turn = (uint32_t)(b / per_turn), q = (uint32_t)((b % per_turn) / a->nb);
+  uint32_t owner = (rank + 1 + q) % a->sh.ranks;
+  uint64_t row = (uint64_t)owner * a->sh.m + (uint64_t)turn * a->s;
+  core_select(t, CORE_SUB_AIC);
+  ops_gemm_block_at(t, a->g, b % a->nb, a->t[rank][R_X1] + es(a->sh.in, row * a->sh.k), a->t[rank][R_X2],
+                    a->t[rank][R_PART] + es(a->sh.in, row * a->sh.n));
+  core_notify(t, CORE_PIPE_FIX, (int)owner, (int)turn);
+}
+
+static int rs_plan(void *p, const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
+                   struct npu_diag *diag)
+{
+  struct mmrs *a = p;
+  memset(a, 0, sizeof *a);
+  a->chip = chip;
+  int rc = mc2_shape(d, args, chip, &a->sh, diag);
+  if (rc) return rc;
+  a->s = a->sh.m / a->sh.turns;
+  if (chip->buf[ARCH_BUF_UB].size_bytes < rs_ub(a, 4) + es(a->sh.in, RS_PIECE))
+    return npu_diag_set(diag, "command line", 0, "--arch", "%s's UB holds less than a reduction step (%llu bytes)",
+                        chip->name, (unsigned long long)(rs_ub(a, 4) + es(a->sh.in, RS_PIECE))),
+           NPU_EUNSUPPORTED;
+  rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, diag);
+  if (rc) return rc;
+  NPU_ASSERT(ops_gemm_out(a->g) == a->sh.in); /* a plain GEMM writes its input type */
+  a->nb = ops_gemm_blocks(a->g);
+  if ((uint64_t)a->sh.ranks * a->nb > UINT32_MAX || a->sh.turns > CORE_SIGNAL_IDS)
+    return npu_diag_set(diag, "command line", 0, "--m", "too many blocks per turn"), NPU_EINVAL;
+  return 0;
+}
+
+static int rs_ranks_of(const void *p)
+{
+  return (int)((const struct mmrs *)p)->sh.ranks;
+}
+
+static void rs_setup(void *p, struct op_exec *x)
+{
+  struct mmrs *a = p;
+  static const char *const what[R_PER_RANK] = {"x1", "x2", "partial", "out"};
+  for (uint32_t r = 0; r < a->sh.ranks; r++) {
+    uint64_t count[R_PER_RANK] = {(uint64_t)a->sh.ranks * a->sh.m * a->sh.k, (uint64_t)a->sh.k * a->sh.n,
+                                  (uint64_t)a->sh.ranks * a->sh.m * a->sh.n, (uint64_t)a->sh.m * a->sh.n};
+    for (int i = 0; i < R_PER_RANK; i++) {
+      snprintf(a->names[r][i], sizeof a->names[r][i], "%s.%u", what[i], r);
+      enum op_init init = i <= R_X2 ? OP_INIT_UNIFORM : i == R_PART ? OP_INIT_SCRATCH : OP_INIT_ZERO;
+      struct op_tensor *t = op_tensor(x, a->names[r][i], a->sh.in, count[i], init);
+      op_tensor_place(x, t, (int)r);
+      a->t[r][i] = t->addr;
+    }
+  }
+  struct core_kernel k = {.name = "matmul_reduce_scatter", .mode = CORE_MODE_MIX, .block_dim = a->sh.units,
+                          .nblocks = (uint64_t)a->sh.turns * a->sh.ranks * a->nb, .ctx = a, .unit_begin = rs_unit_begin,
+                          .unit_end = rs_unit_end, .block = rs_block, .unit_ctx_bytes = sizeof(struct agmm_unit)};
+  op_kernel(x, &k);
+}
+
+static double rs_flops(const void *p)
+{
+  const struct mmrs *a = p;
+  return 2.0 * a->sh.ranks * ((double)a->sh.ranks * a->sh.m) * a->sh.n * (double)a->sh.k;
+}
+
+/* Each partial product rounded to the input type (half an ulp of it), the fp32 sum, the output's
+ * rounding: |out - sum| <= 0.51 eps (sum |partial| + |sum|) + fp32 accumulation. */
+static bool rs_check(void *p, struct op_exec *x, double *max_err, char *summary, size_t n)
+{
+  struct mmrs *a = p;
+  size_t mn = (size_t)a->sh.m * a->sh.n;
+  double eps = eps_of(a->sh.in), worst = 0;
+  double *sum = npu_xmalloc(mn * sizeof *sum), *mag = npu_xmalloc(mn * sizeof *mag);
+  for (uint32_t r = 0; r < a->sh.ranks; r++) {
+    memset(sum, 0, mn * sizeof *sum);
+    memset(mag, 0, mn * sizeof *mag);
+    for (uint32_t d = 0; d < a->sh.ranks; d++) {
+      double *A = op_decode(op_find_tensor(x, a->names[d][R_X1])), *B = op_decode(op_find_tensor(x, a->names[d][R_X2]));
+      for (uint32_t i = 0; i < a->sh.m; i++)
+        for (uint32_t j = 0; j < a->sh.n; j++) {
+          double s = 0;
+          const double *row = A + ((size_t)r * a->sh.m + i) * a->sh.k;
+          for (uint32_t kk = 0; kk < a->sh.k; kk++) s += row[kk] * (a->sh.tb ? B[(size_t)j * a->sh.k + kk] : B[(size_t)kk * a->sh.n + j]);
+          sum[(size_t)i * a->sh.n + j] += s;
+          mag[(size_t)i * a->sh.n + j] += fabs(s);
+        }
+      free(A);
+      free(B);
+    }
+    double *C = op_decode(op_find_tensor(x, a->names[r][R_OUT]));
+    for (size_t i = 0; i < mn; i++) {
+      double bound = 0.51 * eps * (mag[i] + fabs(sum[i])) + a->sh.ranks * 1e-6 * sqrt((double)a->sh.k) + 1e-300;
+      double e = isnan(C[i]) ? INFINITY : fabs(C[i] - sum[i]) / bound;
+      if (e > worst) worst = e;
+    }
+    free(C);
+  }
+  free(sum);
+  free(mag);
+  *max_err = worst;
+  snprintf(summary, n, "%u devices, %ux%ux%u %s in %u turns: worst error %.3g of tolerance", a->sh.ranks,
+           a->sh.ranks * a->sh.m, a->sh.n, a->sh.k, npu_dtype_name(a->sh.in), a->sh.turns, worst);
+  return worst <= 1;
+}
+
+static void rs_release(void *p)
+{
+  struct mmrs *a = p;
+  ops_gemm_free(a->g);
+  a->g = NULL;
+}
+
+const struct op_desc op_matmul_reduce_scatter = {
+    .name = "matmul_reduce_scatter",
+    .summary = "MC2 MatmulReduceScatter on a server: the matmul of every device's K shard fused with the "
+               "reduce-scatter of the products (cube cores notify each block, vector cores sum each turn as it lands)",
+    .params = rs_params,
+    .nparams = (int)(sizeof rs_params / sizeof rs_params[0]),
+    .plan_size = sizeof(struct mmrs),
+    .plan = rs_plan,
+    .setup = rs_setup,
+    .flops = rs_flops,
+    .check = rs_check,
+    .release = rs_release,
+    .ranks = rs_ranks_of,
     .bwd = {.kind = OP_BWD_NONE,
             .rule = "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" "
                     "(workloads/expand.c)"},

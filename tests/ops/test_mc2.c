@@ -1,5 +1,6 @@
 /*
- * test_mc2.c - all_gather_matmul (MC2 AllGatherMatmul) on an 8-device Atlas 800T A2 server: its
+ * test_mc2.c - the MC2 operators on an 8-device Atlas 800T A2 server. all_gather_matmul
+ * (AllGatherMatmul): its
  * numbers against a double-precision reference on every device, and its time against closed forms
  * of the overlap: a gather longer than the GEMM is exposed by the link time, a GEMM longer than the
  * gather hides it, and between them the time lies between the ideal pipeline and "gather, then
@@ -23,10 +24,10 @@ TestSuite(mc2, .init = setup, .timeout = 120);
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-static int run(const char *const *kv, enum core_fidelity f, bool functional, const struct arch_node *node,
-               struct op_result *r, char *msg)
+static int run_op(const char *op, const char *const *kv, enum core_fidelity f, bool functional,
+                  const struct arch_node *node, struct op_result *r, char *msg)
 {
-  const struct op_desc *d = op_find("all_gather_matmul");
+  const struct op_desc *d = op_find(op);
   cr_assert(d != NULL);
   int n = 0;
   while (kv[n]) n++;
@@ -42,11 +43,17 @@ static int run(const char *const *kv, enum core_fidelity f, bool functional, con
   return rc;
 }
 
-static double event_s(const char *const *kv)
+static int run(const char *const *kv, enum core_fidelity f, bool functional, const struct arch_node *node,
+               struct op_result *r, char *msg)
+{
+  return run_op("all_gather_matmul", kv, f, functional, node, r, msg);
+}
+
+static double event_s(const char *op, const char *const *kv)
 {
   struct op_result r;
   char msg[2048];
-  cr_assert_eq(run(kv, CORE_FIDELITY_EVENT, false, &server.node, &r, msg), 0, "%s", msg);
+  cr_assert_eq(run_op(op, kv, CORE_FIDELITY_EVENT, false, &server.node, &r, msg), 0, "%s", msg);
   return r.total.time_s;
 }
 
@@ -101,7 +108,7 @@ Test(mc2, a_gather_longer_than_the_gemm_is_exposed_by_its_link_time)
 {
   double ideal, serial;
   bounds(256, 2048, 128, 1, &ideal, &serial);
-  double t = event_s(ARGS("m=256", "k=2048", "n=128"));
+  double t = event_s("all_gather_matmul", ARGS("m=256", "k=2048", "n=128"));
   cr_assert(t >= ideal && t <= 1.10 * ideal, "%.4g us, ideal pipeline %.4g us", t * 1e6, ideal * 1e6);
   cr_assert(t >= server.chip.launch_overhead_s + link_s(2.0 * 256 * 2048), "faster than its links");
 }
@@ -112,7 +119,7 @@ Test(mc2, a_gemm_longer_than_the_gather_hides_it)
 {
   double ideal, serial;
   bounds(256, 1024, 4096, 1, &ideal, &serial);
-  double t = event_s(ARGS("m=256", "k=1024", "n=4096"));
+  double t = event_s("all_gather_matmul", ARGS("m=256", "k=1024", "n=4096"));
   cr_assert(t >= ideal && t <= 1.08 * ideal, "%.4g us, ideal pipeline %.4g us", t * 1e6, ideal * 1e6);
   cr_assert(t < serial, "%.4g us, not faster than gather-then-multiply (%.4g us)", t * 1e6, serial * 1e6);
 }
@@ -122,7 +129,7 @@ Test(mc2, turns_overlap_the_gather_with_the_gemm)
 {
   double ideal, serial;
   bounds(512, 1024, 2048, 4, &ideal, &serial);
-  double t = event_s(ARGS("m=512", "k=1024", "n=2048", "turns=4"));
+  double t = event_s("all_gather_matmul", ARGS("m=512", "k=1024", "n=2048", "turns=4"));
   cr_assert(t >= ideal && t < serial, "%.4g us, not within (%.4g, %.4g) us", t * 1e6, ideal * 1e6, serial * 1e6);
 }
 
@@ -141,4 +148,41 @@ Test(mc2, all_gather_matmul_needs_a_full_mesh_server_and_the_event_fidelity)
   cr_assert_eq(run(ARGS("m=100", "k=256", "n=128", "turns=3"), CORE_FIDELITY_EVENT, false, &server.node, &r, msg),
                NPU_EINVAL);
   cr_assert(strstr(msg, "3 turns do not divide m = 100 rows"), "%s", msg);
+}
+
+/* ------------------------------------------------------------------ matmul_reduce_scatter */
+
+Test(mc2, matmul_reduce_scatter_matches_its_reference_on_every_device_of_the_server)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run_op("matmul_reduce_scatter", ARGS("m=64", "k=256", "n=160"), CORE_FIDELITY_EVENT, true,
+                      &server.node, &r, msg),
+               0, "%s", msg);
+  cr_assert(r.checked && r.passed, "%s", r.check_summary);
+  cr_assert(strstr(r.check_summary, "8 devices, 512x160x256 bf16 in 1 turns"), "%s", r.check_summary);
+  /* every device reads its 64 x 160 rows of the 7 peers' products */
+  cr_assert_eq(r.total.link_bytes, 8ull * 7 * 64 * 160 * 2);
+}
+
+Test(mc2, matmul_reduce_scatter_in_turns_with_trans_b_and_fp16_on_four_devices)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run_op("matmul_reduce_scatter", ARGS("m=128", "k=192", "n=96", "ranks=4", "turns=4", "trans_b=true",
+                                                    "dtype=fp16"),
+                      CORE_FIDELITY_EVENT, true, &server.node, &r, msg),
+               0, "%s", msg);
+  cr_assert(r.checked && r.passed, "%s", r.check_summary);
+  cr_assert(strstr(r.check_summary, "4 devices, 512x96x192 fp16 in 4 turns"), "%s", r.check_summary);
+}
+
+/* K = 256, N = 4096: the products are 2 MiB per link and the GEMM a few microseconds: the time is
+ * the launch, the GEMM and the reads of the peers' products at the link's rate, within 20%. */
+Test(mc2, a_reduce_scatter_longer_than_the_gemm_is_exposed_by_its_link_time)
+{
+  double g = gemm_body_s(8 * 256, 4096, 256), lat = server.node.link.latency_s;
+  double ideal = server.chip.launch_overhead_s + g + link_s(2.0 * 256 * 4096) + 2 * lat;
+  double t = event_s("matmul_reduce_scatter", ARGS("m=256", "k=256", "n=4096"));
+  cr_assert(t >= ideal && t <= 1.20 * ideal, "%.4g us, closed form %.4g us", t * 1e6, ideal * 1e6);
 }
