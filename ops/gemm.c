@@ -1130,19 +1130,34 @@ static void setup(void *p, struct op_exec *x)
   if (g->atomic && g->acc_ws != g->c) ops_cast(x, g->acc_ws, g->fix_out, g->c, g->out, mn);
 }
 
-int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, uint32_t n, uint32_t k,
-                  enum npu_dtype dtype, bool trans_b, struct npu_diag *diag)
+/* The plain GEMM's arguments; tile_n 0: the default width. */
+static int plain_args(struct op_args *a, uint32_t m, uint32_t n, uint32_t k, enum npu_dtype dtype, bool trans_b,
+                      uint32_t tile_n, struct npu_diag *diag)
 {
-  char kv[5][48];
+  char kv[6][48];
   snprintf(kv[0], sizeof kv[0], "m=%u", m);
   snprintf(kv[1], sizeof kv[1], "n=%u", n);
   snprintf(kv[2], sizeof kv[2], "k=%u", k);
   snprintf(kv[3], sizeof kv[3], "dtype=%s", npu_dtype_name(dtype));
   snprintf(kv[4], sizeof kv[4], "trans_b=%s", trans_b ? "true" : "false");
-  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4], "split_k=1"};
+  snprintf(kv[5], sizeof kv[5], "tile_n=%u", tile_n);
+  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], "split_k=1"};
+  return op_args_parse(&op_gemm, a, args, 7, diag);
+}
+
+int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, uint32_t n, uint32_t k,
+                  enum npu_dtype dtype, bool trans_b, int share, struct npu_diag *diag)
+{
   struct op_args a;
-  int rc = op_args_parse(&op_gemm, &a, args, 6, diag);
   struct gemm *g = npu_xcalloc(1, sizeof *g);
+  uint32_t tile_n = 0;
+  int rc = 0;
+  if (share > 1) { /* the width the GEMM of all `share` slices together would take */
+    rc = plain_args(&a, m * (uint32_t)share, n, k, dtype, trans_b, 0, diag);
+    if (!rc) rc = plan(g, &op_gemm, &a, chip, diag);
+    tile_n = g->nL1;
+  }
+  if (!rc) rc = plain_args(&a, m, n, k, dtype, trans_b, tile_n, diag);
   if (!rc) rc = plan(g, &op_gemm, &a, chip, diag);
   if (rc) {
     free(g);

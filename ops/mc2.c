@@ -259,7 +259,7 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
   uint64_t piece_bytes = PIECE_BYTES < ub / 2 ? PIECE_BYTES : ub / 2 / 32 * 32;
   a->piece = piece_bytes * 8 / (uint64_t)npu_dtype_bits(a->sh.in);
-  rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, diag);
+  rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, (int)a->sh.ranks, diag);
   if (rc) return rc;
   NPU_ASSERT(ops_gemm_unit_bytes() <= sizeof ((struct agmm_unit *)0)->gemm);
   a->nb = ops_gemm_blocks(a->g);
@@ -519,7 +519,7 @@ static int rs_plan(void *p, const struct op_desc *d, const struct op_args *args,
     return npu_diag_set(diag, "command line", 0, "--arch", "%s's UB holds less than a reduction step (%llu bytes)",
                         chip->name, (unsigned long long)(rs_ub(a, 4) + es(a->sh.in, RS_PIECE))),
            NPU_EUNSUPPORTED;
-  rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, diag);
+  rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, (int)a->sh.ranks, diag);
   if (rc) return rc;
   NPU_ASSERT(ops_gemm_out(a->g) == a->sh.in); /* a plain GEMM writes its input type */
   a->nb = ops_gemm_blocks(a->g);

@@ -30,13 +30,14 @@ OPS_LIST(OP__DECLARE)
 
 /*
  * gemm.c's tile program for operators that fuse a GEMM with other work (mc2.c): plan a plain
- * GEMM (C[m, n] = A[m, k] B[k, n], or B^T with trans_b; K not split, the default tiling), then
+ * GEMM (C[m, n] = A[m, k] B[k, n], or B^T with trans_b; K not split, the default tiling, its tile
+ * width the one a GEMM of `share` times the rows would take: `share` such GEMMs run at once), then
  * emit its blocks with A, B and C at addresses chosen per block, on the cube core of a launch
  * unit whose context starts with ops_gemm_unit_bytes() bytes of the GEMM's unit state.
  */
 struct gemm;
 int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, uint32_t n, uint32_t k,
-                  enum npu_dtype dtype, bool trans_b, struct npu_diag *diag);
+                  enum npu_dtype dtype, bool trans_b, int share, struct npu_diag *diag);
 void ops_gemm_free(struct gemm *g);
 uint64_t ops_gemm_blocks(const struct gemm *g);
 enum npu_dtype ops_gemm_out(const struct gemm *g);
