@@ -560,6 +560,10 @@ void mc_kernel_json(const struct op_desc *d, const char *args, const struct arch
   npu_json_key(&j, "aiv_total");
   npu_json_int(&j, t->aiv_total);
   npu_json_object_end(&j);
+  npu_json_key(&j, "devices");
+  npu_json_int(&j, t->ranks > 1 ? t->ranks : 1);
+  npu_json_key(&j, "link_bytes");
+  npu_json_int(&j, (int64_t)t->link_bytes);
   npu_json_key(&j, "instructions");
   npu_json_int(&j, (int64_t)t->instructions);
   npu_json_key(&j, "bank_conflict_cycles");
@@ -617,6 +621,8 @@ static long long c_aic_used(const void *x, int i) { (void)i; return T(x)->aic_us
 static long long c_aic_total(const void *x, int i) { (void)i; return T(x)->aic_total; }
 static long long c_aiv_used(const void *x, int i) { (void)i; return T(x)->aiv_used; }
 static long long c_aiv_total(const void *x, int i) { (void)i; return T(x)->aiv_total; }
+static long long c_devices(const void *x, int i) { (void)i; return T(x)->ranks > 1 ? T(x)->ranks : 1; }
+static long long c_link_bytes(const void *x, int i) { (void)i; return (long long)T(x)->link_bytes; }
 static double c_ratio(const void *x, int i)
 {
   struct ratio r[9];
@@ -656,9 +662,14 @@ static const struct rpt_column kernel_columns[] = {
     {"kernels", RPT_INT, "", "kernel launches of the operator", .integer = c_kernels},
     {"instructions", RPT_INT, "", "instructions executed, all cores", .integer = c_instructions},
     {"aic_used", RPT_INT, "", "cube cores used", .integer = c_aic_used},
-    {"aic_total", RPT_INT, "", "cube cores of the chip", .integer = c_aic_total},
+    {"aic_total", RPT_INT, "", "cube cores of the chip (of all its devices for an operator over several)",
+     .integer = c_aic_total},
     {"aiv_used", RPT_INT, "", "vector cores used", .integer = c_aiv_used},
-    {"aiv_total", RPT_INT, "", "vector cores of the chip", .integer = c_aiv_total},
+    {"aiv_total", RPT_INT, "", "vector cores of the chip (of all its devices for an operator over several)",
+     .integer = c_aiv_total},
+    {"devices", RPT_INT, "", "devices the kernel ran on at once: 1, or a server's for the MC2 operators",
+     .integer = c_devices},
+    {"link_bytes", RPT_INT, "bytes", "bytes copied between devices across their links", .integer = c_link_bytes},
     {"%s_ratio", RPT_REAL, "fraction", "busy share of the kernel time of the pipe %s (msprof's name)",
      .real = c_ratio, .count = 9, .index_name = ratio_name, .index_desc = ratio_name},
     {"check", RPT_STRING, "text", "functional check: passed, failed, or empty when not run", .text = c_check},

@@ -70,3 +70,32 @@ Test(kernel_cli, bad_input_exits_2)
   bad("error: command line: --fidelity: expected event or analytic, got 'fast'\n", "gemm", "--m", "8", "--n", "8",
       "--fidelity", "fast");
 }
+
+/* An MC2 operator runs on a server's devices: the report names them and the bytes their links
+ * carried, the JSON has devices and link_bytes; without a server, or at analytic fidelity, exit 2
+ * with the option to change and nothing on stdout. */
+Test(kernel_cli, an_mc2_operator_runs_on_the_devices_of_a_server)
+{
+  struct run_result r = ts_npusim("kernel", "all_gather_matmul", "--m", "64", "--k", "256", "--n", "128", "--arch",
+                                  "atlas-800t-a2", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "192/192 cube, 384/384 vector on 8 devices (") != NULL, "%s", r.out);
+  ts_run_free(&r);
+  r = ts_npusim("kernel", "matmul_reduce_scatter", "--m", "64", "--k", "256", "--n", "128", "--ranks", "4", "--arch",
+                "atlas-800t-a2", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"devices\": 4") != NULL, "%s", r.out);
+  cr_assert(strstr(r.out, "\"link_bytes\": 196608") != NULL, "%s", r.out); /* 4 x 3 x 64 x 128 x 2 */
+  ts_run_free(&r);
+  r = ts_npusim("kernel", "all_gather_matmul", "--m", "64", "--k", "256", "--n", "128", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "--arch: all_gather_matmul runs on 8 devices: give a server") != NULL, "%s", r.err);
+  cr_assert_str_eq(r.out, "");
+  ts_run_free(&r);
+  r = ts_npusim("kernel", "matmul_reduce_scatter", "--m", "64", "--k", "256", "--n", "128", "--arch", "atlas-800t-a2",
+                "--fidelity", "analytic", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "--fidelity: matmul_reduce_scatter runs on 8 devices at once, at event fidelity only") != NULL,
+            "%s", r.err);
+  ts_run_free(&r);
+}
