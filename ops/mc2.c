@@ -393,8 +393,12 @@ const struct op_desc op_all_gather_matmul = {
  * Partial products travel in the input type, as HCCL's reduce-scatter of the matmul's output does.
  */
 
+const struct op_desc op_matmul_all_reduce;
+
+/* The parameters of matmul_reduce_scatter and matmul_all_reduce. */
 static const struct op_param rs_params[] = {
-    {"m", OP_P_DIM, NULL, "rows of the output on each device (x1 has ranks x m rows)", NULL},
+    {"m", OP_P_DIM, NULL, "rows each device reduces, of the ranks x m rows of x1 (matmul_reduce_scatter's output; "
+                          "matmul_all_reduce's has all ranks x m)", NULL},
     {"k", OP_P_DIM, NULL, "columns of x1 and rows of x2: each device's shard of the reduction", NULL},
     {"n", OP_P_DIM, NULL, "columns of x2 and of the output", NULL},
     {"dtype", OP_P_DTYPE, "bf16", "element type of x1, x2, the partial products and the output: fp16 or bf16", NULL},
@@ -414,6 +418,7 @@ struct mmrs {
   uint32_t s;                         /* rows of one turn */
   struct gemm *g;                     /* the GEMM of one turn's rows of one owner's chunk */
   uint64_t nb;
+  bool all_reduce;                    /* matmul_all_reduce: every device gets every owner's rows */
   uint64_t t[MAX_RANKS][R_PER_RANK];
   char names[MAX_RANKS][R_PER_RANK][24];
 };
@@ -467,7 +472,13 @@ static void reduce_program(struct core_tp *t, const struct mmrs *a, int rank, in
       vx_cast(t, rs_ub(a, 4), a->sh.in, rs_ub(a, 3), NPU_DT_FP32, len);
       core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
       core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
-      vx_store(t, a->t[rank][R_OUT] + es(a->sh.in, (uint64_t)turn * a->s * a->sh.n + e), rs_ub(a, 4), a->sh.in, 1, len, len, len);
+      /* reduce-scatter: the owner's rows of its output; all-reduce: the rows' place in every
+       * device's output, its own first, then the peers across the links (rotated per core) */
+      uint64_t at = a->all_reduce ? first + e : (uint64_t)turn * a->s * a->sh.n + e;
+      for (uint32_t j = 0; j < (a->all_reduce ? a->sh.ranks : 1); j++) {
+        uint32_t dst = j == 0 ? (uint32_t)rank : ((uint32_t)rank + 1 + (uint32_t)(v + (int)j - 1) % (a->sh.ranks - 1)) % a->sh.ranks;
+        vx_store(t, a->t[dst][R_OUT] + es(a->sh.in, at), rs_ub(a, 4), a->sh.in, 1, len, len, len);
+      }
       core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
     }
   }
@@ -512,6 +523,7 @@ static int rs_plan(void *p, const struct op_desc *d, const struct op_args *args,
   struct mmrs *a = p;
   memset(a, 0, sizeof *a);
   a->chip = chip;
+  a->all_reduce = d == &op_matmul_all_reduce;
   int rc = mc2_shape(d, args, chip, &a->sh, diag);
   if (rc) return rc;
   a->s = a->sh.m / a->sh.turns;
@@ -539,7 +551,8 @@ static void rs_setup(void *p, struct op_exec *x)
   static const char *const what[R_PER_RANK] = {"x1", "x2", "partial", "out"};
   for (uint32_t r = 0; r < a->sh.ranks; r++) {
     uint64_t count[R_PER_RANK] = {(uint64_t)a->sh.ranks * a->sh.m * a->sh.k, (uint64_t)a->sh.k * a->sh.n,
-                                  (uint64_t)a->sh.ranks * a->sh.m * a->sh.n, (uint64_t)a->sh.m * a->sh.n};
+                                  (uint64_t)a->sh.ranks * a->sh.m * a->sh.n,
+                                  (uint64_t)(a->all_reduce ? a->sh.ranks : 1) * a->sh.m * a->sh.n};
     for (int i = 0; i < R_PER_RANK; i++) {
       snprintf(a->names[r][i], sizeof a->names[r][i], "%s.%u", what[i], r);
       enum op_init init = i <= R_X2 ? OP_INIT_UNIFORM : i == R_PART ? OP_INIT_SCRATCH : OP_INIT_ZERO;
@@ -548,7 +561,7 @@ static void rs_setup(void *p, struct op_exec *x)
       a->t[r][i] = t->addr;
     }
   }
-  struct core_kernel k = {.name = "matmul_reduce_scatter", .mode = CORE_MODE_MIX, .block_dim = a->sh.units,
+  struct core_kernel k = {.name = a->all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter", .mode = CORE_MODE_MIX, .block_dim = a->sh.units,
                           .nblocks = (uint64_t)a->sh.turns * a->sh.ranks * a->nb, .ctx = a, .unit_begin = rs_unit_begin,
                           .unit_end = rs_unit_end, .block = rs_block, .unit_ctx_bytes = sizeof(struct agmm_unit)};
   op_kernel(x, &k);
@@ -584,13 +597,17 @@ static bool rs_check(void *p, struct op_exec *x, double *max_err, char *summary,
       free(A);
       free(B);
     }
-    double *C = op_decode(op_find_tensor(x, a->names[r][R_OUT]));
-    for (size_t i = 0; i < mn; i++) {
-      double bound = 0.51 * eps * (mag[i] + fabs(sum[i])) + a->sh.ranks * 1e-6 * sqrt((double)a->sh.k) + 1e-300;
-      double e = isnan(C[i]) ? INFINITY : fabs(C[i] - sum[i]) / bound;
-      if (e > worst) worst = e;
+    /* reduce-scatter: owner r holds its rows; all-reduce: every device holds them at r m */
+    for (uint32_t dev = a->all_reduce ? 0 : r; dev < (a->all_reduce ? a->sh.ranks : r + 1); dev++) {
+      double *C = op_decode(op_find_tensor(x, a->names[dev][R_OUT]));
+      const double *c = C + (a->all_reduce ? (size_t)r * mn : 0);
+      for (size_t i = 0; i < mn; i++) {
+        double bound = 0.51 * eps * (mag[i] + fabs(sum[i])) + a->sh.ranks * 1e-6 * sqrt((double)a->sh.k) + 1e-300;
+        double e = isnan(c[i]) ? INFINITY : fabs(c[i] - sum[i]) / bound;
+        if (e > worst) worst = e;
+      }
+      free(C);
     }
-    free(C);
   }
   free(sum);
   free(mag);
@@ -607,20 +624,27 @@ static void rs_release(void *p)
   a->g = NULL;
 }
 
-const struct op_desc op_matmul_reduce_scatter = {
-    .name = "matmul_reduce_scatter",
-    .summary = "MC2 MatmulReduceScatter on a server: the matmul of every device's K shard fused with the "
-               "reduce-scatter of the products (cube cores notify each block, vector cores sum each turn as it lands)",
-    .params = rs_params,
-    .nparams = (int)(sizeof rs_params / sizeof rs_params[0]),
-    .plan_size = sizeof(struct mmrs),
-    .plan = rs_plan,
-    .setup = rs_setup,
-    .flops = rs_flops,
-    .check = rs_check,
-    .release = rs_release,
-    .ranks = rs_ranks_of,
-    .bwd = {.kind = OP_BWD_NONE,
-            .rule = "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" "
-                    "(workloads/expand.c)"},
-};
+/* The two operators of this scheme differ by their name and summary only (rs_plan tells them apart). */
+#define RS_DESC(op_name, op_summary)                                                                  \
+  {                                                                                                 \
+    .name = op_name, .summary = op_summary, .params = rs_params,                                    \
+    .nparams = (int)(sizeof rs_params / sizeof rs_params[0]), .plan_size = sizeof(struct mmrs),     \
+    .plan = rs_plan, .setup = rs_setup, .flops = rs_flops, .check = rs_check, .release = rs_release, \
+    .ranks = rs_ranks_of,                                                                           \
+    .bwd = {.kind = OP_BWD_NONE,                                                                    \
+            .rule = "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" " \
+                    "(workloads/expand.c)"},                                                        \
+  }
+
+const struct op_desc op_matmul_reduce_scatter =
+    RS_DESC("matmul_reduce_scatter", "MC2 MatmulReduceScatter on a server: the matmul of every device's K shard fused "
+                                     "with the reduce-scatter of the products (cube cores notify each block, vector "
+                                     "cores sum each turn as it lands)");
+
+/* matmul_all_reduce: CANN's MatmulAllReduce, the reduce-scatter above whose owners then put their
+ * reduced rows into every device's output across the links (the all-gather half of the
+ * all-reduce, done by the same vector cores from the same UB). */
+const struct op_desc op_matmul_all_reduce =
+    RS_DESC("matmul_all_reduce", "MC2 MatmulAllReduce on a server: the matmul of every device's K shard fused with the "
+                                 "all-reduce of the products (matmul_reduce_scatter, then each owner puts its sums "
+                                 "into every device)");

@@ -21,7 +21,7 @@
 /* GEMM variants (grouped, MX and W4A8 all in gemm.c) and attention (attention.c; decode over a
  * paged KV cache: paged_attention.c; the gated delta rule, Gated DeltaNet's linear attention:
  * gated_delta.c). */
-#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm) XX(op_all_gather_matmul) XX(op_matmul_reduce_scatter)
+#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm) XX(op_all_gather_matmul) XX(op_matmul_reduce_scatter) XX(op_matmul_all_reduce)
 #define OPS_LIST_ATTENTION(XX) XX(op_flash_attention) XX(op_paged_attention) XX(op_gated_delta)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;

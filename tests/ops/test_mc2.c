@@ -178,16 +178,21 @@ Test(mc2, matmul_reduce_scatter_matches_its_reference_on_every_device_of_the_ser
   cr_assert_eq(r.total.link_bytes, 8ull * 7 * 64 * 160 * 2);
 }
 
-Test(mc2, matmul_reduce_scatter_in_turns_with_trans_b_and_fp16_on_four_devices)
+/* Four devices, four turns, x2 stored [n, k], fp16: checked against the reference. */
+static void four_devices_in_turns(const char *op)
 {
   struct op_result r;
   char msg[2048];
-  cr_assert_eq(run_op("matmul_reduce_scatter", ARGS("m=128", "k=192", "n=96", "ranks=4", "turns=4", "trans_b=true",
-                                                    "dtype=fp16"),
+  cr_assert_eq(run_op(op, ARGS("m=128", "k=192", "n=96", "ranks=4", "turns=4", "trans_b=true", "dtype=fp16"),
                       CORE_FIDELITY_EVENT, true, &server.node, &r, msg),
                0, "%s", msg);
   cr_assert(r.checked && r.passed, "%s", r.check_summary);
   cr_assert(strstr(r.check_summary, "4 devices, 512x96x192 fp16 in 4 turns"), "%s", r.check_summary);
+}
+
+Test(mc2, matmul_reduce_scatter_in_turns_with_trans_b_and_fp16_on_four_devices)
+{
+  four_devices_in_turns("matmul_reduce_scatter");
 }
 
 /* K = 256, N = 4096: the products are 2 MiB per link and the GEMM a few microseconds: the time is
@@ -218,4 +223,24 @@ Test(mc2, turns_overlap_the_reduce_scatter_with_the_gemm)
   rs_bounds(512, 2048, 1024, 2, &ideal, &serial);
   double t = event_s("matmul_reduce_scatter", ARGS("m=512", "k=2048", "n=1024", "turns=2"));
   cr_assert(t >= ideal && t < serial, "%.4g us, not within (%.4g, %.4g) us", t * 1e6, ideal * 1e6, serial * 1e6);
+}
+
+/* ------------------------------------------------------------------ matmul_all_reduce */
+
+/* The reduce-scatter's sums put into every device's output: every device holds every owner's rows,
+ * each checked against the reference; the links carry the products and then the sums. */
+Test(mc2, matmul_all_reduce_leaves_every_sum_on_every_device)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run_op("matmul_all_reduce", ARGS("m=64", "k=256", "n=160"), CORE_FIDELITY_EVENT, true, &server.node,
+                      &r, msg),
+               0, "%s", msg);
+  cr_assert(r.checked && r.passed, "%s", r.check_summary);
+  cr_assert_eq(r.total.link_bytes, 2 * 8ull * 7 * 64 * 160 * 2);
+}
+
+Test(mc2, matmul_all_reduce_in_turns_with_trans_b_and_fp16_on_four_devices)
+{
+  four_devices_in_turns("matmul_all_reduce");
 }
