@@ -395,6 +395,10 @@ static int run_op(int argc, char **argv, struct npu_buf *out, struct npu_diag *d
   if (rc == 0 && sys.has_node) opts.node = &sys.node;
   if (rc == 0 && (trace_path || x.msprof) && opts.fidelity != CORE_FIDELITY_EVENT)
     rc = npu_diag_set(diag, "command line", 0, trace_path ? "--trace" : "--msprof", "an instruction timeline needs --fidelity event");
+  if (rc == 0 && d->ranks && (x.parity || x.msprof)) /* an MC2 operator: one launch on a server's devices */
+    rc = npu_diag_set(diag, "command line", 0, x.parity ? "--parity" : "--msprof", "%s runs on several devices at once; %s",
+                      d->name, x.parity ? "the parity cases run one device's kernels"
+                                        : "msprof's layout is one device's cores (--trace draws every device)");
   if (rc == 0 && x.parity && (trace_path || x.dump || x.golden || x.msprof))
     rc = npu_diag_set(diag, "command line", 0, "--parity", "runs cases of its own: not with --trace, --msprof, --dump or --golden");
   if (rc == 0 && x.parity) {

@@ -98,4 +98,16 @@ Test(kernel_cli, an_mc2_operator_runs_on_the_devices_of_a_server)
   cr_assert(strstr(r.err, "--fidelity: matmul_reduce_scatter runs on 8 devices at once, at event fidelity only") != NULL,
             "%s", r.err);
   ts_run_free(&r);
+  r = ts_npusim("kernel", "all_gather_matmul", "--m", "64", "--k", "256", "--n", "128", "--arch", "atlas-800t-a2",
+                "--msprof", "/tmp/npusim-mc2-msprof-never", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "--msprof: all_gather_matmul runs on several devices at once; msprof's layout is one device's") !=
+                NULL,
+            "%s", r.err);
+  ts_run_free(&r);
+  r = ts_npusim("kernel", "matmul_all_reduce", "--m", "64", "--k", "256", "--n", "128", "--arch", "atlas-800t-a2",
+                "--parity", NULL);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "--parity: matmul_all_reduce runs on several devices at once") != NULL, "%s", r.err);
+  ts_run_free(&r);
 }
