@@ -69,8 +69,11 @@ static double touch_tile(struct mem_l2 *l2, const struct core_tile *g, bool fres
   return total ? (double)hits / (double)total : 0;
 }
 
-static void flight_add(struct event_state *s, struct npu_xfer *x, int core, int pipe, bool miss)
+/* A flow of n bytes between memory host mem and a core's endpoint (from mem for a read), in flight. */
+static void start_flow(struct event_state *s, bool read, sg_host_t mem, sg_host_t endpoint, uint64_t n, int core,
+                       int pipe, bool miss)
 {
+  struct npu_xfer *x = read ? npu_xfer_start(mem, endpoint, (double)n, 0) : npu_xfer_start(endpoint, mem, (double)n, 0);
   if (s->nfl == s->cap) {
     s->cap = s->cap ? 2 * s->cap : 64;
     s->fl = npu_xrealloc(s->fl, (size_t)s->cap * sizeof *s->fl);
@@ -97,18 +100,15 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
     if (home < 0 || home >= r->ranks) home = dev; /* a timing-only indexed copy's row: unknown */
   }
   uint64_t bytes = core__gm_bytes(r->chip, in);
+  sg_host_t endpoint = read ? s->core[core] : cp->src.space == MEM_UB ? s->mte3[core] : s->fix[core];
+  NPU_ASSERT(endpoint != NULL);
+  p->st = P_INFLIGHT;
   if (home != dev) { /* another device's HBM, across the link between the two */
     r->res.link_bytes += bytes;
     if (read) r->res.gm_read_bytes += bytes; else r->res.gm_write_bytes += bytes;
-    sg_host_t endpoint = read ? s->core[core] : cp->src.space == MEM_UB ? s->mte3[core] : s->fix[core];
-    NPU_ASSERT(endpoint != NULL);
-    struct npu_xfer *x = read ? npu_xfer_start(s->hbm[home], endpoint, (double)bytes, 0)
-                              : npu_xfer_start(endpoint, s->hbm[home], (double)bytes, 0);
-    p->st = P_INFLIGHT;
     p->parts = 1;
-    p->miss = true;
-    p->remote = true;
-    flight_add(s, x, core, pipe, true);
+    p->miss = p->remote = true;
+    start_flow(s, read, s->hbm[home], endpoint, bytes, core, pipe, true);
     return;
   }
   double hit = touch_tile(r->l2_of[dev], &g, !known, !read);
@@ -118,18 +118,13 @@ static void issue(struct core__run *r, struct event_state *s, int core, int pipe
   if (read) r->res.gm_read_bytes += bytes - peer_bytes; else r->res.gm_write_bytes += bytes;
   r->res.l2_hit_bytes += l2_hit;
   r->res.hbm_bytes += miss_bytes;
-  sg_host_t endpoint = read ? s->core[core] : cp->src.space == MEM_UB ? s->mte3[core] : s->fix[core];
-  NPU_ASSERT(endpoint != NULL);
-  p->st = P_INFLIGHT;
   p->parts = 0;
   p->miss = miss_bytes > 0;
   for (int part = 0; part < 3; part++) {
     uint64_t n = part == 0 ? l2_hit : part == 1 ? miss_bytes : peer_bytes;
     if (!n) continue;
     sg_host_t mem = part == 0 ? s->l2[dev] : part == 1 ? s->hbm[dev] : s->dsm[dev];
-    struct npu_xfer *x = read ? npu_xfer_start(mem, endpoint, (double)n, 0)
-                              : npu_xfer_start(endpoint, mem, (double)n, 0);
-    flight_add(s, x, core, pipe, part == 1);
+    start_flow(s, read, mem, endpoint, n, core, pipe, part == 1);
     p->parts++;
   }
 }

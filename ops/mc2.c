@@ -94,8 +94,9 @@ static int signal_id(const struct agmm *a, uint32_t turn, uint32_t sender)
 
 /* Vector core v (0..naiv-1) of device `rank`: its share of each turn's rows of x1, put into every
  * device's gather_out (peers first, rotated by v), then a notify to each peer per turn. */
-static void gather_program(struct core_tp *t, const struct agmm *a, int rank, int v)
+static void gather_program(struct core_tp *t, const void *plan, int rank, int v)
 {
+  const struct agmm *a = plan;
   uint64_t turn_elems = (uint64_t)a->s * a->sh.k;
   uint64_t share = (turn_elems + (uint64_t)a->sh.naiv - 1) / (uint64_t)a->sh.naiv;
   share = (share + 255) / 256 * 256; /* 32-byte aligned shares for every dtype */
@@ -150,15 +151,10 @@ static void mc2_unit_end(struct core_tp *t, struct gemm *g)
   ops_gemm_unit_end(t, g);
 }
 
-static void gather_vector(struct core_tp *t, const void *plan, int rank, int v)
-{
-  gather_program(t, plan, rank, v);
-}
-
 static void unit_begin(struct core_tp *t, void *ctx)
 {
   struct agmm *a = ctx;
-  mc2_unit_begin(t, a->g, a->sh.naiv, a->sh.units, gather_vector, a);
+  mc2_unit_begin(t, a->g, a->sh.naiv, a->sh.units, gather_program, a);
 }
 
 static void unit_end(struct core_tp *t, void *ctx)
@@ -444,8 +440,9 @@ static uint64_t rs_ub(const struct mmrs *a, int what)
 /* Vector core v of device `rank`: per turn, once every device's blocks of the turn are in, its
  * share of the turn's rows summed over the devices' partial products. Flags: MTE2 -> V (input
  * loaded, ids 0 and 1), V -> MTE2 (input free), V -> MTE3 (output ready), MTE3 -> V (output free). */
-static void reduce_program(struct core_tp *t, const struct mmrs *a, int rank, int v)
+static void reduce_program(struct core_tp *t, const void *plan, int rank, int v)
 {
+  const struct mmrs *a = plan;
   uint64_t turn_elems = (uint64_t)a->s * a->sh.n;
   uint64_t share = (turn_elems + (uint64_t)a->sh.naiv - 1) / (uint64_t)a->sh.naiv;
   share = (share + 255) / 256 * 256;
@@ -491,15 +488,10 @@ static void reduce_program(struct core_tp *t, const struct mmrs *a, int rank, in
   core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
 }
 
-static void reduce_vector(struct core_tp *t, const void *plan, int rank, int v)
-{
-  reduce_program(t, plan, rank, v);
-}
-
 static void rs_unit_begin(struct core_tp *t, void *ctx)
 {
   struct mmrs *a = ctx;
-  mc2_unit_begin(t, a->g, a->sh.naiv, a->sh.units, reduce_vector, a);
+  mc2_unit_begin(t, a->g, a->sh.naiv, a->sh.units, reduce_program, a);
 }
 
 static void rs_unit_end(struct core_tp *t, void *ctx)

@@ -507,6 +507,8 @@ static int run_one(const struct op_desc *d, const struct op_args *a, const struc
   res->args = *a;
   void *plan = npu_xcalloc(1, d->plan_size);
   int rc = d->plan(plan, d, a, chip, diag);
+  int ranks = rc ? 1 : d->ranks ? d->ranks(plan) : 1;
+  if (!rc && ranks > 1) rc = server_of(d, ranks, opts, diag); /* before any tensor is made */
   if (rc) {
     if (d->release) d->release(plan);
     free(plan);
@@ -529,16 +531,12 @@ static int run_one(const struct op_desc *d, const struct op_args *a, const struc
   }
   struct core_launch_opts lo = {.fidelity = opts->fidelity, .functional = opts->functional,
                                 .trace = opts->trace, .observe = opts->observe, .progress = opts->progress};
-  int ranks = d->ranks ? d->ranks(plan) : 1;
   if (ranks > 1) {
-    rc = server_of(d, ranks, opts, diag);
     lo.ranks = ranks;
-    if (!rc) lo.link_latency_s = opts->node->link.latency_s;
+    lo.link_latency_s = opts->node->link.latency_s;
   }
   struct seq s = {&x, &lo, res, diag, 0};
-  if (rc) {
-    /* refused above: nothing ran */
-  } else if (opts->fidelity == CORE_FIDELITY_EVENT) {
+  if (opts->fidelity == CORE_FIDELITY_EVENT) {
     struct npu_buf xml = {0};
     if (ranks > 1)
       mem_platform_group_xml(chip, ranks, opts->node->link.bw_bytes_per_s * opts->node->link_efficiency.value,

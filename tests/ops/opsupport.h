@@ -33,23 +33,29 @@ static inline struct op_result ts_op(const struct arch_chip *chip, const char *o
   return r;
 }
 
-/* The status and message of running op with arguments (for error tests). */
-static inline int ts_op_err(const struct arch_chip *chip, const char *op, const char *const *kv, char *msg)
+/* The status and message (2048 bytes) of running op with arguments and options o; *r its result. */
+static inline int ts_op_with(const struct arch_chip *chip, const char *op, const char *const *kv,
+                             const struct op_run_opts *o, struct op_result *r, char *msg)
 {
   const struct op_desc *d = op_find(op);
+  cr_assert(d != NULL, "no operator %s", op);
   int n = 0;
   while (kv[n]) n++;
   struct op_args a;
   struct npu_diag diag;
   npu_diag_clear(&diag);
   int rc = op_args_parse(d, &a, kv, n, &diag);
-  if (!rc) {
-    struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .seed = 7};
-    struct op_result r;
-    rc = op_run(d, &a, chip, &o, &r, &diag);
-  }
+  if (!rc) rc = op_run(d, &a, chip, o, r, &diag);
   npu_diag_format(&diag, msg, 2048);
   return rc;
+}
+
+/* The status and message of running op with arguments (for error tests). */
+static inline int ts_op_err(const struct arch_chip *chip, const char *op, const char *const *kv, char *msg)
+{
+  struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .seed = 7};
+  struct op_result r;
+  return ts_op_with(chip, op, kv, &o, &r, msg);
 }
 
 #endif

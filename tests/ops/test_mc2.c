@@ -27,20 +27,8 @@ TestSuite(mc2, .init = setup, .timeout = 120);
 static int run_op(const char *op, const char *const *kv, enum core_fidelity f, bool functional,
                   const struct arch_node *node, struct op_result *r, char *msg)
 {
-  const struct op_desc *d = op_find(op);
-  cr_assert(d != NULL);
-  int n = 0;
-  while (kv[n]) n++;
-  struct op_args a;
-  struct npu_diag diag;
-  npu_diag_clear(&diag);
-  int rc = op_args_parse(d, &a, kv, n, &diag);
-  if (!rc) {
-    struct op_run_opts o = {.fidelity = f, .functional = functional, .seed = 7, .node = node};
-    rc = op_run(d, &a, &server.chip, &o, r, &diag);
-  }
-  npu_diag_format(&diag, msg, 2048);
-  return rc;
+  struct op_run_opts o = {.fidelity = f, .functional = functional, .seed = 7, .node = node};
+  return ts_op_with(&server.chip, op, kv, &o, r, msg);
 }
 
 static int run(const char *const *kv, enum core_fidelity f, bool functional, const struct arch_node *node,
