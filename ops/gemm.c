@@ -1167,8 +1167,45 @@ int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, u
   return 0;
 }
 
+static void group_blocks(struct gemm *g);
+
+int ops_gemm_grouped_plan(struct gemm **out, const struct arch_chip *chip, const uint32_t *rows, uint32_t groups,
+                          uint32_t n, uint32_t k, enum npu_dtype dtype, struct npu_diag *diag)
+{
+  uint64_t m = 0;
+  for (uint32_t i = 0; i < groups; i++) m += rows[i];
+  if (!groups || !m || m > UINT32_MAX)
+    return npu_diag_set(diag, "command line", 0, "--m", "a grouped GEMM of %llu rows in %u groups",
+                        (unsigned long long)m, groups),
+           NPU_EINVAL;
+  int rc = ops_gemm_plan(out, chip, (uint32_t)m, n, k, dtype, false, 1, diag);
+  if (rc) return rc;
+  struct gemm *g = *out;
+  g->ngroups = groups;
+  g->rows = npu_xmalloc(groups * sizeof *g->rows);
+  g->row0 = npu_xcalloc(groups, sizeof *g->row0);
+  memcpy(g->rows, rows, groups * sizeof *g->rows);
+  group_blocks(g);
+  return 0;
+}
+
+uint32_t ops_gemm_block_group(const struct gemm *g, uint64_t b)
+{
+  return g->blk ? g->blk[3 * (b / g->splitk)] : 0;
+}
+
+uint64_t ops_gemm_group_blocks(const struct gemm *g, uint32_t group)
+{
+  if (!g->blk) return g->nblocks;
+  return (uint64_t)ops_ceil(g->rows[group], g->mL1) * g->bn * g->splitk;
+}
+
 void ops_gemm_free(struct gemm *g)
 {
+  if (!g) return;
+  free(g->rows);
+  free(g->row0);
+  free(g->blk);
   free(g);
 }
 
@@ -1512,6 +1549,28 @@ static void group_sizes(uint32_t *rows, uint32_t groups, uint64_t m, double skew
   free(w);
 }
 
+/* The blocks of the groups g->rows (g->ngroups of them): every group's m-tiles by the n-tiles,
+ * group by group. */
+static void group_blocks(struct gemm *g)
+{
+  uint64_t tiles = 0;
+  for (uint32_t i = 0; i < g->ngroups; i++) {
+    g->row0[i] = i ? g->row0[i - 1] + g->rows[i - 1] : 0;
+    tiles += (uint64_t)ops_ceil(g->rows[i], g->mL1) * g->bn;
+  }
+  g->blk = npu_xmalloc((tiles ? tiles : 1) * 3 * sizeof *g->blk);
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < g->ngroups; i++)
+    for (uint32_t mi = 0; mi < ops_ceil(g->rows[i], g->mL1); mi++)
+      for (uint32_t ni = 0; ni < g->bn; ni++, t++) {
+        g->blk[3 * t] = i;
+        g->blk[3 * t + 1] = mi;
+        g->blk[3 * t + 2] = ni;
+      }
+  g->nblocks = tiles;
+  g->cluster = 1; /* groups of rows: no clusters of equal m-tiles */
+}
+
 static int gplan(void *p, const struct op_desc *d, const struct op_args *a, const struct arch_chip *chip,
                  struct npu_diag *diag)
 {
@@ -1540,22 +1599,7 @@ static int gplan(void *p, const struct op_desc *d, const struct op_args *a, cons
   g->rows = npu_xcalloc(groups, sizeof *g->rows);
   g->row0 = npu_xcalloc(groups, sizeof *g->row0);
   group_sizes(g->rows, g->ngroups, g->M, skew);
-  uint64_t tiles = 0;
-  for (uint32_t i = 0; i < g->ngroups; i++) {
-    g->row0[i] = i ? g->row0[i - 1] + g->rows[i - 1] : 0;
-    tiles += (uint64_t)ops_ceil(g->rows[i], g->mL1) * g->bn;
-  }
-  g->blk = npu_xmalloc((tiles ? tiles : 1) * 3 * sizeof *g->blk);
-  uint64_t t = 0;
-  for (uint32_t i = 0; i < g->ngroups; i++)
-    for (uint32_t mi = 0; mi < ops_ceil(g->rows[i], g->mL1); mi++)
-      for (uint32_t ni = 0; ni < g->bn; ni++, t++) {
-        g->blk[3 * t] = i;
-        g->blk[3 * t + 1] = mi;
-        g->blk[3 * t + 2] = ni;
-      }
-  g->nblocks = tiles;
-  g->cluster = 1; /* groups of rows: no clusters of equal m-tiles */
+  group_blocks(g);
   uint64_t cores = op_u(d, a, "cores");
   g->cores = cores ? (int)cores : chip->aic_count;
   if (g->cores > (int)g->nblocks) g->cores = g->nblocks ? (int)g->nblocks : 1;

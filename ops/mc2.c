@@ -28,11 +28,10 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "ops/op.h"
-#include "ops/ops_int.h"
+#include "ops/mc2_int.h"
 #include "ops/vec.h"
 
-#define MAX_RANKS 16
+#define MAX_RANKS MC2_MAX_RANKS
 #define MAX_TURNS 16
 #define PIECE_BYTES (64u * 1024u) /* a vector core's UB buffer; two of them ping-pong */
 
@@ -48,9 +47,11 @@ static const struct op_param params[] = {
     {"gather_output", OP_P_BOOL, "true", "also write the gathered x1 into gather_out on every device", NULL},
 };
 
-#define NPARAMS ((int)(sizeof params / sizeof params[0]))
+/* Why these operators have no backward. */
+#define TP_RULE "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" (workloads/expand.c)"
 
-/* What the two operators share: shapes, type, devices, turns and the cores that run them. */
+/* What the all-gather and reduce-scatter operators share: shapes, type, devices, turns and the
+ * cores that run them. */
 struct mc2_shape {
   uint32_t m, n, k, ranks, turns;
   enum npu_dtype in;
@@ -73,13 +74,6 @@ struct agmm {
   char names[MAX_RANKS][T_PER_RANK][24];
 };
 
-/* A unit's context: the GEMM's unit state first (ops_gemm_unit_begin uses it), then which
- * (turn, peer) slices its cube core has waited for. */
-struct agmm_unit {
-  unsigned char gemm[64];
-  unsigned char waited[MAX_TURNS * MAX_RANKS];
-};
-
 static uint64_t es(enum npu_dtype t, uint64_t n)
 {
   return n * (uint64_t)npu_dtype_bits(t) / 8;
@@ -92,50 +86,88 @@ static int signal_id(const struct agmm *a, uint32_t turn, uint32_t sender)
 
 /* ------------------------------------------------------------------ the vector cores: the gather */
 
+/* ------------------------------------------------------------------ what the MC2 operators share */
+
+void mc2_share(uint64_t elems, int workers, int w, uint64_t *lo, uint64_t *hi)
+{
+  uint64_t share = (elems + (uint64_t)workers - 1) / (uint64_t)workers;
+  share = (share + 255) / 256 * 256; /* 32-byte aligned shares for every dtype */
+  *lo = (uint64_t)w * share < elems ? (uint64_t)w * share : elems;
+  *hi = *lo + share < elems ? *lo + share : elems;
+}
+
+uint64_t mc2_piece(const struct arch_chip *chip, enum npu_dtype t)
+{
+  uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
+  uint64_t bytes = PIECE_BYTES < ub / 2 ? PIECE_BYTES : ub / 2 / 32 * 32;
+  return bytes * 8 / (uint64_t)npu_dtype_bits(t);
+}
+
+void mc2_put_begin(struct core_tp *t)
+{
+  for (int b = 0; b < 2; b++) core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+}
+
+void mc2_put_end(struct core_tp *t)
+{
+  for (int b = 0; b < 2; b++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+}
+
+void mc2_put(struct core_tp *t, enum npu_dtype dt, uint64_t piece, uint32_t *stage, uint64_t src,
+             const uint64_t *dst, uint32_t ndst, uint64_t len)
+{
+  for (uint64_t e = 0; e < len; e += piece) {
+    uint32_t n = (uint32_t)(len - e < piece ? len - e : piece);
+    int b = (int)((*stage)++ % 2);
+    struct core_tile ub = ops_tile(MEM_UB, CORE_ND, dt, (uint64_t)b * es(dt, piece), 1, n, n);
+    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+    struct core_tile from = ops_tile(MEM_GM, CORE_ND, dt, src + es(dt, e), 1, n, n);
+    core_copy(t, &ub, &from);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
+    for (uint32_t i = 0; i < ndst; i++) {
+      struct core_tile to = ops_tile(MEM_GM, CORE_ND, dt, dst[i] + es(dt, e), 1, n, n);
+      core_copy(t, &to, &ub);
+    }
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+  }
+}
+
+uint32_t mc2_peer(uint32_t rank, uint32_t ranks, int v, uint32_t q)
+{
+  return q < ranks - 1 ? (rank + 1 + (uint32_t)(v + (int)q) % (ranks - 1)) % ranks : rank;
+}
+
+/* ------------------------------------------------------------------ the vector cores: the gather */
+
 /* Vector core v (0..naiv-1) of device `rank`: its share of each turn's rows of x1, put into every
  * device's gather_out (peers first, rotated by v), then a notify to each peer per turn. */
 static void gather_program(struct core_tp *t, const void *plan, int rank, int v)
 {
   const struct agmm *a = plan;
-  uint64_t turn_elems = (uint64_t)a->s * a->sh.k;
-  uint64_t share = (turn_elems + (uint64_t)a->sh.naiv - 1) / (uint64_t)a->sh.naiv;
-  share = (share + 255) / 256 * 256; /* 32-byte aligned shares for every dtype */
-  uint64_t lo = (uint64_t)v * share, hi = lo + share < turn_elems ? lo + share : turn_elems;
+  uint64_t lo, hi, dst[MAX_RANKS];
+  mc2_share((uint64_t)a->s * a->sh.k, a->sh.naiv, v, &lo, &hi);
   uint32_t stage = 0;
-  for (int b = 0; b < 2; b++) core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+  mc2_put_begin(t);
   for (uint32_t turn = 0; turn < a->sh.turns; turn++) {
     uint64_t first = (uint64_t)turn * a->s * a->sh.k; /* the turn's first element in x1 */
-    for (uint64_t e = lo; e < hi; e += a->piece) {
-      uint32_t len = (uint32_t)(hi - e < a->piece ? hi - e : a->piece);
-      int b = (int)(stage++ % 2);
-      struct core_tile ub = ops_tile(MEM_UB, CORE_ND, a->sh.in, (uint64_t)b * es(a->sh.in, a->piece), 1, len, len);
-      core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
-      struct core_tile src = ops_tile(MEM_GM, CORE_ND, a->sh.in, a->t[rank][T_X1] + es(a->sh.in, first + e), 1, len, len);
-      core_copy(t, &ub, &src);
-      core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
-      core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
-      uint64_t at = es(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + e); /* its place in gather_out */
-      for (uint32_t q = 0; q <= a->sh.ranks - 1; q++) {
-        uint32_t peer = q < a->sh.ranks - 1 ? (uint32_t)rank + 1 + (uint32_t)(v + (int)q) % (a->sh.ranks - 1) : (uint32_t)rank;
-        peer %= a->sh.ranks;
-        if (peer == (uint32_t)rank && !a->gather) continue;
-        struct core_tile dst = ops_tile(MEM_GM, CORE_ND, a->sh.in, a->t[peer][T_GATHER] + at, 1, len, len);
-        core_copy(t, &dst, &ub);
-      }
-      core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+    uint64_t at = es(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + lo); /* its place in gather_out */
+    uint32_t nd = 0;
+    for (uint32_t q = 0; q < a->sh.ranks; q++) {
+      uint32_t peer = mc2_peer((uint32_t)rank, a->sh.ranks, v, q);
+      if (peer != (uint32_t)rank || a->gather) dst[nd++] = a->t[peer][T_GATHER] + at;
     }
+    mc2_put(t, a->sh.in, a->piece, &stage, a->t[rank][T_X1] + es(a->sh.in, first + lo), dst, nd, hi - lo);
     for (uint32_t q = 1; q < a->sh.ranks; q++)
       core_notify(t, CORE_PIPE_MTE3, (int)((uint32_t)rank + q) % (int)a->sh.ranks, signal_id(a, turn, (uint32_t)rank));
   }
-  for (int b = 0; b < 2; b++) core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
+  mc2_put_end(t);
 }
 
-/* A unit's start, for both operators: its vector cores' whole program (vector core v of the
- * device: unit x vector cores per unit + sub-core), then the GEMM's start on its cube core. */
-static void mc2_unit_begin(struct core_tp *t, struct gemm *g, int naiv, int units,
+void mc2_unit_begin(struct core_tp *t, struct gemm *g, int naiv, int units,
                            void (*program)(struct core_tp *t, const void *plan, int rank, int v), const void *plan)
 {
-  memset(core_unit_ctx(t), 0, sizeof(struct agmm_unit));
+  memset(core_unit_ctx(t), 0, sizeof(struct mc2_unit));
   int rank = core_rank(t), per = naiv / units;
   for (int sub = 0; sub < per; sub++) {
     core_select(t, sub == 0 ? CORE_SUB_AIV0 : CORE_SUB_AIV1);
@@ -145,7 +177,7 @@ static void mc2_unit_begin(struct core_tp *t, struct gemm *g, int naiv, int unit
   ops_gemm_unit_begin(t, g);
 }
 
-static void mc2_unit_end(struct core_tp *t, struct gemm *g)
+void mc2_unit_end(struct core_tp *t, struct gemm *g)
 {
   core_select(t, CORE_SUB_AIC);
   ops_gemm_unit_end(t, g);
@@ -168,7 +200,7 @@ static void unit_end(struct core_tp *t, void *ctx)
 static void block(struct core_tp *t, void *ctx, uint64_t b)
 {
   struct agmm *a = ctx;
-  struct agmm_unit *u = core_unit_ctx(t);
+  struct mc2_unit *u = core_unit_ctx(t);
   uint32_t rank = (uint32_t)core_rank(t), turn, sender;
   uint64_t own = (uint64_t)a->sh.turns * a->nb, inner;
   if (b < own) {
@@ -211,38 +243,49 @@ static uint32_t auto_turns(uint32_t m)
   return 1;
 }
 
-static int mc2_shape(const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
-                     struct mc2_shape *sh, struct npu_diag *diag)
+int mc2_devices(const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
+                struct mc2_devices *dv, struct npu_diag *diag)
 {
-  uint64_t m = op_u(d, args, "m"), n = op_u(d, args, "n"), k = op_u(d, args, "k");
-  uint64_t ranks = op_u(d, args, "ranks"), turns = op_u(d, args, "turns");
-  if (m > 65536 || n > 65536 || k > 65536)
-    return npu_diag_set(diag, "command line", 0, "--m", "dimensions above 65536 are not supported"), NPU_EINVAL;
-  *sh = (struct mc2_shape){.m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .in = op_dtype(d, args, "dtype"),
-                           .tb = op_u(d, args, "trans_b")};
-  if (sh->in != NPU_DT_BF16 && sh->in != NPU_DT_FP16)
+  uint64_t ranks = op_u(d, args, "ranks");
+  dv->in = op_dtype(d, args, "dtype");
+  if (dv->in != NPU_DT_BF16 && dv->in != NPU_DT_FP16)
     return npu_diag_set(diag, "command line", 0, "--dtype", "fp16 or bf16 (as CANN's MC2 operators), not %s",
-                        npu_dtype_name(sh->in)),
+                        npu_dtype_name(dv->in)),
            NPU_EUNSUPPORTED;
   if (ranks < 2 || ranks > MAX_RANKS)
     return npu_diag_set(diag, "command line", 0, "--ranks", "2..%d devices, not %llu", MAX_RANKS,
                         (unsigned long long)ranks),
            NPU_EINVAL;
-  sh->ranks = (uint32_t)ranks;
-  if (turns > MAX_TURNS)
-    return npu_diag_set(diag, "command line", 0, "--turns", "at most %d turns", MAX_TURNS), NPU_EINVAL;
-  sh->turns = turns ? (uint32_t)turns : auto_turns(sh->m);
-  if (sh->m % sh->turns)
-    return npu_diag_set(diag, "command line", 0, "--turns", "%u turns do not divide m = %u rows", sh->turns, sh->m),
-           NPU_EINVAL;
+  dv->ranks = (uint32_t)ranks;
   if (chip->org != ARCH_ORG_SPLIT || chip->aiv_count < chip->aic_count)
     return npu_diag_set(diag, "command line", 0, "--arch",
                         "%s moves data with the vector cores beside each cube core (Ascend's separate AIC / AIV "
                         "cores); %s has none",
                         d->name, chip->name),
            NPU_EUNSUPPORTED;
-  sh->units = chip->aic_count;
-  sh->naiv = chip->aiv_count / chip->aic_count >= 2 ? 2 * sh->units : sh->units;
+  dv->units = chip->aic_count;
+  dv->naiv = chip->aiv_count / chip->aic_count >= 2 ? 2 * dv->units : dv->units;
+  return 0;
+}
+
+static int mc2_shape(const struct op_desc *d, const struct op_args *args, const struct arch_chip *chip,
+                     struct mc2_shape *sh, struct npu_diag *diag)
+{
+  uint64_t m = op_u(d, args, "m"), n = op_u(d, args, "n"), k = op_u(d, args, "k");
+  uint64_t turns = op_u(d, args, "turns");
+  if (m > 65536 || n > 65536 || k > 65536)
+    return npu_diag_set(diag, "command line", 0, "--m", "dimensions above 65536 are not supported"), NPU_EINVAL;
+  struct mc2_devices dv;
+  int rc = mc2_devices(d, args, chip, &dv, diag);
+  if (rc) return rc;
+  *sh = (struct mc2_shape){.m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .in = dv.in,
+                           .tb = op_u(d, args, "trans_b"), .ranks = dv.ranks, .units = dv.units, .naiv = dv.naiv};
+  if (turns > MAX_TURNS)
+    return npu_diag_set(diag, "command line", 0, "--turns", "at most %d turns", MAX_TURNS), NPU_EINVAL;
+  sh->turns = turns ? (uint32_t)turns : auto_turns(sh->m);
+  if (sh->m % sh->turns)
+    return npu_diag_set(diag, "command line", 0, "--turns", "%u turns do not divide m = %u rows", sh->turns, sh->m),
+           NPU_EINVAL;
   return 0;
 }
 
@@ -257,12 +300,10 @@ static int plan(void *p, const struct op_desc *d, const struct op_args *args, co
   a->s = a->sh.m / a->sh.turns;
   a->out = a->sh.in;
   a->gather = op_u(d, args, "gather_output");
-  uint64_t ub = chip->buf[ARCH_BUF_UB].size_bytes;
-  uint64_t piece_bytes = PIECE_BYTES < ub / 2 ? PIECE_BYTES : ub / 2 / 32 * 32;
-  a->piece = piece_bytes * 8 / (uint64_t)npu_dtype_bits(a->sh.in);
+  a->piece = mc2_piece(chip, a->sh.in);
   rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, (int)a->sh.ranks, diag);
   if (rc) return rc;
-  NPU_ASSERT(ops_gemm_unit_bytes() <= sizeof ((struct agmm_unit *)0)->gemm);
+  NPU_ASSERT(ops_gemm_unit_bytes() <= sizeof ((struct mc2_unit *)0)->gemm);
   a->nb = ops_gemm_blocks(a->g);
   a->out = ops_gemm_out(a->g);
   return 0;
@@ -290,7 +331,7 @@ static void setup(void *p, struct op_exec *x)
   }
   struct core_kernel k = {.name = "all_gather_matmul", .mode = CORE_MODE_MIX, .block_dim = a->sh.units,
                           .nblocks = (uint64_t)a->sh.ranks * a->sh.turns * a->nb, .ctx = a, .unit_begin = unit_begin,
-                          .unit_end = unit_end, .block = block, .unit_ctx_bytes = sizeof(struct agmm_unit)};
+                          .unit_end = unit_end, .block = block, .unit_ctx_bytes = sizeof(struct mc2_unit)};
   op_kernel(x, &k);
 }
 
@@ -300,7 +341,7 @@ static double flops(const void *p)
   return 2.0 * a->sh.ranks * ((double)a->sh.ranks * a->sh.m) * a->sh.n * (double)a->sh.k;
 }
 
-static double eps_of(enum npu_dtype t)
+double mc2_eps(enum npu_dtype t)
 {
   return t == NPU_DT_FP16 ? 1.0 / 1024 : 1.0 / 128;
 }
@@ -315,7 +356,7 @@ static bool check(void *p, struct op_exec *x, double *max_err, char *summary, si
     memcpy(G + (size_t)r * a->sh.m * a->sh.k, x1, (size_t)a->sh.m * a->sh.k * sizeof *G);
     free(x1);
   }
-  double atol = 1e-6 * sqrt((double)a->sh.k) + eps_of(a->out) * 0.5, rtol = eps_of(a->out) * 0.51 + 1e-6;
+  double atol = 1e-6 * sqrt((double)a->sh.k) + mc2_eps(a->out) * 0.5, rtol = mc2_eps(a->out) * 0.51 + 1e-6;
   double worst = 0, gather_err = 0;
   double *ref = npu_xmalloc((size_t)(rows * a->sh.n) * sizeof *ref);
   for (uint32_t r = 0; r < a->sh.ranks; r++) {
@@ -357,23 +398,10 @@ static void release(void *p)
   a->g = NULL;
 }
 
-const struct op_desc op_all_gather_matmul = {
-    .name = "all_gather_matmul",
-    .summary = "MC2 AllGatherMatmul on a server: all-gather of x1's row shards fused with the matmul by x2 "
-               "(vector cores put the shards over the links, cube cores multiply each turn as it lands)",
-    .params = params,
-    .nparams = NPARAMS,
-    .plan_size = sizeof(struct agmm),
-    .plan = plan,
-    .setup = setup,
-    .flops = flops,
-    .check = check,
-    .release = release,
-    .ranks = ranks_of,
-    .bwd = {.kind = OP_BWD_NONE,
-            .rule = "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" "
-                    "(workloads/expand.c)"},
-};
+const struct op_desc op_all_gather_matmul =
+    MC2_DESC("all_gather_matmul", "MC2 AllGatherMatmul on a server: all-gather of x1's row shards fused with the matmul by x2 "
+                                  "(vector cores put the shards over the links, cube cores multiply each turn as it lands)",
+             params, struct agmm, , TP_RULE);
 
 /* ================================================================== matmul_reduce_scatter */
 
@@ -443,10 +471,8 @@ static uint64_t rs_ub(const struct mmrs *a, int what)
 static void reduce_program(struct core_tp *t, const void *plan, int rank, int v)
 {
   const struct mmrs *a = plan;
-  uint64_t turn_elems = (uint64_t)a->s * a->sh.n;
-  uint64_t share = (turn_elems + (uint64_t)a->sh.naiv - 1) / (uint64_t)a->sh.naiv;
-  share = (share + 255) / 256 * 256;
-  uint64_t lo = (uint64_t)v * share, hi = lo + share < turn_elems ? lo + share : turn_elems;
+  uint64_t lo, hi;
+  mc2_share((uint64_t)a->s * a->sh.n, a->sh.naiv, v, &lo, &hi);
   uint32_t stage = 0;
   for (int b = 0; b < 2; b++) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
   core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
@@ -456,7 +482,7 @@ static void reduce_program(struct core_tp *t, const void *plan, int rank, int v)
     for (uint64_t e = lo; e < hi; e += RS_PIECE) {
       uint32_t len = (uint32_t)(hi - e < RS_PIECE ? hi - e : RS_PIECE);
       for (uint32_t j = 0; j < a->sh.ranks; j++) { /* own first, then the peers rotated per core */
-        uint32_t src = j == 0 ? (uint32_t)rank : ((uint32_t)rank + 1 + (uint32_t)(v + (int)j - 1) % (a->sh.ranks - 1)) % a->sh.ranks;
+        uint32_t src = j == 0 ? (uint32_t)rank : mc2_peer((uint32_t)rank, a->sh.ranks, v, j - 1);
         int b = (int)(stage++ % 2);
         core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
         vx_load(t, rs_ub(a, b), a->t[src][R_PART] + es(a->sh.in, first + e), a->sh.in, 1, len, len, len);
@@ -478,7 +504,7 @@ static void reduce_program(struct core_tp *t, const void *plan, int rank, int v)
        * device's output, its own first, then the peers across the links (rotated per core) */
       uint64_t at = a->all_reduce ? first + e : (uint64_t)turn * a->s * a->sh.n + e;
       for (uint32_t j = 0; j < (a->all_reduce ? a->sh.ranks : 1); j++) {
-        uint32_t dst = j == 0 ? (uint32_t)rank : ((uint32_t)rank + 1 + (uint32_t)(v + (int)j - 1) % (a->sh.ranks - 1)) % a->sh.ranks;
+        uint32_t dst = j == 0 ? (uint32_t)rank : mc2_peer((uint32_t)rank, a->sh.ranks, v, j - 1);
         vx_store(t, a->t[dst][R_OUT] + es(a->sh.in, at), rs_ub(a, 4), a->sh.in, 1, len, len, len);
       }
       core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
@@ -560,7 +586,7 @@ static void rs_setup(void *p, struct op_exec *x)
   }
   struct core_kernel k = {.name = a->all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter", .mode = CORE_MODE_MIX, .block_dim = a->sh.units,
                           .nblocks = (uint64_t)a->sh.turns * a->sh.ranks * a->nb, .ctx = a, .unit_begin = rs_unit_begin,
-                          .unit_end = rs_unit_end, .block = rs_block, .unit_ctx_bytes = sizeof(struct agmm_unit)};
+                          .unit_end = rs_unit_end, .block = rs_block, .unit_ctx_bytes = sizeof(struct mc2_unit)};
   op_kernel(x, &k);
 }
 
@@ -576,7 +602,7 @@ static bool rs_check(void *p, struct op_exec *x, double *max_err, char *summary,
 {
   struct mmrs *a = p;
   size_t mn = (size_t)a->sh.m * a->sh.n;
-  double eps = eps_of(a->sh.in), worst = 0;
+  double eps = mc2_eps(a->sh.in), worst = 0;
   double *sum = npu_xmalloc(mn * sizeof *sum), *mag = npu_xmalloc(mn * sizeof *mag);
   for (uint32_t r = 0; r < a->sh.ranks; r++) {
     memset(sum, 0, mn * sizeof *sum);
@@ -622,26 +648,17 @@ static void rs_release(void *p)
 }
 
 /* The two operators of this scheme differ by their name and summary only (rs_plan tells them apart). */
-#define RS_DESC(op_name, op_summary)                                                                  \
-  {                                                                                                 \
-    .name = op_name, .summary = op_summary, .params = rs_params,                                    \
-    .nparams = (int)(sizeof rs_params / sizeof rs_params[0]), .plan_size = sizeof(struct mmrs),     \
-    .plan = rs_plan, .setup = rs_setup, .flops = rs_flops, .check = rs_check, .release = rs_release, \
-    .ranks = rs_ranks_of,                                                                           \
-    .bwd = {.kind = OP_BWD_NONE,                                                                    \
-            .rule = "none as an operator: a training step models MC2 with plan.tp_overlap = \"mc2\" " \
-                    "(workloads/expand.c)"},                                                        \
-  }
-
 const struct op_desc op_matmul_reduce_scatter =
-    RS_DESC("matmul_reduce_scatter", "MC2 MatmulReduceScatter on a server: the matmul of every device's K shard fused "
-                                     "with the reduce-scatter of the products (cube cores notify each block, vector "
-                                     "cores sum each turn as it lands)");
+    MC2_DESC("matmul_reduce_scatter", "MC2 MatmulReduceScatter on a server: the matmul of every device's K shard fused "
+                                      "with the reduce-scatter of the products (cube cores notify each block, vector "
+                                      "cores sum each turn as it lands)",
+             rs_params, struct mmrs, rs_, TP_RULE);
 
 /* matmul_all_reduce: CANN's MatmulAllReduce, the reduce-scatter above whose owners then put their
  * reduced rows into every device's output across the links (the all-gather half of the
  * all-reduce, done by the same vector cores from the same UB). */
 const struct op_desc op_matmul_all_reduce =
-    RS_DESC("matmul_all_reduce", "MC2 MatmulAllReduce on a server: the matmul of every device's K shard fused with the "
-                                 "all-reduce of the products (matmul_reduce_scatter, then each owner puts its sums "
-                                 "into every device)");
+    MC2_DESC("matmul_all_reduce", "MC2 MatmulAllReduce on a server: the matmul of every device's K shard fused with the "
+                                  "all-reduce of the products (matmul_reduce_scatter, then each owner puts its sums "
+                                  "into every device)",
+             rs_params, struct mmrs, rs_, TP_RULE);

@@ -21,7 +21,8 @@
 /* GEMM variants (grouped, MX and W4A8 all in gemm.c) and attention (attention.c; decode over a
  * paged KV cache: paged_attention.c; the gated delta rule, Gated DeltaNet's linear attention:
  * gated_delta.c). */
-#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm) XX(op_all_gather_matmul) XX(op_matmul_reduce_scatter) XX(op_matmul_all_reduce)
+#define OPS_LIST_GEMM(XX) XX(op_grouped_gemm) XX(op_all_gather_matmul) XX(op_matmul_reduce_scatter) XX(op_matmul_all_reduce) \
+  XX(op_alltoallv_grouped_matmul) XX(op_grouped_matmul_alltoallv)
 #define OPS_LIST_ATTENTION(XX) XX(op_flash_attention) XX(op_paged_attention) XX(op_gated_delta)
 
 #define OP__DECLARE(sym) extern const struct op_desc sym;
@@ -38,6 +39,13 @@ OPS_LIST(OP__DECLARE)
 struct gemm;
 int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, uint32_t n, uint32_t k,
                   enum npu_dtype dtype, bool trans_b, int share, struct npu_diag *diag);
+/* The same for a grouped GEMM (the experts of an MoE layer): group i multiplies rows[i] rows of A,
+ * from the sum of the rows before it, by the i-th [k, n] matrix of B; blocks run group by group. */
+int ops_gemm_grouped_plan(struct gemm **out, const struct arch_chip *chip, const uint32_t *rows, uint32_t groups,
+                          uint32_t n, uint32_t k, enum npu_dtype dtype, struct npu_diag *diag);
+/* The group of block b (0 for a plain GEMM) and the blocks of one group. */
+uint32_t ops_gemm_block_group(const struct gemm *g, uint64_t b);
+uint64_t ops_gemm_group_blocks(const struct gemm *g, uint32_t group);
 void ops_gemm_free(struct gemm *g);
 uint64_t ops_gemm_blocks(const struct gemm *g);
 enum npu_dtype ops_gemm_out(const struct gemm *g);
