@@ -398,6 +398,91 @@ static void release(void *p)
   a->g = NULL;
 }
 
+/* ------------------------------------------------------------------ the analytic fidelity */
+
+int mc2_part(const struct op_desc *d, const struct arch_chip *chip, const char *const *kv, int n,
+             struct core_result *r, struct npu_diag *diag)
+{
+  struct op_args a;
+  int rc = op_args_parse(d, &a, kv, n, diag);
+  struct op_result *res = npu_xmalloc(sizeof *res);
+  struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .seed = 1};
+  if (!rc) rc = op_run(d, &a, chip, &o, res, diag);
+  if (!rc) *r = res->total;
+  free(res);
+  return rc;
+}
+
+double mc2_link_rate(const struct arch_node *node)
+{
+  return node->link.bw_bytes_per_s * node->link_efficiency.value;
+}
+
+void mc2_form_result(struct core_result *out, const struct arch_chip *chip, const struct core_result *part,
+                     int ranks, int naiv, double body, double link_s, uint64_t link_bytes, bool reads)
+{
+  double launch = chip->launch_overhead_s, t = launch + body, busy = part->time_s / t;
+  *out = (struct core_result){.time_s = t, .launch_s = launch, .ranks = ranks, .link_bytes = link_bytes};
+  out->gm_read_bytes = part->gm_read_bytes * (uint64_t)ranks + link_bytes; /* each copy reads and writes once */
+  out->gm_write_bytes = part->gm_write_bytes * (uint64_t)ranks + link_bytes;
+  out->l2_hit_bytes = part->l2_hit_bytes * (uint64_t)ranks;
+  out->hbm_bytes = part->hbm_bytes * (uint64_t)ranks + 2 * link_bytes;
+  out->hbm_bw_bytes_per_s = (double)out->hbm_bytes / t;
+  out->l2_bw_bytes_per_s = (double)(out->gm_read_bytes + out->gm_write_bytes) / t;
+  out->flops = part->flops * ranks;
+  out->cube_macs = part->cube_macs * (uint64_t)ranks;
+  out->instructions = part->instructions * (uint64_t)ranks;
+  out->aic_used = part->aic_used * ranks;
+  out->aic_total = chip->aic_count * ranks;
+  out->aiv_used = naiv * ranks;
+  out->aiv_total = chip->aiv_count * ranks;
+  out->aic_mac_ratio = part->aic_mac_ratio * busy;
+  out->aic_mte1_ratio = part->aic_mte1_ratio * busy;
+  out->aic_mte2_ratio = part->aic_mte2_ratio * busy;
+  out->aic_fixpipe_ratio = part->aic_fixpipe_ratio * busy;
+  out->aic_scalar_ratio = part->aic_scalar_ratio * busy;
+  *(reads ? &out->aiv_mte2_ratio : &out->aiv_mte3_ratio) = fmin(1, link_s / t);
+  if (launch >= 0.5 * t)
+    out->bottleneck = "launch_bound";
+  else if (link_s > part->time_s - part->launch_s) /* the copies wait on the links */
+    out->bottleneck = reads ? "mte2_bound" : "mte3_bound";
+  else
+    out->bottleneck = part->bottleneck;
+}
+
+/* The GEMM of a device's ranks x m rows (all_gather_matmul and the reduce-scatter operators). */
+static int device_gemm(const struct mc2_shape *sh, const struct arch_chip *chip, struct core_result *g,
+                       struct npu_diag *diag)
+{
+  char kv[5][48];
+  snprintf(kv[0], sizeof kv[0], "m=%u", sh->ranks * sh->m);
+  snprintf(kv[1], sizeof kv[1], "n=%u", sh->n);
+  snprintf(kv[2], sizeof kv[2], "k=%u", sh->k);
+  snprintf(kv[3], sizeof kv[3], "dtype=%s", npu_dtype_name(sh->in));
+  snprintf(kv[4], sizeof kv[4], "trans_b=%s", sh->tb ? "true" : "false");
+  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4]};
+  return mc2_part(&op_gemm, chip, args, 5, g, diag);
+}
+
+/* The ideal pipeline: the device's own rows, turn by turn, then each turn's rows of the peers once
+ * the turn has crossed the links (every link carries one slice of m / turns rows a turn, all links
+ * at once) and its notifies have flown, the GEMM at the rate of the whole GEMM of the device. */
+static int closed_form(const void *p, const struct arch_chip *chip, const struct arch_node *node,
+                       struct core_result *out, struct npu_diag *diag)
+{
+  const struct agmm *a = p;
+  struct core_result g;
+  int rc = device_gemm(&a->sh, chip, &g, diag);
+  if (rc) return rc;
+  double G = g.time_s - g.launch_s, lat = node->link.latency_s, T = a->sh.turns;
+  double slice = G / (a->sh.ranks * T), turn_s = (double)es(a->sh.in, (uint64_t)a->s * a->sh.k) / mc2_link_rate(node);
+  double end = T * slice;
+  for (uint32_t t = 0; t < a->sh.turns; t++) end = fmax(end, (t + 1) * turn_s + 2 * lat) + (a->sh.ranks - 1) * slice;
+  uint64_t bytes = es(a->sh.in, (uint64_t)a->sh.ranks * (a->sh.ranks - 1) * a->sh.m * a->sh.k);
+  mc2_form_result(out, chip, &g, (int)a->sh.ranks, a->sh.naiv, end, T * turn_s, bytes, false);
+  return 0;
+}
+
 const struct op_desc op_all_gather_matmul =
     MC2_DESC("all_gather_matmul", "MC2 AllGatherMatmul on a server: all-gather of x1's row shards fused with the matmul by x2 "
                                   "(vector cores put the shards over the links, cube cores multiply each turn as it lands)",
@@ -645,6 +730,25 @@ static void rs_release(void *p)
   struct mmrs *a = p;
   ops_gemm_free(a->g);
   a->g = NULL;
+}
+
+/* The ideal pipeline: turn t's products are complete once every device has run t + 1 turns of the
+ * GEMM (at the whole GEMM's rate) and notified; the owner then reads them from the peers at the
+ * link's rate, after the previous turn's reads. matmul_all_reduce: each link carries a device's
+ * products for the owner and the owner's sums for the device in the same direction: twice. */
+static int rs_closed_form(const void *p, const struct arch_chip *chip, const struct arch_node *node,
+                          struct core_result *out, struct npu_diag *diag)
+{
+  const struct mmrs *a = p;
+  struct core_result g;
+  int rc = device_gemm(&a->sh, chip, &g, diag);
+  if (rc) return rc;
+  double G = g.time_s - g.launch_s, lat = node->link.latency_s, T = a->sh.turns, ways = a->all_reduce ? 2 : 1;
+  double turn_s = ways * (double)es(a->sh.in, (uint64_t)a->s * a->sh.n) / mc2_link_rate(node), end = 0;
+  for (uint32_t t = 0; t < a->sh.turns; t++) end = fmax(end, (t + 1) * G / T + lat) + turn_s + lat;
+  uint64_t bytes = (uint64_t)ways * es(a->sh.in, (uint64_t)a->sh.ranks * (a->sh.ranks - 1) * a->sh.m * a->sh.n);
+  mc2_form_result(out, chip, &g, (int)a->sh.ranks, a->sh.naiv, end, T * turn_s, bytes, true);
+  return 0;
 }
 
 /* The two operators of this scheme differ by their name and summary only (rs_plan tells them apart). */

@@ -53,13 +53,29 @@ uint32_t mc2_peer(uint32_t rank, uint32_t ranks, int v, uint32_t q);
 /* Half an ulp's relative size, for the checks. */
 double mc2_eps(enum npu_dtype t);
 
+/* ------------------------------------------------------------------ the analytic fidelity */
+
+/* The analytic result of operator d with "name=value" arguments kv (n of them) on one device: a
+ * part of an MC2 operator's closed form. */
+int mc2_part(const struct op_desc *d, const struct arch_chip *chip, const char *const *kv, int n,
+             struct core_result *r, struct npu_diag *diag);
+/* Bytes per second of one link of the server. */
+double mc2_link_rate(const struct arch_node *node);
+/* The result of a closed form: body seconds after the launch on `ranks` devices, whose compute is
+ * `part` on each (its busy time and counts times ranks), whose vector cores copy for link_s of it
+ * (reading across the links: `reads`; else writing) and whose links carry link_bytes in all. */
+void mc2_form_result(struct core_result *out, const struct arch_chip *chip, const struct core_result *part,
+                     int ranks, int naiv, double body, double link_s, uint64_t link_bytes, bool reads);
+
 /* The operator description of an MC2 operator: parameter table tbl, plan type, its functions
- * named prefix plan, setup, flops, check, release and ranks_of, no backward (rule: why). */
+ * named prefix plan, setup, flops, check, release, ranks_of and closed_form, no backward (rule:
+ * why). */
 #define MC2_DESC(op_name, op_summary, tbl, plan_type, prefix, bwd_rule)                                      \
   {                                                                                                       \
     .name = op_name, .summary = op_summary, .params = tbl, .nparams = (int)(sizeof tbl / sizeof tbl[0]),  \
     .plan_size = sizeof(plan_type), .plan = prefix##plan, .setup = prefix##setup, .flops = prefix##flops, \
     .check = prefix##check, .release = prefix##release, .ranks = prefix##ranks_of,                        \
+    .closed_form = prefix##closed_form,                                                                   \
     .bwd = {.kind = OP_BWD_NONE, .rule = bwd_rule},                                                       \
   }
 

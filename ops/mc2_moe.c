@@ -442,6 +442,90 @@ static bool moe_check(void *p, struct op_exec *x, double *max_err, char *summary
   return worst <= 1;
 }
 
+/* ------------------------------------------------------------------ the analytic fidelity */
+
+/*
+ * The ideal pipeline of each device d, its grouped matmul G_d at the rate of the whole (its
+ * experts' rows in equal groups, each expert's share in proportion to its rows), S the shared
+ * expert's matmul; each link carries only its own team's rows, at the link's rate:
+ *   dispatch: S first; expert x's matmul once the rows of experts 0..x have crossed from every
+ *     source (the slowest link into d, a copy's and a notify's latency) and the experts before
+ *     it are done;
+ *   combine: expert x's rows leave once its matmul is done (a notify's latency) and the rows of
+ *     the experts before it have left (the fullest link out of d); S after the experts.
+ * The launch lasts as long as its busiest device.
+ */
+static int moe_closed_form(const void *p, const struct arch_chip *chip, const struct arch_node *node,
+                           struct core_result *out, struct npu_diag *diag)
+{
+  const struct moe *a = p;
+  uint32_t ranks = a->dv.ranks;
+  double bw = mc2_link_rate(node), lat = node->link.latency_s, worst = -1, S = 0, comm = 0;
+  struct core_result part = {0}, mm = {0};
+  char kv[6][48];
+  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]};
+  snprintf(kv[0], sizeof kv[0], "n=%u", a->n2);
+  snprintf(kv[1], sizeof kv[1], "k=%u", a->h);
+  snprintf(kv[2], sizeof kv[2], "dtype=%s", npu_dtype_name(a->dv.in));
+  snprintf(kv[3], sizeof kv[3], "m=%u", a->bs);
+  int rc = a->bs ? mc2_part(&op_gemm, chip, args, 4, &mm, diag) : 0;
+  if (rc) return rc;
+  if (a->bs) S = mm.time_s - mm.launch_s;
+  uint64_t bytes = 0, width = a->combine ? a->n : a->h;
+  for (uint32_t d = 0; d < ranks; d++) {
+    snprintf(kv[0], sizeof kv[0], "groups=%u", a->e);
+    snprintf(kv[1], sizeof kv[1], "m=%u", a->rows[d]);
+    snprintf(kv[2], sizeof kv[2], "n=%u", a->n);
+    snprintf(kv[3], sizeof kv[3], "k=%u", a->h);
+    snprintf(kv[4], sizeof kv[4], "dtype=%s", npu_dtype_name(a->dv.in));
+    snprintf(kv[5], sizeof kv[5], "skew=0");
+    struct core_result g;
+    rc = mc2_part(&op_grouped_gemm, chip, args, 6, &g, diag);
+    if (rc) return rc;
+    double G = g.time_s - g.launch_s, done = a->combine ? 0 : S, sent = 0, link = 0;
+    uint64_t on[MAX_RANKS] = {0}; /* rows each link carried so far */
+    for (uint32_t x = 0; x < a->e; x++) {
+      uint64_t rows = 0, most = 0;
+      for (uint32_t q = 0; q < ranks; q++) {
+        uint32_t c = a->cnt[q][d * a->e + x]; /* q's rows for d's expert x, and back */
+        rows += c;
+        if (q == d) continue;
+        on[q] += c;
+        most = on[q] > most ? on[q] : most;
+        bytes += es(a->dv.in, (uint64_t)c * width);
+      }
+      double share = G * (double)rows / a->rows[d], xfer = (double)es(a->dv.in, most * width) / bw;
+      if (!rows) continue;
+      if (a->combine) {
+        done += share;
+        sent = fmax(sent, done + lat) + (xfer - link) + lat;
+        link = xfer;
+      } else {
+        done = fmax(done, xfer + 2 * lat) + share;
+        link = xfer;
+      }
+    }
+    double body = a->combine ? fmax(sent, done + S) : done;
+    if (body > worst) {
+      worst = body;
+      part = g;
+      comm = link;
+    }
+  }
+  if (a->bs) { /* the shared expert's work beside the experts' */
+    part.time_s += S;
+    part.flops += mm.flops;
+    part.cube_macs += mm.cube_macs;
+    part.instructions += mm.instructions;
+    part.gm_read_bytes += mm.gm_read_bytes;
+    part.gm_write_bytes += mm.gm_write_bytes;
+    part.l2_hit_bytes += mm.l2_hit_bytes;
+    part.hbm_bytes += mm.hbm_bytes;
+  }
+  mc2_form_result(out, chip, &part, (int)ranks, a->dv.naiv, worst, comm, bytes, false);
+  return 0;
+}
+
 #define MOE_RULE "none as an operator: a training step models the expert all-to-alls with plan.ep_overlap (workloads/expand.c)"
 
 const struct op_desc op_alltoallv_grouped_matmul =

@@ -474,14 +474,31 @@ static void combine(struct op_result *r)
   }
 }
 
+/* The totals of a run's kernels and the operator's FLOPs and rates. */
+static void finish(const struct op_desc *d, const void *plan, struct op_result *res)
+{
+  combine(res);
+  res->flops = d->flops(plan);
+  double t = res->total.time_s;
+  res->achieved_flops_per_s = t > 0 ? res->flops / t : 0;
+  res->gm_bytes_per_s = t > 0 ? (double)(res->total.gm_read_bytes + res->total.gm_write_bytes) / t : 0;
+}
+
 /* An operator over `ranks` devices needs a server whose devices are joined by a full mesh of links
- * (the one kind of server mem_platform_group_xml builds), and the event fidelity. */
+ * (the one kind of server mem_platform_group_xml builds), and the event fidelity, or the analytic
+ * one of its closed form (timing only: no data, trace or observer). */
 static int server_of(const struct op_desc *d, int ranks, const struct op_run_opts *opts, struct npu_diag *diag)
 {
   const struct arch_node *n = opts->node;
-  if (opts->fidelity != CORE_FIDELITY_EVENT)
+  if (opts->fidelity != CORE_FIDELITY_EVENT && !d->closed_form)
     return npu_diag_set(diag, "command line", 0, "--fidelity",
                         "%s runs on %d devices at once, at event fidelity only (--fidelity event)", d->name, ranks),
+           NPU_EUNSUPPORTED;
+  if (opts->fidelity != CORE_FIDELITY_EVENT && (opts->functional || opts->trace || opts->observe))
+    return npu_diag_set(diag, "command line", 0, "--fidelity",
+                        "%s's analytic fidelity is a closed form of its pipeline, without data or instructions: "
+                        "--functional, --trace and --msprof need --fidelity event",
+                        d->name),
            NPU_EUNSUPPORTED;
   if (!n || n->devices < 1)
     return npu_diag_set(diag, "command line", 0, "--arch",
@@ -509,7 +526,14 @@ static int run_one(const struct op_desc *d, const struct op_args *a, const struc
   int rc = d->plan(plan, d, a, chip, diag);
   int ranks = rc ? 1 : d->ranks ? d->ranks(plan) : 1;
   if (!rc && ranks > 1) rc = server_of(d, ranks, opts, diag); /* before any tensor is made */
-  if (rc) {
+  if (!rc && ranks > 1 && opts->fidelity != CORE_FIDELITY_EVENT) { /* the closed form */
+    rc = d->closed_form(plan, chip, opts->node, &res->kernel[0], diag);
+    if (!rc) {
+      res->nkernels = 1;
+      finish(d, plan, res);
+    }
+  }
+  if (rc || (ranks > 1 && opts->fidelity != CORE_FIDELITY_EVENT)) {
     if (d->release) d->release(plan);
     free(plan);
     return rc;
@@ -554,11 +578,7 @@ static int run_one(const struct op_desc *d, const struct op_args *a, const struc
     rc = launch_all(&s);
   }
   if (!rc) {
-    combine(res);
-    res->flops = d->flops(plan);
-    double t = res->total.time_s;
-    res->achieved_flops_per_s = t > 0 ? res->flops / t : 0;
-    res->gm_bytes_per_s = t > 0 ? (double)(res->total.gm_read_bytes + res->total.gm_write_bytes) / t : 0;
+    finish(d, plan, res);
     if (cap) /* before the check, which may not leave the tensors as the kernels did */
       for (int i = 0; i < x.ntensors; i++) {
         size_t bytes = fmt_bytes(x.tensors[i].dtype, x.tensors[i].count);

@@ -111,6 +111,12 @@ struct op_desc {
    * every rank of its group at once: its kernels are launched with core_launch_opts.ranks, its
    * tensors placed with op_tensor_place, on a server of op_run_opts.node). NULL: one device. */
   int (*ranks)(const void *plan);
+  /* Optional, with ranks: the analytic fidelity of such an operator, a closed form of its pipeline
+   * on the server `node` (full mesh), from its parts' analytic times on one device and the links'
+   * rate: fills *out as a launch's result (time, launch, counts, cores, ratios, bottleneck).
+   * NULL: event fidelity only. */
+  int (*closed_form)(const void *plan, const struct arch_chip *chip, const struct arch_node *node,
+                     struct core_result *out, struct npu_diag *diag);
 };
 
 #define OP_MAX_VARIANTS 10 /* candidates of one tiling search */

@@ -93,10 +93,17 @@ Test(kernel_cli, an_mc2_operator_runs_on_the_devices_of_a_server)
   cr_assert_str_eq(r.out, "");
   ts_run_free(&r);
   r = ts_npusim("kernel", "matmul_reduce_scatter", "--m", "64", "--k", "256", "--n", "128", "--arch", "atlas-800t-a2",
-                "--fidelity", "analytic", NULL);
+                "--fidelity", "analytic", "--functional", NULL);
   cr_assert_eq(r.status, 2);
-  cr_assert(strstr(r.err, "--fidelity: matmul_reduce_scatter runs on 8 devices at once, at event fidelity only") != NULL,
+  cr_assert(strstr(r.err, "--fidelity: matmul_reduce_scatter's analytic fidelity is a closed form of its pipeline, "
+                          "without data or instructions") != NULL,
             "%s", r.err);
+  ts_run_free(&r);
+  /* the closed form alone: a time, the devices and the bytes across the links (8 x 7 x 64 x 128 x 2) */
+  r = ts_npusim("kernel", "matmul_reduce_scatter", "--m", "64", "--k", "256", "--n", "128", "--arch", "atlas-800t-a2",
+                "--fidelity", "analytic", "--json", NULL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"devices\": 8") != NULL && strstr(r.out, "\"link_bytes\": 917504") != NULL, "%s", r.out);
   ts_run_free(&r);
   r = ts_npusim("kernel", "all_gather_matmul", "--m", "64", "--k", "256", "--n", "128", "--arch", "atlas-800t-a2",
                 "--msprof", "/tmp/npusim-mc2-msprof-never", NULL);

@@ -45,6 +45,16 @@ static double event_s(const char *op, const char *const *kv)
   return r.total.time_s;
 }
 
+/* The analytic fidelity (the operator's closed form) gives the ideal pipeline the test computes. */
+static void analytic_is(const char *op, const char *const *kv, double ideal)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run_op(op, kv, CORE_FIDELITY_ANALYTIC, false, &server.node, &r, msg), 0, "%s", msg);
+  cr_assert(fabs(r.total.time_s - ideal) <= 1e-9 * ideal, "analytic %.6g us, closed form %.6g us", r.total.time_s * 1e6,
+            ideal * 1e6);
+}
+
 static double link_s(double bytes)
 {
   return bytes / (server.node.link.bw_bytes_per_s * server.node.link_efficiency.value);
@@ -97,6 +107,7 @@ Test(mc2, a_gather_longer_than_the_gemm_is_exposed_by_its_link_time)
   double ideal, serial;
   bounds(256, 2048, 128, 1, &ideal, &serial);
   double t = event_s("all_gather_matmul", ARGS("m=256", "k=2048", "n=128", "turns=1"));
+  analytic_is("all_gather_matmul", ARGS("m=256", "k=2048", "n=128", "turns=1"), ideal);
   cr_assert(t >= ideal && t <= 1.10 * ideal, "%.4g us, ideal pipeline %.4g us", t * 1e6, ideal * 1e6);
   cr_assert(t >= server.chip.launch_overhead_s + link_s(2.0 * 256 * 2048), "faster than its links");
 }
@@ -108,6 +119,7 @@ Test(mc2, a_gemm_longer_than_the_gather_hides_it)
   double ideal, serial;
   bounds(256, 1024, 4096, 1, &ideal, &serial);
   double t = event_s("all_gather_matmul", ARGS("m=256", "k=1024", "n=4096", "turns=1"));
+  analytic_is("all_gather_matmul", ARGS("m=256", "k=1024", "n=4096", "turns=1"), ideal);
   cr_assert(t >= ideal && t <= 1.10 * ideal, "%.4g us, ideal pipeline %.4g us", t * 1e6, ideal * 1e6);
   cr_assert(t < serial, "%.4g us, not faster than gather-then-multiply (%.4g us)", t * 1e6, serial * 1e6);
 }
@@ -118,18 +130,19 @@ Test(mc2, turns_overlap_the_gather_with_the_gemm)
   double ideal, serial;
   bounds(512, 1024, 2048, 4, &ideal, &serial);
   double t = event_s("all_gather_matmul", ARGS("m=512", "k=1024", "n=2048", "turns=4"));
+  analytic_is("all_gather_matmul", ARGS("m=512", "k=1024", "n=2048", "turns=4"), ideal);
   cr_assert(t >= ideal && t < serial, "%.4g us, not within (%.4g, %.4g) us", t * 1e6, ideal * 1e6, serial * 1e6);
 }
 
-Test(mc2, all_gather_matmul_needs_a_full_mesh_server_and_the_event_fidelity)
+Test(mc2, all_gather_matmul_needs_a_full_mesh_server_and_the_event_fidelity_for_data)
 {
   struct op_result r;
   char msg[2048];
   cr_assert_eq(run(ARGS("m=128", "k=256", "n=128"), CORE_FIDELITY_EVENT, false, NULL, &r, msg), NPU_EINVAL);
   cr_assert(strstr(msg, "--arch: all_gather_matmul runs on 8 devices: give a server"), "%s", msg);
-  cr_assert_eq(run(ARGS("m=128", "k=256", "n=128"), CORE_FIDELITY_ANALYTIC, false, &server.node, &r, msg),
+  cr_assert_eq(run(ARGS("m=128", "k=256", "n=128"), CORE_FIDELITY_ANALYTIC, true, &server.node, &r, msg),
                NPU_EUNSUPPORTED);
-  cr_assert(strstr(msg, "at event fidelity only"), "%s", msg);
+  cr_assert(strstr(msg, "--functional, --trace and --msprof need --fidelity event"), "%s", msg);
   cr_assert_eq(run(ARGS("m=128", "k=256", "n=128", "ranks=16"), CORE_FIDELITY_EVENT, false, &server.node, &r, msg),
                NPU_EINVAL);
   cr_assert(strstr(msg, "16 ranks, but a atlas-800t-a2 server has 8 devices"), "%s", msg);
@@ -190,6 +203,7 @@ Test(mc2, a_reduce_scatter_longer_than_the_gemm_is_exposed_by_its_link_time)
   double ideal, serial;
   rs_bounds(256, 256, 4096, 1, &ideal, &serial);
   double t = event_s("matmul_reduce_scatter", ARGS("m=256", "k=256", "n=4096", "turns=1"));
+  analytic_is("matmul_reduce_scatter", ARGS("m=256", "k=256", "n=4096", "turns=1"), ideal);
   cr_assert(t >= ideal && t <= 1.20 * ideal, "%.4g us, closed form %.4g us", t * 1e6, ideal * 1e6);
 }
 
@@ -200,6 +214,7 @@ Test(mc2, a_gemm_longer_than_the_reduce_scatter_sets_its_time)
   double ideal, serial;
   rs_bounds(256, 8192, 1024, 1, &ideal, &serial);
   double t = event_s("matmul_reduce_scatter", ARGS("m=256", "k=8192", "n=1024", "turns=1"));
+  analytic_is("matmul_reduce_scatter", ARGS("m=256", "k=8192", "n=1024", "turns=1"), ideal);
   cr_assert(t >= ideal && t <= 1.10 * ideal, "%.4g us, closed form %.4g us", t * 1e6, ideal * 1e6);
 }
 
@@ -210,6 +225,7 @@ Test(mc2, turns_overlap_the_reduce_scatter_with_the_gemm)
   double ideal, serial;
   rs_bounds(512, 2048, 1024, 2, &ideal, &serial);
   double t = event_s("matmul_reduce_scatter", ARGS("m=512", "k=2048", "n=1024", "turns=2"));
+  analytic_is("matmul_reduce_scatter", ARGS("m=512", "k=2048", "n=1024", "turns=2"), ideal);
   cr_assert(t >= ideal && t < serial, "%.4g us, not within (%.4g, %.4g) us", t * 1e6, ideal * 1e6, serial * 1e6);
 }
 

@@ -42,6 +42,14 @@ static double event_s(const char *op, const char *const *kv)
   return r.total.time_s;
 }
 
+static double analytic_s(const char *op, const char *const *kv)
+{
+  struct op_result r;
+  char msg[2048];
+  cr_assert_eq(run(op, kv, CORE_FIDELITY_ANALYTIC, false, &r, msg), 0, "%s", msg);
+  return r.total.time_s;
+}
+
 static double link_s(double bytes)
 {
   return bytes / (server.node.link.bw_bytes_per_s * server.node.link_efficiency.value);
@@ -139,6 +147,9 @@ static double pipeline(bool combine, unsigned h, unsigned n, double over, double
   snprintf(n_, sizeof n_, "n=%u", n);
   double t = event_s(combine ? COMBINE : DISPATCH, ARGS("tokens=2048", h_, n_));
   within(t, 0.98 * ideal, over * ideal, combine ? "combine" : "dispatch");
+  /* the analytic fidelity is this closed form */
+  double a = analytic_s(combine ? COMBINE : DISPATCH, ARGS("tokens=2048", h_, n_));
+  cr_assert(fabs(a - ideal) <= 1e-9 * ideal, "analytic %.6g us, closed form %.6g us", a * 1e6, ideal * 1e6);
   return t;
 }
 
@@ -189,6 +200,9 @@ Test(mc2_moe, the_shared_expert_runs_while_the_rows_travel)
    * than the two apart, not faster than the shared one and the last expert's share of the other */
   double both = server.chip.launch_overhead_s + shared + g;
   within(t, server.chip.launch_overhead_s + shared + g / 4, both, "dispatch with the shared expert");
+  /* the closed form: the shared matmul outlasts the transfer, then the experts' */
+  double a = analytic_s(DISPATCH, ARGS("tokens=2048", "h=2048", "n=128", "shared_rows=2048", "shared_n=2048"));
+  cr_assert(fabs(a - both) <= 1e-9 * both, "analytic %.6g us, %.6g us", a * 1e6, both * 1e6);
   cr_assert(t < server.chip.launch_overhead_s + xfer + shared + g - 40e-6, "%.4g us: the transfer is not hidden",
             t * 1e6);
 }
@@ -205,6 +219,9 @@ Test(mc2_moe, the_device_with_the_hottest_experts_sets_the_time)
   double hot = server.chip.launch_overhead_s + grouped_body_s(4, 8 * 1051, 4096, 1024);
   cr_assert(t >= 0.98 * hot, "%.4g us, faster than the hottest device's matmul alone (%.4g us)", t * 1e6, hot * 1e6);
   cr_assert(t > 3 * ideal, "%.4g us, against %.4g us for the ideal pipeline of even experts", t * 1e6, ideal * 1e6);
+  /* the closed form, each device's experts taken as equal groups: within 10% (measured +4%) */
+  double a = analytic_s(DISPATCH, ARGS("tokens=2048", "h=1024", "n=4096", "skew=1"));
+  within(a, 0.9 * t, 1.1 * t, "analytic");
 }
 
 /* ------------------------------------------------------------------ refusals */
@@ -223,7 +240,7 @@ Test(mc2_moe, bad_shapes_are_refused_with_a_message)
   cr_assert_eq(run(DISPATCH, ARGS("tokens=16", "h=128", "n=128", "skew=4"), CORE_FIDELITY_EVENT, false, &r, msg),
                NPU_EINVAL);
   cr_assert(strstr(msg, "--tokens: device 1's experts get 0 rows"), "%s", msg);
-  cr_assert_eq(run(COMBINE, ARGS("tokens=256", "h=128", "n=128"), CORE_FIDELITY_ANALYTIC, false, &r, msg),
-               NPU_EUNSUPPORTED);
-  cr_assert(strstr(msg, "at event fidelity only"), "%s", msg);
+  struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .functional = true, .seed = 7, .node = &server.node};
+  cr_assert_eq(ts_op_with(&server.chip, COMBINE, ARGS("tokens=256", "h=128", "n=128"), &o, &r, msg), NPU_EUNSUPPORTED);
+  cr_assert(strstr(msg, "--functional, --trace and --msprof need --fidelity event"), "%s", msg);
 }
