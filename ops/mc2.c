@@ -1,6 +1,8 @@
 /*
  * mc2.c - MC2 ("matmul and communication fused") operators that run on every device of a server at
- * once (core_launch_opts.ranks): all_gather_matmul here, matmul_reduce_scatter below.
+ * once (core_launch_opts.ranks): all_gather_matmul here, matmul_reduce_scatter and
+ * matmul_all_reduce below (the MoE pair: mc2_moe.c); what they share (mc2_int.h) and their closed
+ * forms (the analytic fidelity).
  *
  * all_gather_matmul: CANN's AllGatherMatmul, the
  * all-gather of a tensor-parallel group's row shards followed by a matmul, as one kernel that runs
@@ -12,10 +14,11 @@
  * The scheme is the one of CANN's MC2 kernels and of the PTO allgather_gemm example for Atlas A2
  * (pto-isa kernels/manual/a2a3/allgather_gemm: an AIV communication kernel that puts chunks with
  * TPUT and notifies, an AIC compute kernel that waits on chunk flags):
- *   - the vector cores move the data: each holds a share of every turn's rows of the device's own
- *     x1, loads it into UB (MTE2) and writes it (MTE3) into every peer's gather_out over the link
- *     between the two devices (peers in an order rotated per vector core, so that every link of the
- *     full mesh carries data at once) and into its own; after a turn it notifies each peer;
+ *   - the vector cores move the data, in one team per peer (and one for the device's own
+ *     gather_out: mc2_team): each holds a share of every turn's rows of the device's own x1, loads
+ *     it into UB (MTE2) and writes it (MTE3) into its team's device's gather_out over the link
+ *     between the two, so that every link of the full mesh carries data all the time; after a
+ *     turn every vector core notifies each peer;
  *   - the cube cores run the GEMM (gemm.c's tile program, tiled for one turn's rows) first on the
  *     device's own rows, which need no communication, then turn by turn on the rows that arrived,
  *     each peer's slice once its `turns` signal has every vector core's notify.
@@ -133,6 +136,14 @@ void mc2_put(struct core_tp *t, enum npu_dtype dt, uint64_t piece, uint32_t *sta
   }
 }
 
+void mc2_team(uint32_t rank, uint32_t ranks, int naiv, int v, uint32_t *to, int *w, int *nw)
+{
+  int q = v % (int)ranks;
+  *to = (rank + 1 + (uint32_t)q) % ranks;
+  *w = v / (int)ranks;
+  *nw = naiv / (int)ranks + (q < naiv % (int)ranks ? 1 : 0);
+}
+
 uint32_t mc2_peer(uint32_t rank, uint32_t ranks, int v, uint32_t q)
 {
   return q < ranks - 1 ? (rank + 1 + (uint32_t)(v + (int)q) % (ranks - 1)) % ranks : rank;
@@ -140,24 +151,23 @@ uint32_t mc2_peer(uint32_t rank, uint32_t ranks, int v, uint32_t q)
 
 /* ------------------------------------------------------------------ the vector cores: the gather */
 
-/* Vector core v (0..naiv-1) of device `rank`: its share of each turn's rows of x1, put into every
- * device's gather_out (peers first, rotated by v), then a notify to each peer per turn. */
+/* Vector core v (0..naiv-1) of device `rank`, in the team of one device (mc2_team): its team's
+ * share of each turn's rows of x1, put into that device's gather_out (the device itself: its own
+ * gather_out, when asked for), then a notify to each peer per turn. */
 static void gather_program(struct core_tp *t, const void *plan, int rank, int v)
 {
   const struct agmm *a = plan;
-  uint64_t lo, hi, dst[MAX_RANKS];
-  mc2_share((uint64_t)a->s * a->sh.k, a->sh.naiv, v, &lo, &hi);
-  uint32_t stage = 0;
+  uint32_t to, stage = 0;
+  int w, nw;
+  mc2_team((uint32_t)rank, a->sh.ranks, a->sh.naiv, v, &to, &w, &nw);
+  uint64_t lo, hi;
+  mc2_share((uint64_t)a->s * a->sh.k, nw, w, &lo, &hi);
   mc2_put_begin(t);
   for (uint32_t turn = 0; turn < a->sh.turns; turn++) {
     uint64_t first = (uint64_t)turn * a->s * a->sh.k; /* the turn's first element in x1 */
-    uint64_t at = es(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + lo); /* its place in gather_out */
-    uint32_t nd = 0;
-    for (uint32_t q = 0; q < a->sh.ranks; q++) {
-      uint32_t peer = mc2_peer((uint32_t)rank, a->sh.ranks, v, q);
-      if (peer != (uint32_t)rank || a->gather) dst[nd++] = a->t[peer][T_GATHER] + at;
-    }
-    mc2_put(t, a->sh.in, a->piece, &stage, a->t[rank][T_X1] + es(a->sh.in, first + lo), dst, nd, hi - lo);
+    uint64_t dst = a->t[to][T_GATHER] + es(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + lo);
+    if (to != (uint32_t)rank || a->gather)
+      mc2_put(t, a->sh.in, a->piece, &stage, a->t[rank][T_X1] + es(a->sh.in, first + lo), &dst, 1, hi - lo);
     for (uint32_t q = 1; q < a->sh.ranks; q++)
       core_notify(t, CORE_PIPE_MTE3, (int)((uint32_t)rank + q) % (int)a->sh.ranks, signal_id(a, turn, (uint32_t)rank));
   }
@@ -233,9 +243,9 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
 
 /* The turns when none are asked for: the most, up to 8, of at least 128 rows each (one cube tile
  * high), a multiple of 16 rows. Chosen from the kernels' own times on the 910B2 server, as a
- * tiling function chooses (6 cases, m 512 and 1024, k 512-4096, n 1536-4096, both directions:
- * 128-row turns the fastest or within 2% of it in all 6; 64-row turns up to 25% slower, 256-row
- * ones up to 18%). */
+ * tiling function chooses (m 512 and 1024 by k 512, 2048, 4096 and n 4096, 2048, 1536, the
+ * all-gather and the reduce-scatter: 128-row turns the fastest in 9 of the 12 cases and within 6%
+ * of it in the others; 64-row turns up to 34% slower, 256-row ones up to 17%). */
 static uint32_t auto_turns(uint32_t m)
 {
   for (uint32_t t = 8; t > 1; t--)
@@ -501,9 +511,11 @@ const struct op_desc op_all_gather_matmul =
  *     chunk a turn), in each turn the peers' chunks first and the device's own last, writing the
  *     partial products into the device's workspace (`partial`) and notifying the chunk's owner
  *     after each block;
- *   - the owner's vector cores, once a turn's signal has every device's blocks, read their share of
- *     that turn's rows from every device's workspace (across the links: PTO's TGET), sum them in
- *     fp32 in UB and write the result, while the cube cores run the next turn.
+ *   - the owner's vector cores, in one team per device (mc2_team), once a turn's signal has every
+ *     device's blocks, read their share of that turn's rows from their team's device's workspace
+ *     (across the link: PTO's TGET), cast them to fp32 and add them atomically into the owner's
+ *     fp32 sum (`acc`, Ascend C's SetAtomicAdd, as HCCL's AIV reduce kernels do); once all have,
+ *     each casts its share of the sum into the output, while the cube cores run the next turn.
  * Partial products travel in the input type, as HCCL's reduce-scatter of the matmul's output does.
  */
 
@@ -522,9 +534,9 @@ static const struct op_param rs_params[] = {
     {"trans_b", OP_P_BOOL, "false", "x2 stored [n, k]", NULL},
 };
 
-enum { R_X1, R_X2, R_PART, R_OUT, R_PER_RANK };
+enum { R_X1, R_X2, R_PART, R_ACC, R_OUT, R_PER_RANK };
 
-#define RS_PIECE 8192u /* elements of a vector core's step: 14 bytes each in UB */
+#define RS_PIECE 8192u /* elements of a vector core's step: 16 bytes each in UB */
 
 struct mmrs {
   const struct arch_chip *chip;
@@ -533,70 +545,105 @@ struct mmrs {
   struct gemm *g;                     /* the GEMM of one turn's rows of one owner's chunk */
   uint64_t nb;
   bool all_reduce;                    /* matmul_all_reduce: every device gets every owner's rows */
+  uint64_t piece;                     /* elements of a put's UB buffer (the all-reduce's last step) */
   uint64_t t[MAX_RANKS][R_PER_RANK];
   char names[MAX_RANKS][R_PER_RANK][24];
 };
 
-/* UB of a vector core: two input buffers, the fp32 sum, an fp32 term, the output. */
-static uint64_t rs_ub(const struct mmrs *a, int what)
+/* UB of a vector core: two buffers for what is loaded, two for what is stored, each of RS_PIECE
+ * elements of up to 4 bytes. */
+static uint64_t rs_ub(int stored, int b)
 {
-  uint64_t in = es(a->sh.in, RS_PIECE), f = 4ull * RS_PIECE;
-  switch (what) {
-  case 0: return 0;
-  case 1: return in;
-  case 2: return 2 * in;         /* fp32 term */
-  case 3: return 2 * in + f;     /* fp32 sum */
-  default: return 2 * in + 2 * f; /* output */
+  return ((uint64_t)stored * 2 + (uint64_t)b) * 4 * RS_PIECE;
+}
+
+/* len elements from GM src (type from) through UB, cast to type to, stored to GM dst, added to
+ * what is there with add (Ascend C's SetAtomicAdd), piece by piece, double buffered. Flags: MTE2
+ * -> V (loaded), V -> MTE2 (load buffer free), V -> MTE3 (cast), MTE3 -> V (store buffer free),
+ * set before the first call (rs_pass_begin) and waited for after the last (rs_pass_end). */
+static void rs_pass(struct core_tp *t, uint32_t *stage, uint64_t src, enum npu_dtype from, uint64_t dst,
+                    enum npu_dtype to, bool add, uint64_t len)
+{
+  for (uint64_t e = 0; e < len; e += RS_PIECE) {
+    uint32_t n = (uint32_t)(len - e < RS_PIECE ? len - e : RS_PIECE);
+    int b = (int)((*stage)++ % 2);
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+    vx_load(t, rs_ub(0, b), src + es(from, e), from, 1, n, n, n);
+    core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
+    core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
+    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
+    vx_cast(t, rs_ub(1, b), to, rs_ub(0, b), from, n);
+    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, b);
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, b);
+    struct core_copy c = {.src = vx_nd(MEM_UB, to, rs_ub(1, b), 1, n, n), .dst = vx_nd(MEM_GM, to, dst + es(to, e), 1, n, n),
+                          .scale = 1.0f, .fb_scale = UINT64_MAX, .atomic_add = add};
+    core_copy_ex(t, &c);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
   }
 }
 
-/* Vector core v of device `rank`: per turn, once every device's blocks of the turn are in, its
- * share of the turn's rows summed over the devices' partial products. Flags: MTE2 -> V (input
- * loaded, ids 0 and 1), V -> MTE2 (input free), V -> MTE3 (output ready), MTE3 -> V (output free). */
+static void rs_pass_begin(struct core_tp *t)
+{
+  for (int b = 0; b < 2; b++) {
+    core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+    core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
+  }
+}
+
+static void rs_pass_end(struct core_tp *t)
+{
+  for (int b = 0; b < 2; b++) {
+    core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
+    core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
+  }
+}
+
+/*
+ * Vector core v of device `rank`, in the team of one device `from` (mc2_team: one team per link,
+ * and one for the device's own products). Per turn, once every device's blocks of the turn are in:
+ *   1. its share of the team's device's products of this device's rows (across the link, PTO's
+ *      TGET), cast to fp32 and added (atomically) into the device's fp32 sum (`acc`); a notify;
+ *   2. once all the device's vector cores have added theirs, its share of the sum cast to the
+ *      output type into the output (the all-reduce: at the rows' place), and for the all-reduce
+ *   3. once all of them have written theirs, its team's share of the rows put into the output of
+ *      the team's device (across the link the other way: the all-gather half).
+ * Signals of the device: turn (the cube cores' blocks), turns + turn (added), 2 turns + turn
+ * (written).
+ */
 static void reduce_program(struct core_tp *t, const void *plan, int rank, int v)
 {
   const struct mmrs *a = plan;
-  uint64_t lo, hi;
-  mc2_share((uint64_t)a->s * a->sh.n, a->sh.naiv, v, &lo, &hi);
-  uint32_t stage = 0;
-  for (int b = 0; b < 2; b++) core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-  core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
-  for (uint32_t turn = 0; turn < a->sh.turns; turn++) {
+  uint32_t T = a->sh.turns, me = (uint32_t)rank, from, stage = 0;
+  int w, nw;
+  mc2_team(me, a->sh.ranks, a->sh.naiv, v, &from, &w, &nw);
+  uint64_t elems = (uint64_t)a->s * a->sh.n, lo, hi;
+  for (uint32_t turn = 0; turn < T; turn++) {
+    uint64_t first = ((uint64_t)me * a->sh.m + (uint64_t)turn * a->s) * a->sh.n; /* in every partial */
+    uint64_t acc = (uint64_t)turn * elems, out = a->all_reduce ? first : acc;
     core_notify_wait(t, CORE_PIPE_MTE2, (int)turn, (uint32_t)(a->sh.ranks * a->nb));
-    uint64_t first = ((uint64_t)rank * a->sh.m + (uint64_t)turn * a->s) * a->sh.n; /* in every partial */
-    for (uint64_t e = lo; e < hi; e += RS_PIECE) {
-      uint32_t len = (uint32_t)(hi - e < RS_PIECE ? hi - e : RS_PIECE);
-      for (uint32_t j = 0; j < a->sh.ranks; j++) { /* own first, then the peers rotated per core */
-        uint32_t src = j == 0 ? (uint32_t)rank : mc2_peer((uint32_t)rank, a->sh.ranks, v, j - 1);
-        int b = (int)(stage++ % 2);
-        core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-        vx_load(t, rs_ub(a, b), a->t[src][R_PART] + es(a->sh.in, first + e), a->sh.in, 1, len, len, len);
-        core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
-        core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
-        if (j == 0) {
-          vx_cast(t, rs_ub(a, 3), NPU_DT_FP32, rs_ub(a, b), a->sh.in, len);
-        } else {
-          vx_cast(t, rs_ub(a, 2), NPU_DT_FP32, rs_ub(a, b), a->sh.in, len);
-          vx_bin(t, CORE_VEC_ADD, rs_ub(a, 3), rs_ub(a, 3), rs_ub(a, 2), len);
-        }
-        core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-      }
-      core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
-      vx_cast(t, rs_ub(a, 4), a->sh.in, rs_ub(a, 3), NPU_DT_FP32, len);
-      core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
-      core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, 0);
-      /* reduce-scatter: the owner's rows of its output; all-reduce: the rows' place in every
-       * device's output, its own first, then the peers across the links (rotated per core) */
-      uint64_t at = a->all_reduce ? first + e : (uint64_t)turn * a->s * a->sh.n + e;
-      for (uint32_t j = 0; j < (a->all_reduce ? a->sh.ranks : 1); j++) {
-        uint32_t dst = j == 0 ? (uint32_t)rank : mc2_peer((uint32_t)rank, a->sh.ranks, v, j - 1);
-        vx_store(t, a->t[dst][R_OUT] + es(a->sh.in, at), rs_ub(a, 4), a->sh.in, 1, len, len, len);
-      }
-      core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
-    }
+    mc2_share(elems, nw, w, &lo, &hi);
+    rs_pass_begin(t);
+    rs_pass(t, &stage, a->t[from][R_PART] + es(a->sh.in, first + lo), a->sh.in,
+            a->t[me][R_ACC] + es(NPU_DT_FP32, acc + lo), NPU_DT_FP32, true, hi - lo);
+    rs_pass_end(t);
+    core_notify(t, CORE_PIPE_MTE3, (int)me, (int)(T + turn));
+    core_notify_wait(t, CORE_PIPE_MTE2, (int)(T + turn), (uint32_t)a->sh.naiv);
+    mc2_share(elems, a->sh.naiv, v, &lo, &hi);
+    rs_pass_begin(t);
+    rs_pass(t, &stage, a->t[me][R_ACC] + es(NPU_DT_FP32, acc + lo), NPU_DT_FP32,
+            a->t[me][R_OUT] + es(a->sh.in, out + lo), a->sh.in, false, hi - lo);
+    rs_pass_end(t);
+    if (!a->all_reduce) continue;
+    core_notify(t, CORE_PIPE_MTE3, (int)me, (int)(2 * T + turn));
+    core_notify_wait(t, CORE_PIPE_MTE2, (int)(2 * T + turn), (uint32_t)a->sh.naiv);
+    if (from == me) continue;
+    mc2_share(elems, nw, w, &lo, &hi);
+    uint64_t dst = a->t[from][R_OUT] + es(a->sh.in, out + lo);
+    mc2_put_begin(t);
+    mc2_put(t, a->sh.in, a->piece, &stage, a->t[me][R_OUT] + es(a->sh.in, out + lo), &dst, 1, hi - lo);
+    mc2_put_end(t);
   }
-  for (int b = 0; b < 2; b++) core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-  core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, 0);
 }
 
 static void rs_unit_begin(struct core_tp *t, void *ctx)
@@ -635,10 +682,11 @@ static int rs_plan(void *p, const struct op_desc *d, const struct op_args *args,
   int rc = mc2_shape(d, args, chip, &a->sh, diag);
   if (rc) return rc;
   a->s = a->sh.m / a->sh.turns;
-  if (chip->buf[ARCH_BUF_UB].size_bytes < rs_ub(a, 4) + es(a->sh.in, RS_PIECE))
+  if (chip->buf[ARCH_BUF_UB].size_bytes < rs_ub(2, 0))
     return npu_diag_set(diag, "command line", 0, "--arch", "%s's UB holds less than a reduction step (%llu bytes)",
-                        chip->name, (unsigned long long)(rs_ub(a, 4) + es(a->sh.in, RS_PIECE))),
+                        chip->name, (unsigned long long)rs_ub(2, 0)),
            NPU_EUNSUPPORTED;
+  a->piece = mc2_piece(chip, a->sh.in);
   rc = ops_gemm_plan(&a->g, chip, a->s, a->sh.n, a->sh.k, a->sh.in, a->sh.tb, (int)a->sh.ranks, diag);
   if (rc) return rc;
   NPU_ASSERT(ops_gemm_out(a->g) == a->sh.in); /* a plain GEMM writes its input type */
@@ -656,15 +704,15 @@ static int rs_ranks_of(const void *p)
 static void rs_setup(void *p, struct op_exec *x)
 {
   struct mmrs *a = p;
-  static const char *const what[R_PER_RANK] = {"x1", "x2", "partial", "out"};
+  static const char *const what[R_PER_RANK] = {"x1", "x2", "partial", "acc", "out"};
   for (uint32_t r = 0; r < a->sh.ranks; r++) {
     uint64_t count[R_PER_RANK] = {(uint64_t)a->sh.ranks * a->sh.m * a->sh.k, (uint64_t)a->sh.k * a->sh.n,
-                                  (uint64_t)a->sh.ranks * a->sh.m * a->sh.n,
+                                  (uint64_t)a->sh.ranks * a->sh.m * a->sh.n, (uint64_t)a->sh.m * a->sh.n,
                                   (uint64_t)(a->all_reduce ? a->sh.ranks : 1) * a->sh.m * a->sh.n};
     for (int i = 0; i < R_PER_RANK; i++) {
       snprintf(a->names[r][i], sizeof a->names[r][i], "%s.%u", what[i], r);
-      enum op_init init = i <= R_X2 ? OP_INIT_UNIFORM : i == R_PART ? OP_INIT_SCRATCH : OP_INIT_ZERO;
-      struct op_tensor *t = op_tensor(x, a->names[r][i], a->sh.in, count[i], init);
+      enum op_init init = i <= R_X2 ? OP_INIT_UNIFORM : i == R_PART || i == R_ACC ? OP_INIT_SCRATCH : OP_INIT_ZERO;
+      struct op_tensor *t = op_tensor(x, a->names[r][i], i == R_ACC ? NPU_DT_FP32 : a->sh.in, count[i], init);
       op_tensor_place(x, t, (int)r);
       a->t[r][i] = t->addr;
     }
@@ -760,7 +808,7 @@ const struct op_desc op_matmul_reduce_scatter =
 
 /* matmul_all_reduce: CANN's MatmulAllReduce, the reduce-scatter above whose owners then put their
  * reduced rows into every device's output across the links (the all-gather half of the
- * all-reduce, done by the same vector cores from the same UB). */
+ * all-reduce, done by the same teams of vector cores, each to its own device). */
 const struct op_desc op_matmul_all_reduce =
     MC2_DESC("matmul_all_reduce", "MC2 MatmulAllReduce on a server: the matmul of every device's K shard fused with the "
                                   "all-reduce of the products (matmul_reduce_scatter, then each owner puts its sums "

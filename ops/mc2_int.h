@@ -47,6 +47,11 @@ void mc2_put_begin(struct core_tp *t);
 void mc2_put(struct core_tp *t, enum npu_dtype dt, uint64_t piece, uint32_t *stage, uint64_t src,
              const uint64_t *dst, uint32_t ndst, uint64_t len);
 void mc2_put_end(struct core_tp *t);
+/* The vector cores of a device in teams, one per device they exchange with (the peers, then the
+ * device itself): vector core v of device rank works with device *to, as the w-th of the *nw
+ * cores of its team. Each link of the full mesh has its own team, so that one link's flows do not
+ * drift onto another's (docs/ARCHITECTURE.md, decision 52). */
+void mc2_team(uint32_t rank, uint32_t ranks, int naiv, int v, uint32_t *to, int *w, int *nw);
 /* The q-th device (0..ranks-1) vector core v of device rank sends to: the peers rotated by v, so
  * that every link of the full mesh carries data at once, the device itself last. */
 uint32_t mc2_peer(uint32_t rank, uint32_t ranks, int v, uint32_t q);

@@ -93,17 +93,6 @@ static uint64_t es(enum npu_dtype t, uint64_t n)
 
 /* ------------------------------------------------------------------ the vector cores */
 
-/* The vector cores of a device in teams, one per device it sends to (the peers, then itself):
- * vector core v sends to device *to, as the w-th of the *nw cores of its team. Each link of the
- * full mesh has its own team, so that one link's flows do not drift onto another's. */
-static void team(const struct moe *a, uint32_t rank, int v, uint32_t *to, int *w, int *nw)
-{
-  int ranks = (int)a->dv.ranks, q = v % ranks;
-  *to = (rank + 1 + (uint32_t)q) % a->dv.ranks;
-  *w = v / ranks;
-  *nw = a->dv.naiv / ranks + (q < a->dv.naiv % ranks ? 1 : 0);
-}
-
 /* Vector core w of a team of nw: its share of `rows` rows of `cols` elements from GM address src
  * to dst. */
 static void put_rows(struct core_tp *t, const struct moe *a, uint32_t *stage, int w, int nw, uint64_t rows,
@@ -123,7 +112,7 @@ static void dispatch_program(struct core_tp *t, const void *plan, int rank, int 
   const struct moe *a = plan;
   uint32_t s = (uint32_t)rank, stage = 0, d;
   int w, nw;
-  team(a, s, v, &d, &w, &nw);
+  mc2_team(s, a->dv.ranks, a->dv.naiv, v, &d, &w, &nw);
   mc2_put_begin(t);
   for (uint32_t x = 0; x < a->e; x++) {
     uint32_t g = d * a->e + x;
@@ -141,7 +130,7 @@ static void combine_program(struct core_tp *t, const void *plan, int rank, int v
   const struct moe *a = plan;
   uint32_t d = (uint32_t)rank, stage = 0, s;
   int w, nw;
-  team(a, d, v, &s, &w, &nw);
+  mc2_team(d, a->dv.ranks, a->dv.naiv, v, &s, &w, &nw);
   mc2_put_begin(t);
   for (uint32_t x = 0; x < a->e; x++) {
     uint64_t blocks = ops_gemm_group_blocks(a->gmm[d], x);
