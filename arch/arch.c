@@ -317,13 +317,15 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
   return h;
 }
 
-uint64_t arch_chip_fingerprint(const struct arch_system *sys)
+/* A hash of the system's keys under prefix ("chip.", "node."). */
+static uint64_t fingerprint(const struct arch_system *sys, const char *prefix)
 {
   const struct npu_table *t = arch_table();
   uint64_t h = 0xcbf29ce484222325ull;
+  size_t np = strlen(prefix);
   for (size_t i = 0; i < t->nparams; i++) {
     const struct npu_param *p = &t->params[i];
-    if (strncmp(p->name, "chip.", 5) != 0) continue;
+    if (strncmp(p->name, prefix, np) != 0) continue;
     const char *field = (const char *)sys + p->offset;
     h = fnv(h, p->name, strlen(p->name) + 1);
     switch (p->type) {
@@ -336,4 +338,14 @@ uint64_t arch_chip_fingerprint(const struct arch_system *sys)
     }
   }
   return h;
+}
+
+uint64_t arch_chip_fingerprint(const struct arch_system *sys)
+{
+  return fingerprint(sys, "chip.");
+}
+
+uint64_t arch_node_fingerprint(const struct arch_system *sys)
+{
+  return sys->has_node ? fingerprint(sys, "node.") : 0;
 }

@@ -248,6 +248,9 @@ int arch_fractal_k(const struct arch_chip *chip, enum npu_dtype t);
  * chip description are valid exactly for descriptions with the same fingerprint.
  */
 uint64_t arch_chip_fingerprint(const struct arch_system *sys);
+/* The same of every node parameter (0 without a node): with the chip's, what an operator that
+ * runs on several devices of the node (MC2) is costed on. */
+uint64_t arch_node_fingerprint(const struct arch_system *sys);
 
 /* Names of the DMA paths, "gm_to_l1", ...; and of the buffers, "l1", ... */
 const char *arch_path_name(enum arch_path p);

@@ -299,7 +299,7 @@ void op_cost_from_result(const struct op_result *r, struct op_cost *out)
 static int run_here(const struct op_desc *d, const struct op_args *a, const struct arch_system *sys,
                     enum core_fidelity f, struct op_cost *out, struct npu_diag *diag)
 {
-  struct op_run_opts o = {.fidelity = f, .seed = 1};
+  struct op_run_opts o = {.fidelity = f, .seed = 1, .node = sys->has_node ? &sys->node : NULL};
   struct op_result r;
   int rc = op_run(d, a, &sys->chip, &o, &r, diag);
   if (!rc) op_cost_from_result(&r, out);
@@ -377,8 +377,11 @@ int op_cost_get(struct op_cache *c, const struct op_desc *d, const struct op_arg
   /* a loaded operator is keyed by its file's contents too: a rebuilt plugin never reuses old costs */
   char origin[24] = "";
   if (op_origin_hash(d)) snprintf(origin, sizeof origin, "@%016" PRIx64, op_origin_hash(d));
-  snprintf(key, sizeof key, "%s%s %s fidelity=%s arch=%016" PRIx64, d->name, origin, args,
-           f == CORE_FIDELITY_EVENT ? "event" : "analytic", arch_chip_fingerprint(sys));
+  /* an operator over several devices is costed on the node's links too */
+  char node[32] = "";
+  if (d->ranks) snprintf(node, sizeof node, " node=%016" PRIx64, arch_node_fingerprint(sys));
+  snprintf(key, sizeof key, "%s%s %s fidelity=%s arch=%016" PRIx64 "%s", d->name, origin, args,
+           f == CORE_FIDELITY_EVENT ? "event" : "analytic", arch_chip_fingerprint(sys), node);
   const struct entry *e = find(c, key);
   if (e) {
     c->hits++;

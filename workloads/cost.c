@@ -116,6 +116,14 @@ static double item_time(const struct wl_program *j, int i, double *lost, double 
 {
   const struct wl_item *it = &j->items[i];
   *lost = *hidden = 0;
+  if (it->coll && it->ovl == WL_OVL_FUSED) {
+    /* one MC2 kernel runs the GEMM and the collective: what it takes beyond the GEMM alone is
+     * exposed communication (its vector cores' interference included), the rest hidden */
+    double comm = j->colls[it->index].time_s, g = j->kernels[j->items[it->hide].index].time_s;
+    *exposed = fmax(0, j->kernels[it->slowed].time_s - g);
+    *hidden = fmax(0, comm - *exposed);
+    return *exposed;
+  }
   if (it->coll && it->ovl != WL_OVL_NONE) {
     /* with its GEMM (summed as it runs alone): what the pair adds, interference then exposed */
     double comm = j->colls[it->index].time_s, chunk = it->chunk >= 0 ? j->colls[it->chunk].time_s : 0;
@@ -145,6 +153,11 @@ double wl__item_time(const struct wl_program *j, int i)
 {
   double lost, exposed, hidden;
   return item_time(j, i, &lost, &exposed, &hidden);
+}
+
+double wl__item_time_parts(const struct wl_program *j, int i, double *lost, double *exposed, double *hidden)
+{
+  return item_time(j, i, lost, exposed, hidden);
 }
 
 static void sum_seg(const struct wl_program *j, struct wl_seg *sg)

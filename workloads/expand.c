@@ -169,7 +169,9 @@ static void seg_begin(struct wl_program *j, enum wl_seg_kind k)
  *   mc2: CANN's AllGatherMatmul and MatmulReduceScatter as MindSpeed calls them (the column-
  *     parallel backward's reduce-scatter fused with the input gradient): tp chunks, one per
  *     peer, communication driven by the AI CPU (torch_npu's default comm_mode "ai_cpu",
- *     Ascend/op-plugin #5375), so no AI core is taken.
+ *     Ascend/op-plugin #5375), so no AI core is taken; with plan.mc2_comm_mode = "aiv" the pair
+ *     is one MC2 kernel whose vector cores move the data, costed by its operator (ops/mc2.c: at
+ *     the analytic fidelity its closed form), which takes the place of both.
  * Whatever the method, the collective's data crosses HBM: it takes (2 for an all-gather, 3 for
  * a reduce-scatter, which also reads the partial it adds to) x the device's link bandwidth from
  * the GEMM beside it, at most half of HBM (the chip variants of ovl_sys).
@@ -237,11 +239,35 @@ static void ovl_pair(struct wl_program *j, int i, int g, enum wl_ovl m, int n, i
   }
 }
 
+/* MC2 in AIV mode (plan.mc2_comm_mode = "aiv"): collective item i and GEMM item g run as one MC2
+ * kernel, the GEMM's call as CANN's AllGatherMatmul (gather: the all-gather feeding it, each rank
+ * holding 1 / tp of its rows) or MatmulReduceScatter (the reduce-scatter of its output, each rank
+ * keeping 1 / tp of the rows), on the TP group's server. */
+static void ovl_fused(struct wl_program *j, int i, int g, bool gather)
+{
+  const struct op_call *gc = &j->kernels[j->items[g].index].call;
+  int tp = j->plan.tp;
+  struct op_call c;
+  op_call_init(&c, gather ? "all_gather_matmul" : "matmul_reduce_scatter");
+  op_call_dim(&c, "m", (int64_t)op_call_u(gc, "m") / tp);
+  op_call_dim(&c, "k", (int64_t)op_call_u(gc, "k"));
+  op_call_dim(&c, "n", (int64_t)op_call_u(gc, "n"));
+  op_call_dtype(&c, "dtype", (enum npu_dtype)op_call_u(gc, "dtype"));
+  if (op_call_u(gc, "trans_b")) op_call_bool(&c, "trans_b", true);
+  op_call_dim(&c, "ranks", tp);
+  NPU_ASSERT(!op_call_u(gc, "trans_a") && op_call_u(gc, "m") % (uint64_t)tp == 0);
+  struct wl_item *it = &j->items[i];
+  it->slowed = add_kernel(j, &c); /* may move kernels, not items */
+  it->ovl = WL_OVL_FUSED;
+  it->hide = g;
+  it->nchunks = 1;
+}
+
 static void tp_overlap_pairs(struct wl_program *j, int first, int end)
 {
   /* a chip with no more SMs than Transformer Engine's communication takes keeps them all */
   int tp = j->plan.tp, sms = j->job->sys.chip.aic_count > 2 * OVL_MEGATRON_SMS ? OVL_MEGATRON_SMS : 0;
-  bool mc2 = j->plan.tp_overlap == WL_TPO_MC2;
+  bool mc2 = j->plan.tp_overlap == WL_TPO_MC2, aiv = mc2 && j->plan.mc2_comm == WL_MC2_AIV;
   bool *taken = npu_xcalloc((size_t)(end - first + 1), sizeof *taken);
   for (int i = first; i < end; i++) {
     const struct wl_item *it = &j->items[i];
@@ -253,7 +279,10 @@ static void tp_overlap_pairs(struct wl_program *j, int first, int end)
       if (g < end && item_is_op(j, g, "quantize")) g++;
       if (g >= end || !item_is_gemm(j, g)) continue;
       if (taken[g - first]) continue;
-      ovl_pair(j, i, g, WL_OVL_RING, tp, 0);
+      if (aiv)
+        ovl_fused(j, i, g, true);
+      else
+        ovl_pair(j, i, g, WL_OVL_RING, tp, 0);
       taken[g - first] = true;
     } else if (op == IC_OP_REDUCESCATTER) {
       g = i - 1;
@@ -263,7 +292,9 @@ static void tp_overlap_pairs(struct wl_program *j, int first, int end)
                               (item_is_gemm(j, g) && j->items[g].wgrad)))
           g--;
       if (g < first || !item_is_gemm(j, g) || taken[g - first]) continue;
-      if (mc2)
+      if (aiv)
+        ovl_fused(j, i, g, false);
+      else if (mc2)
         ovl_pair(j, i, g, WL_OVL_PIPE, tp, 0);
       else if (j->items[g].wgrad)
         ovl_pair(j, i, g, WL_OVL_BULK, 1, sms);

@@ -133,7 +133,8 @@ enum wl_ovl {
   WL_OVL_NONE, /* hide >= 0: alongside item hide, for free (only the excess counts: CP's ring) */
   WL_OVL_RING, /* all-gather feeding the GEMM: the local chunk first, then one peer's per step */
   WL_OVL_PIPE, /* reduce-scatter of the GEMM's output, chunk by chunk as the chunks finish */
-  WL_OVL_BULK  /* beside an independent GEMM (the weight gradient), start to end */
+  WL_OVL_BULK, /* beside an independent GEMM (the weight gradient), start to end */
+  WL_OVL_FUSED /* one MC2 kernel does both (plan.mc2_comm_mode = "aiv"): `slowed` is its call */
 };
 
 /* One kernel or memoised collective of a segment. */
@@ -148,7 +149,8 @@ struct wl_item {
   int hide;           /* >= 0: this collective overlaps item `hide` (see enum wl_ovl) */
   int nchunks;        /* WL_OVL_RING, PIPE: steps of the overlap */
   int chunk;          /* WL_OVL_PIPE: the collective of one chunk (colls) */
-  int slowed;         /* ovl: the partner GEMM as it runs beside the collective (kernels) */
+  int slowed;         /* ovl: the partner GEMM as it runs beside the collective, or (WL_OVL_FUSED)
+                         the fused MC2 kernel that runs both (kernels) */
 };
 
 /* A distinct kernel (a typed operator call) and its cost. */

@@ -25,6 +25,7 @@ static const char *const fusion_names[] = {"fused", "eager", NULL};
 static const char *const zero3_impl_names[] = {"flat", "per_param", NULL};
 static const char *const recompute_method_names[] = {"uniform", "block", NULL};
 static const char *const tp_overlap_names[] = {"none", "megatron", "mc2", NULL};
+static const char *const mc2_comm_names[] = {"ai_cpu", "aiv", NULL};
 static const char *const ep_overlap_names[] = {"none", "megatron", "mindspeed", NULL};
 static const char *const dim_names[WL_DIM_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
 
@@ -138,6 +139,12 @@ static const struct npu_param params[] = {
          "TP collectives overlapped with the GEMMs that produce or consume them: none (exposed), megatron "
          "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers on GPUs), mc2 (MindSpeed "
          "--use-ascend-mc2, CANN's fused matmul-communication kernels on Ascend); needs plan.sp with tp > 1"),
+    NPU_PARAM_ENUM("plan.mc2_comm_mode", mc2_comm, "ai_cpu", mc2_comm_names,
+         "with plan.tp_overlap = \"mc2\": who moves the fused operators' data, torch_npu's comm_mode: ai_cpu "
+         "(HCCL driven from the AI CPU beside the GEMM, no AI core taken; torch_npu's default) or aiv (the "
+         "operators' own vector cores: each pair costed as CANN's AllGatherMatmul or MatmulReduceScatter kernel "
+         "on the TP group's server, the closed form of npusim's MC2 kernels, docs/KERNELS.md); aiv needs the TP "
+         "group within one full-mesh server and fp16 or bf16 GEMMs"),
     NPU_PARAM_ENUM("plan.ep_overlap", ep_overlap, "none", ep_overlap_names,
          "MoE all-to-alls overlapped across micro-batches: none, megatron (Megatron-Core "
          "--overlap-moe-expert-parallel-comm, GPUs) or mindspeed (MindSpeed --moe-fb-overlap, Ascend): the "
@@ -286,6 +293,12 @@ const char *wl_tp_overlap_name(enum wl_tp_overlap o)
 {
   NPU_ASSERT(o >= WL_TPO_NONE && o <= WL_TPO_MC2);
   return tp_overlap_names[o];
+}
+
+const char *wl_mc2_comm_name(enum wl_mc2_comm c)
+{
+  NPU_ASSERT(c >= WL_MC2_AI_CPU && c <= WL_MC2_AIV);
+  return mc2_comm_names[c];
 }
 
 const char *wl_ep_overlap_name(enum wl_ep_overlap o)
@@ -676,6 +689,22 @@ int wl_plan_finish(struct npu_cfg *cfg, struct wl_plan *p, const struct wl_model
     return npu_cfg_fail(cfg, diag, "plan.tp_overlap",
                         "\"mc2\" is CANN's fused matmul-communication kernels, on Ascend; %s is not an Ascend chip: "
                         "use \"megatron\"", sys->chip.name);
+  if (p->mc2_comm == WL_MC2_AIV) {
+    if (p->tp_overlap != WL_TPO_MC2 || p->tp < 2)
+      return npu_cfg_fail(cfg, diag, "plan.mc2_comm_mode", "\"aiv\" is how MC2 moves its data: it needs "
+                          "plan.tp_overlap = \"mc2\" and plan.tp > 1");
+    if (!sys->has_node || sys->node.topology != ARCH_NODE_FULL_MESH || sys->node.dies_per_package > 1)
+      return npu_cfg_fail(cfg, diag, "plan.mc2_comm_mode", "npusim's MC2 kernels run on a server whose devices are "
+                          "joined by a full mesh of links (as the Atlas 800T A2's); %s is not one: use \"ai_cpu\"",
+                          sys->has_node ? sys->node.name : "a single chip");
+    if (p->tp > sys->node.devices || p->tp > 16)
+      return npu_cfg_fail(cfg, diag, "plan.mc2_comm_mode", "the MC2 kernels run the TP group on one server: tp %d, "
+                          "but a %s server has %d devices (and the kernels at most 16)", p->tp, sys->node.name,
+                          sys->node.devices);
+    if (p->dtype == WL_DTYPE_FP8)
+      return npu_cfg_fail(cfg, diag, "plan.mc2_comm_mode", "npusim's MC2 kernels take fp16 or bf16 GEMMs, not fp8: "
+                          "use \"ai_cpu\"");
+  }
   if (p->ep_overlap != WL_EPO_NONE) {
     const char *fw = p->ep_overlap == WL_EPO_MEGATRON ? "Megatron's combined 1F1B" : "MindSpeed's --moe-fb-overlap";
     if (p->ep < 2)

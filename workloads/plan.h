@@ -59,6 +59,11 @@ enum wl_tp_overlap {
   WL_TPO_MEGATRON, /* Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers, its defaults) */
   WL_TPO_MC2       /* MindSpeed --use-ascend-mc2 (CANN AllGatherMatmul / MatmulReduceScatter) */
 };
+/* Who moves MC2's data (plan.mc2_comm_mode: torch_npu's comm_mode of the MC2 operators). */
+enum wl_mc2_comm {
+  WL_MC2_AI_CPU, /* HCCL driven from the AI CPU beside the GEMM (torch_npu's default) */
+  WL_MC2_AIV     /* the operators' own vector cores (ops/mc2.c's kernels, their closed forms) */
+};
 
 /* MoE all-to-alls overlapped across micro-batches (plan.ep_overlap): in the steady state the
  * forward of micro-batch i+1 and the backward of micro-batch i run as one pair, each one's
@@ -105,6 +110,7 @@ struct wl_plan {
   int dtype;                /* enum wl_dtype */
   int fp8_recipe;           /* enum wl_fp8_recipe */
   int tp_overlap;           /* enum wl_tp_overlap */
+  int mc2_comm;             /* enum wl_mc2_comm (plan.mc2_comm_mode) */
   int ep_overlap;           /* enum wl_ep_overlap */
   int etp;                  /* expert tensor-parallel size (0 in the file: tp; see wl_plan_edp) */
   int recompute_method;     /* enum wl_recompute_method (recompute full) */
@@ -227,6 +233,9 @@ const char *wl_zero3_impl_name(enum wl_zero3_impl z);
 
 /* plan.tp_overlap's name: "none", "megatron", "mc2". */
 const char *wl_tp_overlap_name(enum wl_tp_overlap o);
+
+/* plan.mc2_comm_mode's name: "ai_cpu", "aiv". */
+const char *wl_mc2_comm_name(enum wl_mc2_comm c);
 
 /* plan.ep_overlap's name: "none", "megatron", "mindspeed". */
 const char *wl_ep_overlap_name(enum wl_ep_overlap o);

@@ -23,6 +23,13 @@ static const char *dtype_name(const struct wl_plan *p)
   return p->dtype == WL_DTYPE_FP16 ? "fp16" : "bf16";
 }
 
+/* plan.tp_overlap's name, "mc2/aiv" for MC2 whose own vector cores move the data. */
+static const char *tp_overlap_label(const struct wl_plan *p)
+{
+  if (p->tp_overlap == WL_TPO_MC2 && p->mc2_comm == WL_MC2_AIV) return "mc2/aiv";
+  return wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap);
+}
+
 void wl_plan_text(const struct wl_plan *p, char *buf, size_t n)
 {
   char rc[128];
@@ -46,7 +53,7 @@ void wl_plan_text(const struct wl_plan *p, char *buf, size_t n)
   else if (p->etp != p->tp)
     npu_appendf(buf, n, ", expert TP %d", p->etp);
   if (p->tp_overlap != WL_TPO_NONE)
-    npu_appendf(buf, n, ", TP overlap %s", wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap));
+    npu_appendf(buf, n, ", TP overlap %s", tp_overlap_label(p));
   if (p->ep_overlap != WL_EPO_NONE)
     npu_appendf(buf, n, ", EP overlap %s", wl_ep_overlap_name((enum wl_ep_overlap)p->ep_overlap));
   if (p->optimizer_moments) npu_appendf(buf, n, ", Adam moments in bf16");
@@ -119,7 +126,7 @@ void wl_summary_text(const struct wl_job *job, const struct wl_result *r, struct
   if (p->tp_overlap != WL_TPO_NONE)
     npu_buf_printf(out, "  TP overlap     %s: %.3g s of TP communication hidden under GEMMs, %.3g s exposed, GEMMs "
                         "%.3g s slower beside it (slowest stage)\n",
-                   wl_tp_overlap_name((enum wl_tp_overlap)p->tp_overlap), r->hidden_s[WL_CAT_TP], r->cat_s[WL_CAT_TP],
+                   tp_overlap_label(p), r->hidden_s[WL_CAT_TP], r->cat_s[WL_CAT_TP],
                    r->cat_s[WL_CAT_INTERFERE]);
   comm_line(r, out);
   bool ep = r->ep > 1;
@@ -202,7 +209,7 @@ void wl_summary_json(const struct wl_job *job, const struct wl_result *r, struct
   npu_json_key(&j, "tp_overlap");
   npu_json_object_begin(&j);
   npu_json_key(&j, "method");
-  npu_json_string(&j, wl_tp_overlap_name((enum wl_tp_overlap)job->plan.tp_overlap));
+  npu_json_string(&j, tp_overlap_label(&job->plan));
   num(&j, "hidden_s", r->hidden_s[WL_CAT_TP]);
   num(&j, "exposed_s", r->cat_s[WL_CAT_TP]);
   num(&j, "interference_s", r->cat_s[WL_CAT_INTERFERE]);
@@ -369,7 +376,7 @@ static double c_pp_hidden(const void *x, int i) { (void)i; return R(x)->hidden_s
 static const char *c_tp_overlap(const void *x, int i)
 {
   (void)i;
-  return wl_tp_overlap_name((enum wl_tp_overlap)J(x)->plan.tp_overlap);
+  return tp_overlap_label(&J(x)->plan);
 }
 static const char *c_ep_overlap(const void *x, int i)
 {
@@ -438,7 +445,8 @@ static const struct rpt_column columns[] = {
      .real = c_host},
     {"host_launches", RPT_REAL, "", "kernels and communication calls the host of a device of the slowest stage "
      "dispatched in the step", .real = c_launches},
-    {"tp_overlap", RPT_STRING, "text", "plan.tp_overlap: none, megatron or mc2", .text = c_tp_overlap},
+    {"tp_overlap", RPT_STRING, "text", "plan.tp_overlap: none, megatron or mc2 (mc2/aiv with plan.mc2_comm_mode = aiv)",
+     .text = c_tp_overlap},
     {"tp_hidden_s", RPT_REAL, "s", "TP communication of the slowest stage hidden under GEMMs (plan.tp_overlap)",
      .real = c_tp_hidden},
     {"ep_overlap", RPT_STRING, "text", "plan.ep_overlap: none, megatron or mindspeed", .text = c_ep_overlap},

@@ -40,6 +40,8 @@ struct op_call wl__swiglu_call(int64_t rows, int64_t ffn, enum npu_dtype dt);
 double wl__overlap_time(enum wl_ovl m, int n, double g, double gr, double comm, double chunk, double *lost);
 /* Item i's time on its compute stream, as a segment's time_s sums it (cost.c). */
 double wl__item_time(const struct wl_program *j, int i);
+/* The same, with what the GEMM beside it loses (*lost), its exposed part and what is hidden. */
+double wl__item_time_parts(const struct wl_program *j, int i, double *lost, double *exposed, double *hidden);
 
 /* Cost every kernel of p not costed yet through cache (the chip model at the run's fidelity).
  * Returns 0, or an error with diag naming the kernel (a shape the chip cannot run). */

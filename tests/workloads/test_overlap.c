@@ -108,7 +108,7 @@ Test(overlap, expert_tp_defaults_to_tp_and_whole_experts_gather_nothing)
 
 /* Per layer segment: how many TP collectives pair by each method, and whether every one did. */
 struct pairs {
-  int ring, pipe, bulk, unpaired;
+  int ring, pipe, bulk, fused, unpaired;
 };
 
 static struct pairs count_pairs(const struct wl_program *p, enum wl_seg_kind k)
@@ -122,9 +122,10 @@ static struct pairs count_pairs(const struct wl_program *p, enum wl_seg_kind k)
     case WL_OVL_RING: n.ring++; break;
     case WL_OVL_PIPE: n.pipe++; break;
     case WL_OVL_BULK: n.bulk++; break;
+    case WL_OVL_FUSED: n.fused++; break;
     default: n.unpaired++; break;
     }
-    if (it->ovl != WL_OVL_NONE) {
+    if (it->ovl != WL_OVL_NONE && it->ovl != WL_OVL_FUSED) {
       const struct wl_item *g = &p->items[it->hide];
       cr_expect(!g->coll && g->cat == WL_CAT_GEMM, "item %d pairs with a GEMM", i);
       cr_expect(!strcmp(p->kernels[it->slowed].op, "gemm"), "item %d: the slowed partner is a GEMM", i);
@@ -159,6 +160,70 @@ Test(overlap, mc2_pairs_every_layer_collective_with_its_gemm)
   }
   wl_program_destroy(p);
   wl_job_release(&job);
+}
+
+/* MC2 in AIV mode: the same pairs, each run as one MC2 kernel (AllGatherMatmul for the all-gather
+ * feeding its GEMM, MatmulReduceScatter for the GEMM whose output is reduce-scattered) whose rows
+ * per rank are the GEMM's over tp, costed by the operator on the server (its closed form at the
+ * analytic fidelity); the pair takes the kernel's time, the collective what it adds to the GEMM. */
+Test(overlap, mc2_in_aiv_mode_runs_each_pair_as_one_mc2_kernel)
+{
+  struct wl_job job;
+  tw_job_load(&job, SCN "tiny.cfg",
+              (const char *const[]){"plan.tp=4", "plan.sp=true", "plan.tp_overlap=\"mc2\"",
+                                    "plan.mc2_comm_mode=\"aiv\""},
+              4);
+  struct npu_diag d;
+  npu_diag_clear(&d);
+  struct wl_program *p;
+  cr_assert_eq(wl_program_create(&p, &job, &d), 0, "%s", d.msg);
+  struct pairs f = count_pairs(p, WL_SEG_LAYER_F), b = count_pairs(p, WL_SEG_LAYER_BI);
+  cr_expect(f.fused == 4 && f.ring + f.pipe + f.bulk + f.unpaired == 0, "forward: %d fused", f.fused);
+  cr_expect(b.fused == 4 && b.ring + b.pipe + b.bulk + b.unpaired == 0, "backward: %d fused", b.fused);
+  int checked = 0;
+  for (int i = 0; i < p->nitems; i++) {
+    const struct wl_item *it = &p->items[i];
+    if (it->ovl != WL_OVL_FUSED) continue;
+    const struct wl_kernel *mc2 = &p->kernels[it->slowed], *g = &p->kernels[p->items[it->hide].index];
+    bool gather = p->colls[it->index].op == IC_OP_ALLGATHER;
+    cr_expect_str_eq(mc2->op, gather ? "all_gather_matmul" : "matmul_reduce_scatter");
+    cr_expect_eq(op_call_u(&mc2->call, "m") * 4, op_call_u(&g->call, "m"), "1 / tp of the GEMM's rows per rank");
+    cr_expect_eq(op_call_u(&mc2->call, "k"), op_call_u(&g->call, "k"));
+    cr_expect_eq(op_call_u(&mc2->call, "n"), op_call_u(&g->call, "n"));
+    cr_expect_eq(op_call_u(&mc2->call, "ranks"), 4);
+    cr_expect_eq(mc2->sys, 0, "the kernel's own cores move the data: no chip variant");
+    /* its cost is the operator's on the server, run here directly */
+    struct op_run_opts o = {.fidelity = CORE_FIDELITY_ANALYTIC, .seed = 1, .node = &job.sys.node};
+    struct op_result r;
+    cr_assert_eq(op_run(mc2->call.desc, &mc2->call.args, &job.sys.chip, &o, &r, &d), 0, "%s", d.msg);
+    /* inside a step kernels are queued ahead: the stream gap in place of the launch */
+    close_to(mc2->time_s, r.total.time_s - r.total.launch_s + job.sys.chip.stream_gap_s, "the MC2 kernel's time");
+    /* the pair: the GEMM, then what the kernel adds to it as exposed communication */
+    double lost, exposed, hidden, t = wl__item_time_parts(p, i, &lost, &exposed, &hidden);
+    close_to(lost, 0, "no interference apart from the kernel's");
+    close_to(exposed, fmax(0, mc2->time_s - g->time_s), "exposed: the kernel beyond its GEMM");
+    close_to(t + g->time_s, fmax(mc2->time_s, g->time_s), "the pair takes the kernel's time");
+    close_to(hidden, fmax(0, p->colls[it->index].time_s - exposed), "hidden: the rest of the collective");
+    checked++;
+  }
+  cr_expect_eq(checked, f.fused + b.fused, "the layer's forward and input-gradient segments hold the pairs");
+  wl_program_destroy(p);
+  wl_job_release(&job);
+}
+
+/* "aiv" needs MC2, a full-mesh server holding the TP group, and 16-bit GEMMs. */
+Test(overlap, mc2_aiv_mode_needs_its_server_and_16_bit_gemms)
+{
+  load_fails(SCN "tiny.cfg", (const char *const[]){"plan.tp=2", "plan.mc2_comm_mode=\"aiv\""}, 2,
+             "plan.mc2_comm_mode", "it needs plan.tp_overlap = \"mc2\"");
+  load_fails(SCN "tiny.cfg",
+             (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"mc2\"", "plan.mc2_comm_mode=\"aiv\"",
+                                   "node.topology=\"switch\"", "node.switch_ports=64"},
+             6, "plan.mc2_comm_mode", "joined by a full mesh of links");
+  load_fails(SCN "tiny.cfg",
+             (const char *const[]){"plan.tp=2", "plan.sp=true", "plan.tp_overlap=\"mc2\"", "plan.mc2_comm_mode=\"aiv\"",
+                                   "plan.dtype=\"fp8\""},
+             5, "plan.mc2_comm_mode", "fp16 or bf16 GEMMs, not fp8");
 }
 
 /* Megatron (Transformer Engine's defaults) on the H100 server: ring-exchange all-gathers on the
