@@ -1189,6 +1189,12 @@ int ops_gemm_grouped_plan(struct gemm **out, const struct arch_chip *chip, const
   return 0;
 }
 
+void ops_gemm_tiles(const struct gemm *g, uint32_t *tile_m, uint32_t *tile_n)
+{
+  *tile_m = g->mL1;
+  *tile_n = g->nL1;
+}
+
 uint32_t ops_gemm_block_group(const struct gemm *g, uint64_t b)
 {
   return g->blk ? g->blk[3 * (b / g->splitk)] : 0;

@@ -460,18 +460,23 @@ void mc2_form_result(struct core_result *out, const struct arch_chip *chip, cons
     out->bottleneck = part->bottleneck;
 }
 
-/* The GEMM of a device's ranks x m rows (all_gather_matmul and the reduce-scatter operators). */
-static int device_gemm(const struct mc2_shape *sh, const struct arch_chip *chip, struct core_result *g,
-                       struct npu_diag *diag)
+/* The GEMM of a device's ranks x m rows (all_gather_matmul and the reduce-scatter operators),
+ * tiled as the kernel tiles one turn's (turn: its plan): narrower turns, smaller tiles. */
+static int device_gemm(const struct mc2_shape *sh, const struct gemm *turn, const struct arch_chip *chip,
+                       struct core_result *g, struct npu_diag *diag)
 {
-  char kv[5][48];
+  char kv[7][48];
+  uint32_t tm, tn;
+  ops_gemm_tiles(turn, &tm, &tn);
   snprintf(kv[0], sizeof kv[0], "m=%u", sh->ranks * sh->m);
   snprintf(kv[1], sizeof kv[1], "n=%u", sh->n);
   snprintf(kv[2], sizeof kv[2], "k=%u", sh->k);
   snprintf(kv[3], sizeof kv[3], "dtype=%s", npu_dtype_name(sh->in));
   snprintf(kv[4], sizeof kv[4], "trans_b=%s", sh->tb ? "true" : "false");
-  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4]};
-  return mc2_part(&op_gemm, chip, args, 5, g, diag);
+  snprintf(kv[5], sizeof kv[5], "tile_m=%u", tm);
+  snprintf(kv[6], sizeof kv[6], "tile_n=%u", tn);
+  const char *const args[] = {kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6]};
+  return mc2_part(&op_gemm, chip, args, 7, g, diag);
 }
 
 /* The ideal pipeline: the device's own rows, turn by turn, then each turn's rows of the peers once
@@ -482,7 +487,7 @@ static int closed_form(const void *p, const struct arch_chip *chip, const struct
 {
   const struct agmm *a = p;
   struct core_result g;
-  int rc = device_gemm(&a->sh, chip, &g, diag);
+  int rc = device_gemm(&a->sh, a->g, chip, &g, diag);
   if (rc) return rc;
   double G = g.time_s - g.launch_s, lat = node->link.latency_s, T = a->sh.turns;
   double slice = G / (a->sh.ranks * T), turn_s = (double)es(a->sh.in, (uint64_t)a->s * a->sh.k) / mc2_link_rate(node);
@@ -789,7 +794,7 @@ static int rs_closed_form(const void *p, const struct arch_chip *chip, const str
 {
   const struct mmrs *a = p;
   struct core_result g;
-  int rc = device_gemm(&a->sh, chip, &g, diag);
+  int rc = device_gemm(&a->sh, a->g, chip, &g, diag);
   if (rc) return rc;
   double G = g.time_s - g.launch_s, lat = node->link.latency_s, T = a->sh.turns, ways = a->all_reduce ? 2 : 1;
   double turn_s = ways * (double)es(a->sh.in, (uint64_t)a->s * a->sh.n) / mc2_link_rate(node), end = 0;
