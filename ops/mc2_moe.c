@@ -231,7 +231,7 @@ static void moe_release(void *p)
 
 static int plan_counts(struct moe *a, double skew, struct npu_diag *diag)
 {
-  uint32_t ranks = a->dv.ranks, global = ranks * a->e, per[MAX_GLOBAL];
+  uint32_t ranks = a->dv.ranks, global = ranks * a->e, per[MAX_GLOBAL] = {0};
   expert_rows(per, global, a->tokens, skew);
   for (uint32_t s = 0; s < ranks; s++) {
     uint64_t at = 0;
