@@ -13,44 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/benchutil.h"
-#include "common/cfg.h"
-#include "ops/op.h"
-
-static int load(struct arch_system *sys, const char *preset)
-{
-  struct npu_cfg *cfg = npu_cfg_create();
-  arch_register(cfg, sys);
-  struct npu_diag d;
-  int rc = npu_cfg_load_spec(cfg, preset, &d);
-  if (!rc) rc = arch_finish(cfg, sys, &d);
-  if (rc) npu_diag_print(stderr, &d);
-  npu_cfg_destroy(cfg);
-  return rc;
-}
+#include "bench/ops/opbench.h"
 
 static int run(const struct arch_system *sys, const char *op, const char *const *kv, int n, enum core_fidelity f,
                bool functional, struct op_result *res, double *wall)
 {
-  const struct op_desc *d = op_find(op);
-  struct op_args a;
-  struct npu_diag diag;
-  if (op_args_parse(d, &a, kv, n, &diag)) {
-    npu_diag_print(stderr, &diag);
-    return 1;
-  }
   struct op_run_opts o = {.fidelity = f, .functional = functional, .seed = 1};
-  double t0 = bench_now();
-  int rc = op_run(d, &a, &sys->chip, &o, res, &diag);
-  *wall = bench_now() - t0;
-  if (rc) npu_diag_print(stderr, &diag);
-  return rc;
+  return opbench_run(sys, op, kv, n, &o, res, wall);
 }
 
 int main(int argc, char **argv)
 {
   struct arch_system sys;
-  if (load(&sys, "ascend-910b2")) return 1;
+  if (opbench_load(&sys, "ascend-910b2")) return 1;
   static const char *const big[] = {"m=8192", "n=8192", "k=8192", "dtype=bf16"};
   static const char *const small[] = {"m=1024", "n=1024", "k=1024", "dtype=fp16"};
   struct op_result r;
@@ -96,7 +71,7 @@ int main(int argc, char **argv)
   static const char *const presets[] = {"ascend-910b2", "nvidia-h100-sxm"}, *const passes[] = {"pass=fwd", "pass=bwd"};
   for (int c = 0; c < 2; c++) {
     struct arch_system chip;
-    if (load(&chip, presets[c])) return 1;
+    if (opbench_load(&chip, presets[c])) return 1;
     for (int q = 0; q < 2; q++) {
       const char *const kv[] = {"heads=8", "seq=16384", "dim=128", "causal=true", passes[q]};
       if (run(&chip, "flash_attention", kv, 5, CORE_FIDELITY_ANALYTIC, false, &r, &wall)) return 1;

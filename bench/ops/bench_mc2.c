@@ -13,9 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/benchutil.h"
-#include "common/cfg.h"
-#include "ops/op.h"
+#include "bench/ops/opbench.h"
 
 struct mc2_case {
   const char *op;
@@ -34,34 +32,14 @@ static const struct mc2_case cases[] = {
 static int run(const struct arch_system *sys, const struct mc2_case *c, enum core_fidelity f, struct op_result *res,
                double *wall)
 {
-  const struct op_desc *d = op_find(c->op);
-  struct op_args a;
-  struct npu_diag diag;
-  if (op_args_parse(d, &a, c->args, c->nargs, &diag)) {
-    npu_diag_print(stderr, &diag);
-    return 1;
-  }
   struct op_run_opts o = {.fidelity = f, .seed = 1, .node = &sys->node};
-  double t0 = bench_now();
-  int rc = op_run(d, &a, &sys->chip, &o, res, &diag);
-  *wall = bench_now() - t0;
-  if (rc) npu_diag_print(stderr, &diag);
-  return rc;
+  return opbench_run(sys, c->op, c->args, c->nargs, &o, res, wall);
 }
 
 int main(int argc, char **argv)
 {
   struct arch_system sys;
-  struct npu_cfg *cfg = npu_cfg_create();
-  arch_register(cfg, &sys);
-  struct npu_diag d;
-  int rc = npu_cfg_load_spec(cfg, "atlas-800t-a2", &d);
-  if (!rc) rc = arch_finish(cfg, &sys, &d);
-  npu_cfg_destroy(cfg);
-  if (rc) {
-    npu_diag_print(stderr, &d);
-    return 1;
-  }
+  if (opbench_load(&sys, "atlas-800t-a2")) return 1;
   struct op_result *r = malloc(sizeof *r);
   if (!r) return 1;
   double wall;
