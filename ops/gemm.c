@@ -1541,8 +1541,7 @@ static const struct op_param gparams[] = {
     {"cores", OP_P_INT, "0", "cube cores to use (0: all)", NULL},
 };
 
-/* Group sizes proportional to 1 / (i + 1)^skew, summing to m (largest remainders). */
-static void group_sizes(uint32_t *rows, uint32_t groups, uint64_t m, double skew)
+void ops_group_sizes(uint32_t *rows, uint32_t groups, uint64_t m, double skew)
 {
   double *w = npu_xmalloc(groups * sizeof *w), sum = 0;
   for (uint32_t i = 0; i < groups; i++) sum += w[i] = pow((double)i + 1, -skew);
@@ -1604,7 +1603,7 @@ static int gplan(void *p, const struct op_desc *d, const struct op_args *a, cons
   g->ngroups = (uint32_t)groups;
   g->rows = npu_xcalloc(groups, sizeof *g->rows);
   g->row0 = npu_xcalloc(groups, sizeof *g->row0);
-  group_sizes(g->rows, g->ngroups, g->M, skew);
+  ops_group_sizes(g->rows, g->ngroups, g->M, skew);
   group_blocks(g);
   uint64_t cores = op_u(d, a, "cores");
   g->cores = cores ? (int)cores : chip->aic_count;

@@ -77,11 +77,6 @@ struct agmm {
   char names[MAX_RANKS][T_PER_RANK][24];
 };
 
-static uint64_t es(enum npu_dtype t, uint64_t n)
-{
-  return n * (uint64_t)npu_dtype_bits(t) / 8;
-}
-
 static int signal_id(const struct agmm *a, uint32_t turn, uint32_t sender)
 {
   return (int)(turn * a->sh.ranks + sender);
@@ -122,14 +117,14 @@ void mc2_put(struct core_tp *t, enum npu_dtype dt, uint64_t piece, uint32_t *sta
   for (uint64_t e = 0; e < len; e += piece) {
     uint32_t n = (uint32_t)(len - e < piece ? len - e : piece);
     int b = (int)((*stage)++ % 2);
-    struct core_tile ub = ops_tile(MEM_UB, CORE_ND, dt, (uint64_t)b * es(dt, piece), 1, n, n);
+    struct core_tile ub = ops_tile(MEM_UB, CORE_ND, dt, (uint64_t)b * mc2_bytes(dt, piece), 1, n, n);
     core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
-    struct core_tile from = ops_tile(MEM_GM, CORE_ND, dt, src + es(dt, e), 1, n, n);
+    struct core_tile from = ops_tile(MEM_GM, CORE_ND, dt, src + mc2_bytes(dt, e), 1, n, n);
     core_copy(t, &ub, &from);
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_MTE3, b);
     for (uint32_t i = 0; i < ndst; i++) {
-      struct core_tile to = ops_tile(MEM_GM, CORE_ND, dt, dst[i] + es(dt, e), 1, n, n);
+      struct core_tile to = ops_tile(MEM_GM, CORE_ND, dt, dst[i] + mc2_bytes(dt, e), 1, n, n);
       core_copy(t, &to, &ub);
     }
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_MTE2, b);
@@ -165,9 +160,9 @@ static void gather_program(struct core_tp *t, const void *plan, int rank, int v)
   mc2_put_begin(t);
   for (uint32_t turn = 0; turn < a->sh.turns; turn++) {
     uint64_t first = (uint64_t)turn * a->s * a->sh.k; /* the turn's first element in x1 */
-    uint64_t dst = a->t[to][T_GATHER] + es(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + lo);
+    uint64_t dst = a->t[to][T_GATHER] + mc2_bytes(a->sh.in, (uint64_t)rank * a->sh.m * a->sh.k + first + lo);
     if (to != (uint32_t)rank || a->gather)
-      mc2_put(t, a->sh.in, a->piece, &stage, a->t[rank][T_X1] + es(a->sh.in, first + lo), &dst, 1, hi - lo);
+      mc2_put(t, a->sh.in, a->piece, &stage, a->t[rank][T_X1] + mc2_bytes(a->sh.in, first + lo), &dst, 1, hi - lo);
     for (uint32_t q = 1; q < a->sh.ranks; q++)
       core_notify(t, CORE_PIPE_MTE3, (int)((uint32_t)rank + q) % (int)a->sh.ranks, signal_id(a, turn, (uint32_t)rank));
   }
@@ -227,16 +222,16 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
   uint64_t row = (uint64_t)sender * a->sh.m + (uint64_t)turn * a->s; /* in gather_out and out */
   uint64_t A;
   if (sender == rank) {
-    A = a->t[rank][T_X1] + es(a->sh.in, (uint64_t)turn * a->s * a->sh.k);
+    A = a->t[rank][T_X1] + mc2_bytes(a->sh.in, (uint64_t)turn * a->s * a->sh.k);
   } else {
-    A = a->t[rank][T_GATHER] + es(a->sh.in, row * a->sh.k);
+    A = a->t[rank][T_GATHER] + mc2_bytes(a->sh.in, row * a->sh.k);
     unsigned char *w = &u->waited[turn * a->sh.ranks + sender];
     if (!*w) { /* the slice's notifies: one from every vector core of the sender */
       core_notify_wait(t, CORE_PIPE_MTE2, signal_id(a, turn, sender), (uint32_t)a->sh.naiv);
       *w = 1;
     }
   }
-  ops_gemm_block_at(t, a->g, inner, A, a->t[rank][T_X2], a->t[rank][T_OUT] + es(a->out, row * a->sh.n));
+  ops_gemm_block_at(t, a->g, inner, A, a->t[rank][T_X2], a->t[rank][T_OUT] + mc2_bytes(a->out, row * a->sh.n));
 }
 
 /* ------------------------------------------------------------------ plan, setup, check */
@@ -490,10 +485,10 @@ static int closed_form(const void *p, const struct arch_chip *chip, const struct
   int rc = device_gemm(&a->sh, a->g, chip, &g, diag);
   if (rc) return rc;
   double G = g.time_s - g.launch_s, lat = node->link.latency_s, T = a->sh.turns;
-  double slice = G / (a->sh.ranks * T), turn_s = (double)es(a->sh.in, (uint64_t)a->s * a->sh.k) / mc2_link_rate(node);
+  double slice = G / (a->sh.ranks * T), turn_s = (double)mc2_bytes(a->sh.in, (uint64_t)a->s * a->sh.k) / mc2_link_rate(node);
   double end = T * slice;
   for (uint32_t t = 0; t < a->sh.turns; t++) end = fmax(end, (t + 1) * turn_s + 2 * lat) + (a->sh.ranks - 1) * slice;
-  uint64_t bytes = es(a->sh.in, (uint64_t)a->sh.ranks * (a->sh.ranks - 1) * a->sh.m * a->sh.k);
+  uint64_t bytes = mc2_bytes(a->sh.in, (uint64_t)a->sh.ranks * (a->sh.ranks - 1) * a->sh.m * a->sh.k);
   mc2_form_result(out, chip, &g, (int)a->sh.ranks, a->sh.naiv, end, T * turn_s, bytes, false);
   return 0;
 }
@@ -573,7 +568,7 @@ static void rs_pass(struct core_tp *t, uint32_t *stage, uint64_t src, enum npu_d
     uint32_t n = (uint32_t)(len - e < RS_PIECE ? len - e : RS_PIECE);
     int b = (int)((*stage)++ % 2);
     core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
-    vx_load(t, rs_ub(0, b), src + es(from, e), from, 1, n, n, n);
+    vx_load(t, rs_ub(0, b), src + mc2_bytes(from, e), from, 1, n, n, n);
     core_set_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
     core_wait_flag(t, CORE_PIPE_MTE2, CORE_PIPE_V, b);
     core_wait_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
@@ -581,7 +576,7 @@ static void rs_pass(struct core_tp *t, uint32_t *stage, uint64_t src, enum npu_d
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE2, b);
     core_set_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, b);
     core_wait_flag(t, CORE_PIPE_V, CORE_PIPE_MTE3, b);
-    struct core_copy c = {.src = vx_nd(MEM_UB, to, rs_ub(1, b), 1, n, n), .dst = vx_nd(MEM_GM, to, dst + es(to, e), 1, n, n),
+    struct core_copy c = {.src = vx_nd(MEM_UB, to, rs_ub(1, b), 1, n, n), .dst = vx_nd(MEM_GM, to, dst + mc2_bytes(to, e), 1, n, n),
                           .scale = 1.0f, .fb_scale = UINT64_MAX, .atomic_add = add};
     core_copy_ex(t, &c);
     core_set_flag(t, CORE_PIPE_MTE3, CORE_PIPE_V, b);
@@ -629,24 +624,24 @@ static void reduce_program(struct core_tp *t, const void *plan, int rank, int v)
     core_notify_wait(t, CORE_PIPE_MTE2, (int)turn, (uint32_t)(a->sh.ranks * a->nb));
     mc2_share(elems, nw, w, &lo, &hi);
     rs_pass_begin(t);
-    rs_pass(t, &stage, a->t[from][R_PART] + es(a->sh.in, first + lo), a->sh.in,
-            a->t[me][R_ACC] + es(NPU_DT_FP32, acc + lo), NPU_DT_FP32, true, hi - lo);
+    rs_pass(t, &stage, a->t[from][R_PART] + mc2_bytes(a->sh.in, first + lo), a->sh.in,
+            a->t[me][R_ACC] + mc2_bytes(NPU_DT_FP32, acc + lo), NPU_DT_FP32, true, hi - lo);
     rs_pass_end(t);
     core_notify(t, CORE_PIPE_MTE3, (int)me, (int)(T + turn));
     core_notify_wait(t, CORE_PIPE_MTE2, (int)(T + turn), (uint32_t)a->sh.naiv);
     mc2_share(elems, a->sh.naiv, v, &lo, &hi);
     rs_pass_begin(t);
-    rs_pass(t, &stage, a->t[me][R_ACC] + es(NPU_DT_FP32, acc + lo), NPU_DT_FP32,
-            a->t[me][R_OUT] + es(a->sh.in, out + lo), a->sh.in, false, hi - lo);
+    rs_pass(t, &stage, a->t[me][R_ACC] + mc2_bytes(NPU_DT_FP32, acc + lo), NPU_DT_FP32,
+            a->t[me][R_OUT] + mc2_bytes(a->sh.in, out + lo), a->sh.in, false, hi - lo);
     rs_pass_end(t);
     if (!a->all_reduce) continue;
     core_notify(t, CORE_PIPE_MTE3, (int)me, (int)(2 * T + turn));
     core_notify_wait(t, CORE_PIPE_MTE2, (int)(2 * T + turn), (uint32_t)a->sh.naiv);
     if (from == me) continue;
     mc2_share(elems, nw, w, &lo, &hi);
-    uint64_t dst = a->t[from][R_OUT] + es(a->sh.in, out + lo);
+    uint64_t dst = a->t[from][R_OUT] + mc2_bytes(a->sh.in, out + lo);
     mc2_put_begin(t);
-    mc2_put(t, a->sh.in, a->piece, &stage, a->t[me][R_OUT] + es(a->sh.in, out + lo), &dst, 1, hi - lo);
+    mc2_put(t, a->sh.in, a->piece, &stage, a->t[me][R_OUT] + mc2_bytes(a->sh.in, out + lo), &dst, 1, hi - lo);
     mc2_put_end(t);
   }
 }
@@ -672,8 +667,8 @@ static void rs_block(struct core_tp *t, void *ctx, uint64_t b)
   uint32_t owner = (rank + 1 + q) % a->sh.ranks;
   uint64_t row = (uint64_t)owner * a->sh.m + (uint64_t)turn * a->s;
   core_select(t, CORE_SUB_AIC);
-  ops_gemm_block_at(t, a->g, b % a->nb, a->t[rank][R_X1] + es(a->sh.in, row * a->sh.k), a->t[rank][R_X2],
-                    a->t[rank][R_PART] + es(a->sh.in, row * a->sh.n));
+  ops_gemm_block_at(t, a->g, b % a->nb, a->t[rank][R_X1] + mc2_bytes(a->sh.in, row * a->sh.k), a->t[rank][R_X2],
+                    a->t[rank][R_PART] + mc2_bytes(a->sh.in, row * a->sh.n));
   core_notify(t, CORE_PIPE_FIX, (int)owner, (int)turn);
 }
 
@@ -797,9 +792,9 @@ static int rs_closed_form(const void *p, const struct arch_chip *chip, const str
   int rc = device_gemm(&a->sh, a->g, chip, &g, diag);
   if (rc) return rc;
   double G = g.time_s - g.launch_s, lat = node->link.latency_s, T = a->sh.turns, ways = a->all_reduce ? 2 : 1;
-  double turn_s = ways * (double)es(a->sh.in, (uint64_t)a->s * a->sh.n) / mc2_link_rate(node), end = 0;
+  double turn_s = ways * (double)mc2_bytes(a->sh.in, (uint64_t)a->s * a->sh.n) / mc2_link_rate(node), end = 0;
   for (uint32_t t = 0; t < a->sh.turns; t++) end = fmax(end, (t + 1) * G / T + lat) + turn_s + lat;
-  uint64_t bytes = (uint64_t)ways * es(a->sh.in, (uint64_t)a->sh.ranks * (a->sh.ranks - 1) * a->sh.m * a->sh.n);
+  uint64_t bytes = (uint64_t)ways * mc2_bytes(a->sh.in, (uint64_t)a->sh.ranks * (a->sh.ranks - 1) * a->sh.m * a->sh.n);
   mc2_form_result(out, chip, &g, (int)a->sh.ranks, a->sh.naiv, end, T * turn_s, bytes, true);
   return 0;
 }

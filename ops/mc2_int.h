@@ -36,6 +36,12 @@ void mc2_unit_begin(struct core_tp *t, struct gemm *g, int naiv, int units,
                     void (*program)(struct core_tp *t, const void *plan, int rank, int v), const void *plan);
 void mc2_unit_end(struct core_tp *t, struct gemm *g);
 
+/* Bytes of n elements of type t. */
+static inline uint64_t mc2_bytes(enum npu_dtype t, uint64_t n)
+{
+  return n * (uint64_t)npu_dtype_bits(t) / 8;
+}
+
 /* Worker w's share [lo, hi) of elems elements split over workers (256-element aligned shares). */
 void mc2_share(uint64_t elems, int workers, int w, uint64_t *lo, uint64_t *hi);
 /* Elements of one of a vector core's two UB buffers. */

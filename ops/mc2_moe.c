@@ -86,11 +86,6 @@ struct moe {
   char names[MAX_RANKS][T_PER_RANK][24];
 };
 
-static uint64_t es(enum npu_dtype t, uint64_t n)
-{
-  return n * (uint64_t)npu_dtype_bits(t) / 8;
-}
-
 /* ------------------------------------------------------------------ the vector cores */
 
 /* Vector core w of a team of nw: its share of `rows` rows of `cols` elements from GM address src
@@ -101,8 +96,8 @@ static void put_rows(struct core_tp *t, const struct moe *a, uint32_t *stage, in
   uint64_t lo, hi;
   mc2_share(rows * cols, nw, w, &lo, &hi);
   if (hi <= lo) return;
-  uint64_t to = dst + es(a->dv.in, lo);
-  mc2_put(t, a->dv.in, a->piece, stage, src + es(a->dv.in, lo), &to, 1, hi - lo);
+  uint64_t to = dst + mc2_bytes(a->dv.in, lo);
+  mc2_put(t, a->dv.in, a->piece, stage, src + mc2_bytes(a->dv.in, lo), &to, 1, hi - lo);
 }
 
 /* Dispatch, vector core v of device `rank`: expert by expert, its share of the rows its team's
@@ -116,8 +111,8 @@ static void dispatch_program(struct core_tp *t, const void *plan, int rank, int 
   mc2_put_begin(t);
   for (uint32_t x = 0; x < a->e; x++) {
     uint32_t g = d * a->e + x;
-    put_rows(t, a, &stage, w, nw, a->cnt[s][g], a->h, a->t[s][T_GX] + es(a->dv.in, a->send[s][g] * a->h),
-             a->t[d][T_PERM] + es(a->dv.in, a->recv[d][x * a->dv.ranks + s] * a->h));
+    put_rows(t, a, &stage, w, nw, a->cnt[s][g], a->h, a->t[s][T_GX] + mc2_bytes(a->dv.in, a->send[s][g] * a->h),
+             a->t[d][T_PERM] + mc2_bytes(a->dv.in, a->recv[d][x * a->dv.ranks + s] * a->h));
     for (uint32_t q = 0; q < a->dv.ranks; q++) core_notify(t, CORE_PIPE_MTE3, (int)q, (int)x);
   }
   mc2_put_end(t);
@@ -137,8 +132,8 @@ static void combine_program(struct core_tp *t, const void *plan, int rank, int v
     if (!blocks) continue;
     core_notify_wait(t, CORE_PIPE_MTE2, (int)x, (uint32_t)blocks);
     uint32_t g = d * a->e + x;
-    put_rows(t, a, &stage, w, nw, a->cnt[s][g], a->n, a->t[d][T_GY] + es(a->dv.in, a->recv[d][x * a->dv.ranks + s] * a->n),
-             a->t[s][T_Y] + es(a->dv.in, a->send[s][g] * a->n));
+    put_rows(t, a, &stage, w, nw, a->cnt[s][g], a->n, a->t[d][T_GY] + mc2_bytes(a->dv.in, a->recv[d][x * a->dv.ranks + s] * a->n),
+             a->t[s][T_Y] + mc2_bytes(a->dv.in, a->send[s][g] * a->n));
   }
   mc2_put_end(t);
 }
@@ -207,17 +202,6 @@ static void block(struct core_tp *t, void *ctx, uint64_t b)
 
 /* ------------------------------------------------------------------ plan, setup, check */
 
-/* Rows per expert proportional to 1 / (i + 1)^skew over the global experts, summing to tokens
- * (largest remainders), as grouped_gemm's groups. */
-static void expert_rows(uint32_t *rows, uint32_t experts, uint64_t tokens, double skew)
-{
-  double w[MAX_GLOBAL], sum = 0;
-  for (uint32_t i = 0; i < experts; i++) sum += w[i] = pow((double)i + 1, -skew);
-  uint64_t given = 0;
-  for (uint32_t i = 0; i < experts; i++) given += rows[i] = (uint32_t)floor((double)tokens * w[i] / sum);
-  for (uint32_t i = 0; given < tokens; i = (i + 1) % experts, given++) rows[i]++;
-}
-
 static void moe_release(void *p)
 {
   struct moe *a = p;
@@ -232,7 +216,7 @@ static void moe_release(void *p)
 static int plan_counts(struct moe *a, double skew, struct npu_diag *diag)
 {
   uint32_t ranks = a->dv.ranks, global = ranks * a->e, per[MAX_GLOBAL] = {0};
-  expert_rows(per, global, a->tokens, skew);
+  ops_group_sizes(per, global, a->tokens, skew); /* grouped_gemm's profile */
   for (uint32_t s = 0; s < ranks; s++) {
     uint64_t at = 0;
     for (uint32_t g = 0; g < global; g++) {
@@ -481,9 +465,9 @@ static int moe_closed_form(const void *p, const struct arch_chip *chip, const st
         if (q == d) continue;
         on[q] += c;
         most = on[q] > most ? on[q] : most;
-        bytes += es(a->dv.in, (uint64_t)c * width);
+        bytes += mc2_bytes(a->dv.in, (uint64_t)c * width);
       }
-      double share = G * (double)rows / a->rows[d], xfer = (double)es(a->dv.in, most * width) / bw;
+      double share = G * (double)rows / a->rows[d], xfer = (double)mc2_bytes(a->dv.in, most * width) / bw;
       if (!rows) continue;
       if (a->combine) {
         done += share;

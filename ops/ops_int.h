@@ -43,6 +43,9 @@ int ops_gemm_plan(struct gemm **out, const struct arch_chip *chip, uint32_t m, u
  * from the sum of the rows before it, by the i-th [k, n] matrix of B; blocks run group by group. */
 int ops_gemm_grouped_plan(struct gemm **out, const struct arch_chip *chip, const uint32_t *rows, uint32_t groups,
                           uint32_t n, uint32_t k, enum npu_dtype dtype, struct npu_diag *diag);
+/* Group sizes proportional to 1 / (i + 1)^skew, summing to m (largest remainders): grouped_gemm's
+ * groups and the MoE MC2 operators' experts. */
+void ops_group_sizes(uint32_t *rows, uint32_t groups, uint64_t m, double skew);
 /* Its L1 tile (rows, columns): the gemm operator's tile_m and tile_n that tile as it does. */
 void ops_gemm_tiles(const struct gemm *g, uint32_t *tile_m, uint32_t *tile_n);
 /* The group of block b (0 for a plain GEMM) and the blocks of one group. */

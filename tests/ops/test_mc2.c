@@ -60,6 +60,16 @@ static void within(double t, double lo, double hi)
   cr_assert(t >= lo && t <= hi, "%.4g us, not within [%.4g, %.4g] us", t * 1e6, lo * 1e6, hi * 1e6);
 }
 
+/* The event time of op with arguments kv, checked within [0.98, 1.05] x the ideal pipeline the
+ * test states, which the analytic fidelity must compute (analytic_is). */
+static double timed(const char *op, const char *const *kv, double ideal)
+{
+  double t = event_s(op, kv);
+  analytic_is(op, kv, ideal);
+  within(t, 0.98 * ideal, 1.05 * ideal);
+  return t;
+}
+
 static double link_s(double bytes)
 {
   return bytes / (server.node.link.bw_bytes_per_s * server.node.link_efficiency.value);
@@ -114,9 +124,7 @@ Test(mc2, a_gather_longer_than_the_gemm_is_exposed_by_its_link_time)
 {
   double ideal, serial;
   bounds(256, 2048, 128, 1, 0, &ideal, &serial);
-  double t = event_s("all_gather_matmul", ARGS("m=256", "k=2048", "n=128", "turns=1"));
-  analytic_is("all_gather_matmul", ARGS("m=256", "k=2048", "n=128", "turns=1"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  double t = timed("all_gather_matmul", ARGS("m=256", "k=2048", "n=128", "turns=1"), ideal);
   cr_assert(t >= server.chip.launch_overhead_s + link_s(2.0 * 256 * 2048), "faster than its links");
 }
 
@@ -126,9 +134,7 @@ Test(mc2, a_gemm_longer_than_the_gather_hides_it)
 {
   double ideal, serial;
   bounds(256, 1024, 4096, 1, 0, &ideal, &serial);
-  double t = event_s("all_gather_matmul", ARGS("m=256", "k=1024", "n=4096", "turns=1"));
-  analytic_is("all_gather_matmul", ARGS("m=256", "k=1024", "n=4096", "turns=1"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  double t = timed("all_gather_matmul", ARGS("m=256", "k=1024", "n=4096", "turns=1"), ideal);
   cr_assert(t < serial, "%.4g us, not faster than gather-then-multiply (%.4g us)", t * 1e6, serial * 1e6);
 }
 
@@ -140,9 +146,7 @@ Test(mc2, turns_overlap_the_gather_with_the_gemm)
   /* the kernel tiles each turn's GEMM as the 8 devices' slices of it together, 8 x 128 rows: 240
    * columns wide (the first width from 256 down whose blocks fill 90% of their waves of 24 cores) */
   bounds(512, 1024, 2048, 4, 240, &ideal, &serial);
-  double t = event_s("all_gather_matmul", ARGS("m=512", "k=1024", "n=2048", "turns=4"));
-  analytic_is("all_gather_matmul", ARGS("m=512", "k=1024", "n=2048", "turns=4"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  double t = timed("all_gather_matmul", ARGS("m=512", "k=1024", "n=2048", "turns=4"), ideal);
   cr_assert(t < serial, "%.4g us, not faster than gather-then-multiply (%.4g us)", t * 1e6, serial * 1e6);
 }
 
@@ -224,9 +228,7 @@ Test(mc2, a_reduce_scatter_longer_than_the_gemm_is_exposed_by_its_link_time)
 {
   double ideal, serial;
   rs_bounds(256, 256, 4096, 1, 0, &ideal, &serial);
-  double t = event_s("matmul_reduce_scatter", ARGS("m=256", "k=256", "n=4096", "turns=1"));
-  analytic_is("matmul_reduce_scatter", ARGS("m=256", "k=256", "n=4096", "turns=1"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  timed("matmul_reduce_scatter", ARGS("m=256", "k=256", "n=4096", "turns=1"), ideal);
 }
 
 /* K = 8192: the GEMM (about 130 us) dwarfs the reads (29 us): within 5% of the closed form
@@ -235,9 +237,7 @@ Test(mc2, a_gemm_longer_than_the_reduce_scatter_sets_its_time)
 {
   double ideal, serial;
   rs_bounds(256, 8192, 1024, 1, 0, &ideal, &serial);
-  double t = event_s("matmul_reduce_scatter", ARGS("m=256", "k=8192", "n=1024", "turns=1"));
-  analytic_is("matmul_reduce_scatter", ARGS("m=256", "k=8192", "n=1024", "turns=1"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  timed("matmul_reduce_scatter", ARGS("m=256", "k=8192", "n=1024", "turns=1"), ideal);
 }
 
 /* Two turns: the reads of the first overlap the GEMM of the second: faster than multiply-then-
@@ -247,9 +247,7 @@ Test(mc2, turns_overlap_the_reduce_scatter_with_the_gemm)
   double ideal, serial;
   /* each turn's GEMM tiled as 8 x 256 rows: 176 columns wide (as above) */
   rs_bounds(512, 2048, 1024, 2, 176, &ideal, &serial);
-  double t = event_s("matmul_reduce_scatter", ARGS("m=512", "k=2048", "n=1024", "turns=2"));
-  analytic_is("matmul_reduce_scatter", ARGS("m=512", "k=2048", "n=1024", "turns=2"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  double t = timed("matmul_reduce_scatter", ARGS("m=512", "k=2048", "n=1024", "turns=2"), ideal);
   cr_assert(t < serial, "%.4g us, not faster than multiply-then-reduce-scatter (%.4g us)", t * 1e6, serial * 1e6);
 }
 
@@ -279,7 +277,5 @@ Test(mc2, an_all_reduce_carries_twice_the_reduce_scatters_bytes_per_link)
 {
   double ideal, serial;
   ar_bounds(2, 256, 4096, 1024, 1, 0, &ideal, &serial);
-  double t = event_s("matmul_all_reduce", ARGS("m=256", "k=4096", "n=1024", "turns=1"));
-  analytic_is("matmul_all_reduce", ARGS("m=256", "k=4096", "n=1024", "turns=1"), ideal);
-  within(t, 0.98 * ideal, 1.05 * ideal);
+  timed("matmul_all_reduce", ARGS("m=256", "k=4096", "n=1024", "turns=1"), ideal);
 }
